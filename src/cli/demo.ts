@@ -1,0 +1,57 @@
+/**
+ * `cm2 demo` (`npm run demo`): on a fresh clone, installs what is missing (temporal CLI, MinIO), starts the
+ * local infrastructure and the workers, runs the pipeline on the demo tool world with the offline roles,
+ * prints the Web UI URL and the report path, and stops what it started. Ctrl-C leaves a resumable run:
+ * the workflows live in the dev server's SQLite file, and the next `npm run demo` attaches to them.
+ */
+import { mkdirSync, writeFileSync } from 'node:fs';
+import path from 'node:path';
+import { loadConfig } from '../infra/config';
+import { ensureBinaries, projectRoot } from '../infra/binaries';
+import { defaultInfraDir, infraEnv, infraHealth, readInfraState, startInfra, stopInfra } from '../infra/localInfra';
+import { connectClient } from '../infra/temporal';
+import { startWorkers } from '../workers';
+import { printPrepareReport } from './prepareCommand';
+import { followStage, type PrepareReport, startPrepare } from './stages';
+
+export async function demoCommand(configFile: string, opts: { keepInfra: boolean }): Promise<void> {
+  const t0 = Date.now();
+  ensureBinaries((l) => console.log(l));
+  const dir = defaultInfraDir();
+  const before = readInfraState(dir);
+  const alreadyUp = before ? Object.values(await infraHealth(before)).every(Boolean) : false;
+  const state = await startInfra({ dir, log: (l) => console.log(l) });
+  for (const [k, v] of Object.entries(infraEnv(state))) process.env[k] ??= v;
+  const cfg = loadConfig(configFile);
+  const workers = await startWorkers(cfg);
+  const client = await connectClient(cfg);
+
+  let stopping = false;
+  const cleanup = async () => {
+    await workers.shutdown();
+    if (!alreadyUp && !opts.keepInfra) await stopInfra(dir);
+  };
+  process.once('SIGINT', () => {
+    if (stopping) return;
+    stopping = true;
+    console.log(`\ninterrupted: run "${cfg.run.id}" is kept and resumes with \`npm run demo\`.`);
+    void cleanup().finally(() => process.exit(130));
+  });
+
+  const uiUrl = `${state.temporal.uiUrl}/namespaces/${cfg.temporal.namespace}/workflows`;
+  console.log(`Web UI: ${uiUrl}`);
+  const handle = await startPrepare(client, cfg);
+  const report = await followStage<PrepareReport>(handle);
+  printPrepareReport(report, cfg);
+
+  const reportDir = path.join(projectRoot, '.cm2', 'reports', cfg.run.id);
+  mkdirSync(reportDir, { recursive: true });
+  const reportPath = path.join(reportDir, 'prepare-report.json');
+  writeFileSync(reportPath, JSON.stringify(report, null, 2));
+  console.log(`\ndemo finished in ${((Date.now() - t0) / 1000).toFixed(0)}s`);
+  console.log(`Web UI: ${uiUrl}`);
+  console.log(`report: ${reportPath}`);
+  stopping = true;
+  await cleanup();
+  if (!alreadyUp && !opts.keepInfra) console.log('(local infrastructure stopped; `cm2 infra up` starts it again with the run history kept)');
+}

@@ -1,0 +1,87 @@
+/**
+ * The `cm2` command.
+ *
+ *   cm2 infra up|down|status|install     local Temporal dev server (+ Web UI) and MinIO
+ *   cm2 worker [--queues q1,q2]           workers for the workflows / cm2-api / cm2-gpu task queues
+ *   cm2 prepare --config FILE             data preparation (stages 1–2) on Temporal
+ *   cm2 filter --input X --output Y --report R   rule-based filters locally, without Temporal
+ *   cm2 demo                              everything on the demo tool world, offline
+ */
+import { Command, Option } from 'commander';
+import { ConfigError, loadConfig, type Cm2Config } from '../infra/config';
+import { defaultInfraDir, infraEnv, readInfraState } from '../infra/localInfra';
+import { InfraNotRunningError } from '../infra/temporal';
+import { infraCommand } from './infra';
+import { demoCommand } from './demo';
+import { prepareCommand } from './prepareCommand';
+import { workerCommand } from './workerCommand';
+import { filterCommand } from './filterCommand';
+
+/** Points the process at the local infrastructure when it is running and the user has not said otherwise. */
+export function useLocalInfraEnv(): void {
+  const state = readInfraState(defaultInfraDir());
+  if (!state) return;
+  const env = infraEnv(state);
+  for (const [k, v] of Object.entries(env)) process.env[k] ??= v;
+}
+
+/** Loads the config of a command; the worker only needs addresses, so it gets a placeholder run id. */
+export function commandConfig(file: string, runId?: string): Cm2Config {
+  useLocalInfraEnv();
+  return loadConfig(file, runId ? { overrides: { run: { id: runId } } } : {});
+}
+
+const program = new Command('cm2')
+  .description('CM2: RL with checklist rewards for multi-turn, multi-step tool use, as a durable Temporal pipeline')
+  .showHelpAfterError();
+
+program.command('infra')
+  .description('start, stop or inspect the local Temporal dev server and MinIO')
+  .argument('<action>', 'up | down | status | install')
+  .option('--dir <dir>', 'state folder', defaultInfraDir())
+  .action(async (action: string, opts: { dir: string }) => infraCommand(action, opts.dir));
+
+program.command('worker')
+  .description('run workers for the task queues (Ctrl-C stops them gracefully)')
+  .option('-c, --config <file>', 'config file (addresses, task queues)', 'config/demo.yaml')
+  .addOption(new Option('--queues <list>', 'comma-separated: workflows,api,gpu').default('workflows,api,gpu'))
+  .action(async (opts: { config: string; queues: string }) => workerCommand(commandConfig(opts.config, 'worker'), opts.queues));
+
+program.command('prepare')
+  .description('run the data-preparation stage (filters, split, CoT compression, selection) on Temporal')
+  .requiredOption('-c, --config <file>', 'config file')
+  .option('--run <id>', 'run id (overrides run.id of the config)')
+  .option('--no-wait', 'start (or attach to) the workflow and return its id')
+  .action(async (opts: { config: string; run?: string; wait: boolean }) => prepareCommand(commandConfig(opts.config, opts.run), opts.wait));
+
+program.command('filter')
+  .description('run the rule-based filters on a local file, without Temporal')
+  .requiredOption('--input <file>', 'JSONL, JSON array or parquet')
+  .requiredOption('--output <file>', 'kept examples, JSONL')
+  .requiredOption('--report <file>', 'report, JSON')
+  .option('--filters <list>', 'comma-separated filter codes (default: the reference set)')
+  .action(async (opts: { input: string; output: string; report: string; filters?: string }) => {
+    const report = await filterCommand({ input: opts.input, output: opts.output, report: opts.report, filters: opts.filters?.split(',').map((s) => s.trim()).filter(Boolean) });
+    console.log(`${report.kept}/${report.total} kept; report: ${opts.report}`);
+  });
+
+program.command('demo')
+  .description('start the local infrastructure and workers, run the pipeline on the demo tool world, print the Web UI URL and the report path')
+  .option('-c, --config <file>', 'config file', 'config/demo.yaml')
+  .option('--keep-infra', 'leave the infrastructure running afterwards')
+  .action(async (opts: { config: string; keepInfra?: boolean }) => demoCommand(opts.config, { keepInfra: opts.keepInfra ?? false }));
+
+async function main(): Promise<void> {
+  try {
+    await program.parseAsync(process.argv);
+  } catch (e) {
+    if (e instanceof ConfigError || e instanceof InfraNotRunningError) {
+      console.error(`cm2: ${e.message}`);
+      process.exit(2);
+    }
+    console.error(e);
+    process.exit(1);
+  }
+}
+
+void main();

@@ -1,0 +1,82 @@
+/**
+ * Starting stage workflows from a config and following their progress: shared by `cm2 prepare`,
+ * `cm2 demo` and the tests.
+ */
+import { WorkflowIdConflictPolicy, type Client, type WorkflowHandle } from '@temporalio/client';
+import { REFERENCE_CASCADE } from '../data/llmFilter';
+import type { Cm2Config } from '../infra/config';
+import type { PrepareReport } from '../activities/prepare';
+import { prepareProgressQuery, prepareWorkflow } from '../workflows';
+import type { PrepareWorkflowInput, StageProgress } from '../workflows/types';
+import { CM2_RUN_ID, CM2_STAGE } from '../common/searchAttributes';
+
+export const prepareWorkflowId = (runId: string) => `cm2-${runId}-prepare`;
+
+/** The workflow input of the prepare stage: the config's data and LLM sections, resolved; no secrets. */
+export function prepareInput(cfg: Cm2Config): PrepareWorkflowInput {
+  return {
+    runId: cfg.run.id,
+    data: cfg.data,
+    llm: cfg.llm,
+    llmFilterPasses: cfg.data.llmFilter.cascade?.passes.map((p) => p.effort) ?? [...REFERENCE_CASCADE],
+    taskQueues: { api: cfg.temporal.taskQueues.api, gpu: cfg.temporal.taskQueues.gpu },
+    activity: cfg.temporal.activity,
+  };
+}
+
+/**
+ * Starts the prepare workflow of a run, or attaches to it when it is already running (same workflow id:
+ * starting twice never runs the stage twice; a finished run is re-entered idempotently).
+ */
+export async function startPrepare(client: Client, cfg: Cm2Config): Promise<WorkflowHandle<typeof prepareWorkflow>> {
+  return client.workflow.start(prepareWorkflow, {
+    taskQueue: cfg.temporal.taskQueues.workflows,
+    workflowId: prepareWorkflowId(cfg.run.id),
+    args: [prepareInput(cfg)],
+    workflowIdConflictPolicy: WorkflowIdConflictPolicy.USE_EXISTING,
+    typedSearchAttributes: [
+      { key: CM2_RUN_ID, value: cfg.run.id },
+      { key: CM2_STAGE, value: 'prepare' },
+    ],
+    staticSummary: `CM2 data preparation of run ${cfg.run.id}`,
+  });
+}
+
+export function formatProgress(p: StageProgress): string {
+  const counts = Object.entries(p.counts).map(([k, v]) => `${k}=${v}`).join(' ');
+  const width = 20;
+  const filled = p.total ? Math.round((p.done / p.total) * width) : 0;
+  return `[${p.stage}] ${p.phase.padEnd(18)} [${'#'.repeat(filled)}${'.'.repeat(width - filled)}] ${p.done}/${p.total}  ${counts}`;
+}
+
+/** Waits for a stage workflow, printing its progress (queried once a second) as it changes. */
+export async function followStage<T>(handle: WorkflowHandle, opts: { print?: (line: string) => void; intervalMs?: number } = {}): Promise<T> {
+  const print = opts.print ?? ((line: string) => {
+    if (process.stdout.isTTY) process.stdout.write(`\r${line.slice(0, (process.stdout.columns || 120) - 1).padEnd((process.stdout.columns || 120) - 1)}`);
+    else console.log(line);
+  });
+  let last = '';
+  let finished = false;
+  const poll = (async () => {
+    while (!finished) {
+      try {
+        const p = await handle.query<StageProgress>(prepareProgressQuery);
+        const line = formatProgress(p);
+        if (line !== last) print(line);
+        last = line;
+      } catch {
+        /* no workflow worker yet, or the run just closed */
+      }
+      await new Promise((r) => setTimeout(r, opts.intervalMs ?? 1000));
+    }
+  })();
+  try {
+    return (await handle.result()) as T;
+  } finally {
+    finished = true;
+    await poll;
+    if (process.stdout.isTTY && !opts.print) process.stdout.write('\n');
+  }
+}
+
+export type { PrepareReport };

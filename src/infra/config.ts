@@ -1,0 +1,197 @@
+/**
+ * Configuration: YAML files in config/ plus environment overrides, validated with zod.
+ *
+ * - An invalid config fails at start with the path of the bad field and what was expected
+ *   (`ConfigError`, e.g. `config/demo.yaml: data.shardSize: expected number, received string`).
+ * - Secrets never live in config: S3 credentials and LLM API keys are read from the environment by the
+ *   adapters at the moment they are needed (`s3Credentials()`, `LlmRoleConfig.apiKeyEnv`), so they can never
+ *   reach a workflow input, a result or the history.
+ * - Overrides: `CM2_CFG__a__b=value` sets `a.b` (value parsed as JSON when it parses, else a string), and a
+ *   few well-known variables (`TEMPORAL_ADDRESS`, `TEMPORAL_NAMESPACE`, `CM2_S3_ENDPOINT`, `CM2_S3_BUCKET`)
+ *   are applied on top.
+ */
+import { readFileSync } from 'node:fs';
+import { z } from 'zod';
+import YAML from 'yaml';
+import { LlmConfig } from './llm/config';
+import { FilterCascade } from '../data/llmFilter';
+
+export const TaskQueues = z.object({
+  workflows: z.string().default('cm2-workflows'),
+  api: z.string().default('cm2-api'),
+  gpu: z.string().default('cm2-gpu'),
+});
+
+export const TemporalConfig = z.object({
+  address: z.string().default('127.0.0.1:7233'),
+  namespace: z.string().default('default'),
+  taskQueues: TaskQueues.prefault({}),
+  /** Web UI base URL, printed by the CLI. */
+  uiUrl: z.string().default('http://127.0.0.1:8233'),
+  /** Timeouts of the stage activities (Temporal duration strings such as '30s', '10m'). */
+  activity: z.object({
+    startToCloseTimeout: z.string().default('30m'),
+    heartbeatTimeout: z.string().default('60s'),
+    maxRetryInterval: z.string().default('60s'),
+  }).prefault({}),
+});
+
+export const S3Config = z.object({
+  /** `http://host:port` of any S3-compatible server (MinIO, AWS, ...). */
+  endpoint: z.string().url().default('http://127.0.0.1:9000'),
+  region: z.string().default('us-east-1'),
+  bucket: z.string().min(3).default('cm2'),
+  /** Names of the environment variables that hold the credentials (never the credentials themselves). */
+  accessKeyEnv: z.string().default('CM2_S3_ACCESS_KEY'),
+  secretKeyEnv: z.string().default('CM2_S3_SECRET_KEY'),
+});
+
+export const DemoSource = z.object({
+  kind: z.literal('demo'),
+  count: z.number().int().positive().default(400),
+  seed: z.number().int().default(7),
+  brokenRate: z.number().min(0).max(1).default(0.15),
+});
+export const FileSource = z.object({
+  kind: z.literal('file'),
+  /** Local path(s) readable by the api workers, or `s3://bucket/key`. JSONL / JSON / parquet by extension. */
+  paths: z.array(z.string().min(1)).min(1),
+});
+export const DataSource = z.discriminatedUnion('kind', [DemoSource, FileSource]);
+
+export const DataConfig = z.object({
+  source: DataSource.default({ kind: 'demo', count: 400, seed: 7, brokenRate: 0.15 }),
+  /** Examples per shard: the unit of work, of retry and of progress. */
+  shardSize: z.number().int().positive().default(100),
+  /** Concurrent shard activities per stage. */
+  shardConcurrency: z.number().int().positive().default(4),
+  ruleFilters: z.object({
+    /** Filter codes to run; default = the reference's run.sh set (every filter but duplicate_tools_by_schema). */
+    enabled: z.array(z.string()).optional(),
+  }).prefault({}),
+  llmFilter: z.object({
+    enabled: z.boolean().default(true),
+    cascade: FilterCascade.optional(),
+  }).prefault({}),
+  split: z.object({
+    seed: z.number().int().default(42),
+    /** Cold-start share when < 1, else an absolute count (paper: 8k of 30k). */
+    coldStart: z.number().positive().default(0.3),
+  }).prefault({}),
+  compression: z.object({ enabled: z.boolean().default(true) }).prefault({}),
+  selection: z.object({
+    enabled: z.boolean().default(true),
+    seed: z.number().int().default(42),
+  }).prefault({}),
+});
+
+export const Cm2Config = z.object({
+  run: z.object({
+    /** Run id: namespaces every S3 key and names the workflows. */
+    id: z.string().regex(/^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$/, 'letters, digits, . _ - (max 63), starting with a letter or digit'),
+  }),
+  temporal: TemporalConfig.prefault({}),
+  s3: S3Config.prefault({}),
+  llm: LlmConfig.prefault({}),
+  data: DataConfig.prefault({}),
+});
+export type Cm2Config = z.infer<typeof Cm2Config>;
+export type DataConfig = z.infer<typeof DataConfig>;
+export type S3Config = z.infer<typeof S3Config>;
+
+export class ConfigError extends Error {
+  constructor(readonly source: string, readonly issues: { path: string; message: string }[]) {
+    super(`invalid config ${source}:\n` + issues.map((i) => `  ${i.path || '(root)'}: ${i.message}`).join('\n'));
+    this.name = 'ConfigError';
+  }
+}
+
+/** Formats zod issues as `a.b[2].c: message`. */
+export function formatIssues(error: z.ZodError): { path: string; message: string }[] {
+  return error.issues.map((issue) => ({
+    path: issue.path.map((p, i) => (typeof p === 'number' ? `[${p}]` : i === 0 ? String(p) : `.${String(p)}`)).join(''),
+    message: issue.message,
+  }));
+}
+
+function setPath(target: Record<string, unknown>, path: string[], value: unknown): void {
+  let node = target;
+  for (const [i, key] of path.entries()) {
+    if (i === path.length - 1) {
+      node[key] = value;
+      return;
+    }
+    if (typeof node[key] !== 'object' || node[key] === null) node[key] = {};
+    node = node[key] as Record<string, unknown>;
+  }
+}
+
+function parseEnvValue(raw: string): unknown {
+  try {
+    return JSON.parse(raw);
+  } catch {
+    return raw;
+  }
+}
+
+/** Applies `CM2_CFG__a__b=value` and the well-known variables to a raw (unvalidated) config object. */
+export function applyEnvOverrides(raw: Record<string, unknown>, env: NodeJS.ProcessEnv = process.env): Record<string, unknown> {
+  const out = structuredClone(raw);
+  for (const [name, value] of Object.entries(env)) {
+    if (!name.startsWith('CM2_CFG__') || value === undefined) continue;
+    setPath(out, name.slice('CM2_CFG__'.length).split('__'), parseEnvValue(value));
+  }
+  const wellKnown: [string, string[]][] = [
+    ['TEMPORAL_ADDRESS', ['temporal', 'address']],
+    ['TEMPORAL_NAMESPACE', ['temporal', 'namespace']],
+    ['CM2_TEMPORAL_UI_URL', ['temporal', 'uiUrl']],
+    ['CM2_S3_ENDPOINT', ['s3', 'endpoint']],
+    ['CM2_S3_BUCKET', ['s3', 'bucket']],
+  ];
+  for (const [name, path] of wellKnown) {
+    const value = env[name];
+    if (value) setPath(out, path, value);
+  }
+  return out;
+}
+
+/** Validates a raw config object; `source` names where it came from in error messages. */
+export function parseConfig(raw: unknown, source = '(inline)'): Cm2Config {
+  const parsed = Cm2Config.safeParse(raw);
+  if (!parsed.success) throw new ConfigError(source, formatIssues(parsed.error));
+  return parsed.data;
+}
+
+/** Loads a YAML (or JSON) config file, applies environment overrides and validates it. */
+export function loadConfig(file: string, opts: { env?: NodeJS.ProcessEnv; overrides?: Record<string, unknown> } = {}): Cm2Config {
+  let text: string;
+  try {
+    text = readFileSync(file, 'utf8');
+  } catch (e) {
+    throw new ConfigError(file, [{ path: '', message: `cannot read file: ${(e as Error).message}` }]);
+  }
+  let raw: unknown;
+  try {
+    raw = YAML.parse(text) ?? {};
+  } catch (e) {
+    throw new ConfigError(file, [{ path: '', message: `not valid YAML: ${(e as Error).message}` }]);
+  }
+  if (typeof raw !== 'object' || raw === null || Array.isArray(raw)) {
+    throw new ConfigError(file, [{ path: '', message: 'expected a mapping at the top level' }]);
+  }
+  const merged = { ...(raw as Record<string, unknown>), ...(opts.overrides ?? {}) };
+  return parseConfig(applyEnvOverrides(merged, opts.env), file);
+}
+
+/** S3 credentials, from the environment only. */
+export function s3Credentials(cfg: S3Config, env: NodeJS.ProcessEnv = process.env): { accessKey: string; secretKey: string } {
+  const accessKey = env[cfg.accessKeyEnv];
+  const secretKey = env[cfg.secretKeyEnv];
+  if (!accessKey || !secretKey) {
+    throw new ConfigError('environment', [{
+      path: `${cfg.accessKeyEnv}/${cfg.secretKeyEnv}`,
+      message: 'S3 credentials are not set (export them, or run `cm2 infra up`, which writes them for local use)',
+    }]);
+  }
+  return { accessKey, secretKey };
+}

@@ -1,0 +1,245 @@
+/**
+ * Local infrastructure for development, the demo and the tests: a Temporal dev server (SQLite file
+ * persistence, Web UI on, the project's search attributes registered) and a MinIO server, both started from
+ * installed binaries as detached processes whose pids, addresses and logs live in one state folder
+ * (default `.cm2/infra/`).
+ *
+ * The MinIO credentials of a local instance are generated at first start and kept in the state folder
+ * (`credentials.env`, mode 600, git-ignored); `cm2` exports them into its own environment when the user
+ * has not set S3 credentials, so they still reach the code only through the environment.
+ */
+import { spawn } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import { closeSync, existsSync, mkdirSync, openSync, readFileSync, writeFileSync } from 'node:fs';
+import net from 'node:net';
+import path from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { SEARCH_ATTRIBUTE_FLAGS } from '../common/searchAttributes';
+import { projectRoot, requireBinary } from './binaries';
+
+export interface InfraState {
+  dir: string;
+  temporal: { pid: number; address: string; uiUrl: string; dbFile: string };
+  minio: { pid: number; endpoint: string; consoleUrl: string; dataDir: string };
+}
+
+export interface InfraOptions {
+  /** State folder; default `.cm2/infra` in the project. */
+  dir?: string;
+  temporalPort?: number;
+  uiPort?: number;
+  minioPort?: number;
+  minioConsolePort?: number;
+  /** Extra `--dynamic-config-value` entries for the dev server (tests lower CAN thresholds with it). */
+  dynamicConfig?: string[];
+  log?: (line: string) => void;
+}
+
+export const defaultInfraDir = () => process.env['CM2_INFRA_DIR'] ?? path.join(projectRoot, '.cm2', 'infra');
+
+const stateFile = (dir: string) => path.join(dir, 'state.json');
+const credentialsFile = (dir: string) => path.join(dir, 'credentials.env');
+
+export function readInfraState(dir = defaultInfraDir()): InfraState | undefined {
+  if (!existsSync(stateFile(dir))) return undefined;
+  return JSON.parse(readFileSync(stateFile(dir), 'utf8')) as InfraState;
+}
+
+/** The local MinIO credentials (creating them on first use). */
+export function localCredentials(dir = defaultInfraDir()): { accessKey: string; secretKey: string } {
+  const file = credentialsFile(dir);
+  if (!existsSync(file)) {
+    mkdirSync(dir, { recursive: true });
+    const accessKey = 'cm2-local';
+    const secretKey = randomBytes(18).toString('base64url');
+    writeFileSync(file, `CM2_S3_ACCESS_KEY=${accessKey}\nCM2_S3_SECRET_KEY=${secretKey}\n`, { mode: 0o600 });
+  }
+  const vars = Object.fromEntries(
+    readFileSync(file, 'utf8').split('\n').filter((l) => l.includes('=')).map((l) => [l.slice(0, l.indexOf('=')), l.slice(l.indexOf('=') + 1)]),
+  );
+  return { accessKey: vars['CM2_S3_ACCESS_KEY'] ?? '', secretKey: vars['CM2_S3_SECRET_KEY'] ?? '' };
+}
+
+/**
+ * Environment variables that point the project at a running local infrastructure: addresses always,
+ * credentials only where the user has not set their own.
+ */
+export function infraEnv(state: InfraState, env: NodeJS.ProcessEnv = process.env): Record<string, string> {
+  const creds = localCredentials(state.dir);
+  const out: Record<string, string> = {
+    TEMPORAL_ADDRESS: state.temporal.address,
+    CM2_TEMPORAL_UI_URL: state.temporal.uiUrl,
+    CM2_S3_ENDPOINT: state.minio.endpoint,
+  };
+  if (!env['CM2_S3_ACCESS_KEY']) out['CM2_S3_ACCESS_KEY'] = creds.accessKey;
+  if (!env['CM2_S3_SECRET_KEY']) out['CM2_S3_SECRET_KEY'] = creds.secretKey;
+  return out;
+}
+
+export function isAlive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+/** A free TCP port on 127.0.0.1. */
+export function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const srv = net.createServer();
+    srv.unref();
+    srv.on('error', reject);
+    srv.listen(0, '127.0.0.1', () => {
+      const addr = srv.address();
+      srv.close(() => (typeof addr === 'object' && addr ? resolve(addr.port) : reject(new Error('no port'))));
+    });
+  });
+}
+
+function tcpOpen(host: string, port: number): Promise<boolean> {
+  return new Promise((resolve) => {
+    const sock = net.connect({ host, port });
+    sock.setTimeout(1000);
+    sock.once('connect', () => { sock.destroy(); resolve(true); });
+    sock.once('error', () => resolve(false));
+    sock.once('timeout', () => { sock.destroy(); resolve(false); });
+  });
+}
+
+async function httpOk(url: string): Promise<boolean> {
+  try {
+    const res = await fetch(url, { signal: AbortSignal.timeout(2000) });
+    return res.ok;
+  } catch {
+    return false;
+  }
+}
+
+/** Health of the two servers of a state (both answer ⇒ up). */
+export async function infraHealth(state: InfraState): Promise<{ temporal: boolean; minio: boolean; ui: boolean }> {
+  const [host, port] = state.temporal.address.split(':');
+  const [temporal, minio, ui] = await Promise.all([
+    tcpOpen(host ?? '127.0.0.1', Number(port)),
+    httpOk(`${state.minio.endpoint}/minio/health/live`),
+    httpOk(state.temporal.uiUrl),
+  ]);
+  return { temporal, minio, ui };
+}
+
+async function waitFor(what: string, check: () => Promise<boolean>, timeoutMs: number, pid: number, logFile: string): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (Date.now() < deadline) {
+    if (await check()) return;
+    if (!isAlive(pid)) {
+      const tail = existsSync(logFile) ? readFileSync(logFile, 'utf8').split('\n').slice(-15).join('\n') : '';
+      throw new Error(`${what} exited during start-up; last lines of ${logFile}:\n${tail}`);
+    }
+    await sleep(200);
+  }
+  throw new Error(`${what} did not answer within ${timeoutMs / 1000}s (log: ${logFile})`);
+}
+
+function spawnDetached(cmd: string, args: string[], logFile: string, env: NodeJS.ProcessEnv): number {
+  const fd = openSync(logFile, 'a');
+  const child = spawn(cmd, args, { detached: true, stdio: ['ignore', fd, fd], env });
+  closeSync(fd);
+  child.unref();
+  if (!child.pid) throw new Error(`could not start ${cmd}`);
+  return child.pid;
+}
+
+/** Starts the Temporal dev server only (used by `startInfra` and by restart drills). */
+export async function startTemporal(dir: string, opts: { port: number; uiPort: number; dynamicConfig?: string[] }): Promise<InfraState['temporal']> {
+  const bin = requireBinary('temporal');
+  const dbFile = path.join(dir, 'temporal.db');
+  const logFile = path.join(dir, 'temporal.log');
+  const args = [
+    'server', 'start-dev',
+    '--ip', '127.0.0.1', '--port', String(opts.port), '--ui-port', String(opts.uiPort),
+    '--db-filename', dbFile, '--log-level', 'warn', '--ui-disable-news-fetch',
+    ...SEARCH_ATTRIBUTE_FLAGS.flatMap((sa) => ['--search-attribute', sa]),
+    ...(opts.dynamicConfig ?? []).flatMap((dc) => ['--dynamic-config-value', dc]),
+  ];
+  const pid = spawnDetached(bin, args, logFile, process.env);
+  const address = `127.0.0.1:${opts.port}`;
+  const uiUrl = `http://127.0.0.1:${opts.uiPort}`;
+  await waitFor('the Temporal dev server', () => tcpOpen('127.0.0.1', opts.port), 60_000, pid, logFile);
+  return { pid, address, uiUrl, dbFile };
+}
+
+/** Starts MinIO only (used by `startInfra` and by restart drills). */
+export async function startMinio(dir: string, opts: { port: number; consolePort: number }): Promise<InfraState['minio']> {
+  const bin = requireBinary('minio');
+  const dataDir = path.join(dir, 'minio-data');
+  mkdirSync(dataDir, { recursive: true });
+  const logFile = path.join(dir, 'minio.log');
+  const creds = localCredentials(dir);
+  const env = { ...process.env, MINIO_ROOT_USER: creds.accessKey, MINIO_ROOT_PASSWORD: creds.secretKey, MINIO_BROWSER: 'on', MINIO_UPDATE: 'off' };
+  const pid = spawnDetached(bin, ['server', dataDir, '--address', `127.0.0.1:${opts.port}`, '--console-address', `127.0.0.1:${opts.consolePort}`, '--quiet'], logFile, env);
+  const endpoint = `http://127.0.0.1:${opts.port}`;
+  await waitFor('MinIO', () => httpOk(`${endpoint}/minio/health/live`), 60_000, pid, logFile);
+  return { pid, endpoint, consoleUrl: `http://127.0.0.1:${opts.consolePort}`, dataDir };
+}
+
+/**
+ * Starts both servers (or returns the running ones: idempotent), waits until both answer and records the
+ * state. Default ports: Temporal 7233, UI 8233, MinIO 9000, console 9001.
+ */
+export async function startInfra(opts: InfraOptions = {}): Promise<InfraState> {
+  const dir = opts.dir ?? defaultInfraDir();
+  mkdirSync(dir, { recursive: true });
+  const log = opts.log ?? (() => undefined);
+  const existing = readInfraState(dir);
+  if (existing && isAlive(existing.temporal.pid) && isAlive(existing.minio.pid)) {
+    const health = await infraHealth(existing);
+    if (health.temporal && health.minio) {
+      log('local infrastructure already running');
+      return existing;
+    }
+  }
+  if (existing) await stopInfra(dir);
+  const temporal = await startTemporal(dir, { port: opts.temporalPort ?? 7233, uiPort: opts.uiPort ?? 8233, dynamicConfig: opts.dynamicConfig });
+  log(`Temporal dev server: ${temporal.address} (Web UI ${temporal.uiUrl})`);
+  let minio: InfraState['minio'];
+  try {
+    minio = await startMinio(dir, { port: opts.minioPort ?? 9000, consolePort: opts.minioConsolePort ?? 9001 });
+  } catch (e) {
+    killPid(temporal.pid);
+    throw e;
+  }
+  log(`MinIO: ${minio.endpoint} (console ${minio.consoleUrl})`);
+  const state: InfraState = { dir, temporal, minio };
+  writeFileSync(stateFile(dir), JSON.stringify(state, null, 2));
+  return state;
+}
+
+export function killPid(pid: number, signal: NodeJS.Signals = 'SIGTERM'): void {
+  try {
+    process.kill(pid, signal);
+  } catch {
+    /* already gone */
+  }
+}
+
+async function waitExit(pid: number, timeoutMs: number): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (isAlive(pid) && Date.now() < deadline) await sleep(100);
+  if (isAlive(pid)) killPid(pid, 'SIGKILL');
+  while (isAlive(pid)) await sleep(50);
+}
+
+/** Stops one server process and waits until it is gone (SIGKILL after 10 s). */
+export async function stopPid(pid: number): Promise<void> {
+  killPid(pid);
+  await waitExit(pid, 10_000);
+}
+
+/** Stops both servers of a state folder; data (SQLite file, MinIO folder) is kept. */
+export async function stopInfra(dir = defaultInfraDir()): Promise<boolean> {
+  const state = readInfraState(dir);
+  if (!state) return false;
+  await Promise.all([stopPid(state.temporal.pid), stopPid(state.minio.pid)]);
+  return true;
+}

@@ -1,0 +1,82 @@
+/**
+ * Worker wiring: which activities and workflows serve which task queue.
+ *
+ * - `workflows` queue: every workflow (light; no GPU, no LLM calls).
+ * - `api` queue (`cm2-api`): LLM-bound and I/O-bound stage activities, many concurrent slots.
+ * - `gpu` queue (`cm2-gpu`): model work (SFT, rollouts, training steps), one slot per accelerator.
+ *
+ * One process can serve any subset (`cm2 worker --queues api,gpu`), so users scale out by starting more
+ * processes per queue.
+ */
+import path from 'node:path';
+import { NativeConnection, Worker, type WorkerOptions } from '@temporalio/worker';
+import { createPrepareActivities } from '../activities/prepare';
+import type { Cm2Config } from '../infra/config';
+import { ObjectStore } from '../infra/store';
+
+export type QueueKind = 'workflows' | 'api' | 'gpu';
+export const ALL_QUEUES: QueueKind[] = ['workflows', 'api', 'gpu'];
+
+export interface RunningWorkers {
+  workers: Worker[];
+  /** Resolves when all workers have stopped (after `shutdown()` or a fatal error). */
+  done: Promise<void>;
+  shutdown(): Promise<void>;
+}
+
+export interface WorkerOptionsOverride {
+  /** Max concurrent activities on the api queue. */
+  apiConcurrency?: number;
+  /** Seconds in-flight activities get to finish on shutdown before they are cancelled. */
+  shutdownGraceSeconds?: number;
+}
+
+export async function startWorkers(cfg: Cm2Config, queues: QueueKind[] = ALL_QUEUES, opts: WorkerOptionsOverride = {}): Promise<RunningWorkers> {
+  const connection = await NativeConnection.connect({ address: cfg.temporal.address });
+  const store = ObjectStore.fromConfig(cfg.s3);
+  await store.ensureBucket();
+  const common: Partial<WorkerOptions> = {
+    connection,
+    namespace: cfg.temporal.namespace,
+    shutdownGraceTime: `${opts.shutdownGraceSeconds ?? 10}s`,
+    shutdownForceTime: `${(opts.shutdownGraceSeconds ?? 10) + 20}s`,
+  };
+  const workers: Worker[] = [];
+  if (queues.includes('workflows')) {
+    workers.push(await Worker.create({
+      ...common,
+      connection,
+      taskQueue: cfg.temporal.taskQueues.workflows,
+      workflowsPath: path.join(__dirname, '..', 'workflows', 'index.ts'),
+    }));
+  }
+  if (queues.includes('api')) {
+    workers.push(await Worker.create({
+      ...common,
+      connection,
+      taskQueue: cfg.temporal.taskQueues.api,
+      activities: { ...createPrepareActivities({ store }) },
+      maxConcurrentActivityTaskExecutions: opts.apiConcurrency ?? 8,
+    }));
+  }
+  // Model work (SFT, rollouts, train steps) lands on the gpu queue, one slot per accelerator.
+  const gpuActivities = {};
+  if (queues.includes('gpu') && Object.keys(gpuActivities).length > 0) {
+    workers.push(await Worker.create({
+      ...common,
+      connection,
+      taskQueue: cfg.temporal.taskQueues.gpu,
+      activities: gpuActivities,
+      maxConcurrentActivityTaskExecutions: 1,
+    }));
+  }
+  const done = Promise.all(workers.map((w) => w.run())).then(() => connection.close());
+  return {
+    workers,
+    done,
+    async shutdown() {
+      for (const w of workers) if (w.getState() === 'RUNNING') w.shutdown();
+      await done;
+    },
+  };
+}

@@ -1,0 +1,2 @@
+/** Every workflow the workers register (the bundle's entry point). */
+export { prepareWorkflow, prepareProgressQuery } from './prepare';

@@ -1,0 +1,111 @@
+/**
+ * The data-preparation stage (CM2 stages 1–2) as a workflow: orchestration only.
+ *
+ * import → rule filters (per shard) → LLM-filter cascade (pass by pass, per shard, early exit: each pass
+ * only sees the previous pass's kept set) → seeded cold-start / RL split → CoT compression of the
+ * cold-start shards ∥ harder-sample selection of the RL shards → report.
+ *
+ * Only references and small counts pass through history; shards run with bounded concurrency. Every
+ * activity is idempotent (see src/activities/prepare.ts), so a worker killed mid-stage, a retry or a re-run
+ * of the whole workflow with the same run id redoes nothing that was finished.
+ */
+import { defineQuery, proxyActivities, setCurrentDetails, setHandler, upsertSearchAttributes, workflowInfo } from '@temporalio/workflow';
+import type { PrepareActivities, PrepareReport, StepResult } from '../activities/prepare';
+import type { ShardRef } from '../activities/shards';
+import { CM2_RUN_ID, CM2_STAGE, CM2_STATE } from '../common/searchAttributes';
+import type { PrepareWorkflowInput, StageProgress } from './types';
+import { boundedAll } from './util';
+
+export const prepareProgressQuery = defineQuery<StageProgress>('progress');
+
+export async function prepareWorkflow(input: PrepareWorkflowInput): Promise<PrepareReport> {
+  const progress: StageProgress = { stage: 'prepare', phase: 'starting', done: 0, total: 0, counts: {} };
+  setHandler(prepareProgressQuery, () => progress);
+  upsertSearchAttributes([
+    { key: CM2_RUN_ID, value: input.runId },
+    { key: CM2_STAGE, value: 'prepare' },
+    { key: CM2_STATE, value: 'running' },
+  ]);
+
+  const acts = proxyActivities<PrepareActivities>({
+    taskQueue: input.taskQueues.api,
+    startToCloseTimeout: input.activity.startToCloseTimeout,
+    heartbeatTimeout: input.activity.heartbeatTimeout,
+    retry: {
+      initialInterval: '1s',
+      backoffCoefficient: 2,
+      maximumInterval: input.activity.maxRetryInterval,
+      // Endpoint outages are waited out (unlimited attempts); bad input and bad config fail at once.
+      nonRetryableErrorTypes: ['BadInput', 'BadShard', 'ConfigError', 'LlmFatalError'],
+    },
+  });
+
+  const phase = (name: string, total: number) => {
+    progress.phase = name;
+    progress.done = 0;
+    progress.total = total;
+    setCurrentDetails(`**${name}**: 0/${total} shards`);
+  };
+  const tick = () => {
+    progress.done++;
+    setCurrentDetails(`**${progress.phase}**: ${progress.done}/${progress.total} shards`);
+  };
+  const perShard = async (name: string, shards: ShardRef[], fn: (s: ShardRef) => Promise<StepResult>) => {
+    phase(name, shards.length);
+    const results = await boundedAll(shards, input.data.shardConcurrency, async (s) => {
+      const r = await fn(s);
+      tick();
+      return r;
+    });
+    progress.counts[name] = results.reduce((n, r) => n + r.kept.count, 0);
+    return results;
+  };
+
+  phase('import', 1);
+  const imported = await acts.importSource({ runId: input.runId, source: input.data.source, shardSize: input.data.shardSize });
+  progress.counts['imported'] = imported.total;
+
+  const steps: { name: string; results: StepResult[] }[] = [];
+  const ruleResults = await perShard('rule_filter', imported.shards, (shard) =>
+    acts.ruleFilterShard({ runId: input.runId, shard, enabled: input.data.ruleFilters.enabled }));
+  steps.push({ name: 'rule_filter', results: ruleResults });
+  let current = ruleResults.map((r) => r.kept);
+
+  if (input.data.llmFilter.enabled) {
+    for (const [pass, effort] of input.llmFilterPasses.entries()) {
+      const results = await perShard(`llm_filter_pass${pass}`, current, (shard) =>
+        acts.llmFilterShard({ runId: input.runId, pass, effort, shard, llm: input.llm }));
+      steps.push({ name: `llm_filter_pass${pass}`, results });
+      current = results.map((r) => r.kept);
+    }
+  }
+
+  phase('split', 1);
+  const split = await acts.splitData({ runId: input.runId, shards: current, seed: input.data.split.seed, coldStart: input.data.split.coldStart, shardSize: input.data.shardSize });
+
+  const [compressed, selected] = await Promise.all([
+    input.data.compression.enabled
+      ? perShard('compression', split.coldStart, (shard) => acts.compressShard({ runId: input.runId, shard, llm: input.llm }))
+      : Promise.resolve(undefined),
+    input.data.selection.enabled
+      ? perShard('selection', split.rl, (shard) => acts.selectShard({ runId: input.runId, shard, seed: input.data.selection.seed }))
+      : Promise.resolve(undefined),
+  ]);
+  if (compressed) steps.push({ name: 'compression', results: compressed });
+  if (selected) steps.push({ name: 'selection', results: selected });
+
+  phase('report', 1);
+  const report = await acts.writePrepareReport({
+    runId: input.runId,
+    imported,
+    steps,
+    coldStart: compressed ? compressed.map((r) => r.kept) : split.coldStart,
+    rl: selected ? selected.map((r) => r.kept) : split.rl,
+  });
+  progress.phase = 'done';
+  progress.counts['cold_start'] = report.coldStart.count;
+  progress.counts['rl'] = report.rl.count;
+  setCurrentDetails(`**done**: ${report.coldStart.count} cold-start, ${report.rl.count} RL examples (run ${workflowInfo().runId})`);
+  upsertSearchAttributes([{ key: CM2_STATE, value: 'completed' }]);
+  return report;
+}

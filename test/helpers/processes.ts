@@ -1,0 +1,57 @@
+/** Workers as child processes, so tests can kill them the hard way (SIGKILL) and start new ones. */
+import { spawn, type ChildProcess } from 'node:child_process';
+import { mkdtempSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import type { Cm2Config } from '../../src/infra/config';
+
+const root = path.resolve(__dirname, '..', '..');
+
+/** Writes a config as a file the CLI can load (JSON is valid YAML). */
+export function writeConfigFile(cfg: Cm2Config): string {
+  const dir = mkdtempSync(path.join(tmpdir(), 'cm2-cfg-'));
+  const file = path.join(dir, 'config.yaml');
+  writeFileSync(file, JSON.stringify(cfg, null, 2));
+  return file;
+}
+
+export interface ChildWorker {
+  proc: ChildProcess;
+  output: () => string;
+  kill(signal?: NodeJS.Signals): Promise<void>;
+}
+
+/** Starts `cm2 worker` in a child process and resolves once it polls its task queues. */
+export async function startChildWorker(configFile: string, queues = 'workflows,api,gpu', env: NodeJS.ProcessEnv = {}): Promise<ChildWorker> {
+  const proc = spawn(process.execPath, [path.join(root, 'bin', 'cm2.js'), 'worker', '--config', configFile, '--queues', queues], {
+    env: { ...process.env, ...env },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  let out = '';
+  proc.stdout!.on('data', (d: Buffer) => (out += d.toString()));
+  proc.stderr!.on('data', (d: Buffer) => (out += d.toString()));
+  await new Promise<void>((resolve, reject) => {
+    const timer = setTimeout(() => reject(new Error(`worker did not start within 60s:\n${out}`)), 60_000);
+    const check = () => {
+      if (out.includes('cm2 worker polling')) {
+        clearTimeout(timer);
+        resolve();
+      }
+    };
+    proc.stdout!.on('data', check);
+    proc.once('exit', (code) => {
+      clearTimeout(timer);
+      reject(new Error(`worker exited with ${code} during start:\n${out}`));
+    });
+  });
+  return {
+    proc,
+    output: () => out,
+    kill: (signal: NodeJS.Signals = 'SIGKILL') =>
+      new Promise<void>((resolve) => {
+        if (proc.exitCode !== null || proc.signalCode !== null) return resolve();
+        proc.once('exit', () => resolve());
+        proc.kill(signal);
+      }),
+  };
+}

@@ -1,0 +1,31 @@
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { z } from 'zod';
+import { NotFoundError, runKey, sha256 } from '../../src/infra/store';
+import { testConfig, testStore, uniqueId } from '../helpers/env';
+
+test('object store round-trips JSON, JSONL and bytes on the real MinIO server', async () => {
+  const cfg = testConfig(uniqueId('store'));
+  const store = testStore(cfg);
+  const key = (name: string) => runKey(cfg.run.id, name);
+
+  const ref = await store.putJson(key('a.json'), { x: 1, y: [1, 2] });
+  assert.equal(ref.sha256.length, 64);
+  assert.deepEqual(await store.getJson(key('a.json')), { x: 1, y: [1, 2] });
+  assert.deepEqual(await store.getJson(key('a.json'), z.object({ x: z.number() })), { x: 1 });
+  await assert.rejects(store.getJson(key('a.json'), z.object({ x: z.string() })), /x: /);
+
+  await store.putJsonl(key('rows.jsonl'), [{ a: 1 }, { a: 2 }]);
+  assert.deepEqual(await store.getJsonl(key('rows.jsonl')), [{ a: 1 }, { a: 2 }]);
+
+  const bytes = new Uint8Array([0, 1, 2, 255]);
+  const bref = await store.putBytes(key('b.bin'), bytes);
+  assert.equal(bref.sha256, sha256(bytes));
+  assert.deepEqual([...(await store.getVerified(bref))], [0, 1, 2, 255]);
+  assert.deepEqual(await store.ref(key('b.bin')), bref);
+
+  assert.equal(await store.exists(key('a.json')), true);
+  assert.equal(await store.exists(key('missing.json')), false);
+  await assert.rejects(store.getBytes(key('missing.json')), NotFoundError);
+  assert.deepEqual(await store.list(runKey(cfg.run.id, '')), [key('a.json'), key('b.bin'), key('rows.jsonl')]);
+});
