@@ -96,6 +96,7 @@ function pyFalsy(v: unknown): boolean {
 }
 
 /** Characters Python's `str.strip()` removes (`str.isspace`); differs from JS `trim()` on U+001C–1F, U+0085, U+FEFF. */
+// eslint-disable-next-line no-control-regex -- Python treats U+001C–1F as whitespace
 const PY_BLANK = /^[\t\n\v\f\r\x1c-\x1f \x85\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000]*$/;
 
 /** True when `text.strip()` would be empty in Python. */
