@@ -57,13 +57,16 @@ let passed = 0;
 let failed = 0;
 let skipped = 0;
 const stream = run({ files, concurrency: Number(process.env.CM2_TEST_CONCURRENCY ?? 2), timeout: 15 * 60_000 });
+// Count tests, not suites (a describe block is reported as a test of type 'suite').
+const isSuite = (e) => e.details?.type === 'suite';
 stream.on('test:pass', (e) => {
-  if (e.nesting !== 0) return;
+  if (isSuite(e)) return;
   if (e.skip || e.todo) skipped++;
   else passed++;
 });
 stream.on('test:fail', (e) => {
-  if (e.nesting === 0) failed++;
+  // A failing suite whose tests all passed is a hook or load failure: count it too.
+  if (!isSuite(e) || e.details?.error?.failureType !== 'subtestsFailed') failed++;
 });
 stream.compose(spec).pipe(process.stdout);
 await new Promise((resolve) => stream.on('end', resolve));
