@@ -11,11 +11,7 @@ import { Command, Option } from 'commander';
 import { ConfigError, loadConfig, type Cm2Config } from '../infra/config';
 import { defaultInfraDir, infraEnv, readInfraState } from '../infra/localInfra';
 import { InfraNotRunningError } from '../infra/temporal';
-import { infraCommand } from './infra';
-import { demoCommand } from './demo';
-import { prepareCommand } from './prepareCommand';
-import { workerCommand } from './workerCommand';
-import { filterCommand } from './filterCommand';
+// Command modules are required on use, so `cm2 filter` does not pay for loading the Temporal worker.
 
 /** Points the process at the local infrastructure when it is running and the user has not said otherwise. */
 export function useLocalInfraEnv(): void {
@@ -39,20 +35,20 @@ program.command('infra')
   .description('start, stop or inspect the local Temporal dev server and MinIO')
   .argument('<action>', 'up | down | status | install')
   .option('--dir <dir>', 'state folder', defaultInfraDir())
-  .action(async (action: string, opts: { dir: string }) => infraCommand(action, opts.dir));
+  .action(async (action: string, opts: { dir: string }) => (require('./infra') as typeof import('./infra')).infraCommand(action, opts.dir));
 
 program.command('worker')
   .description('run workers for the task queues (Ctrl-C stops them gracefully)')
   .option('-c, --config <file>', 'config file (addresses, task queues)', 'config/demo.yaml')
   .addOption(new Option('--queues <list>', 'comma-separated: workflows,api,gpu').default('workflows,api,gpu'))
-  .action(async (opts: { config: string; queues: string }) => workerCommand(commandConfig(opts.config, 'worker'), opts.queues));
+  .action(async (opts: { config: string; queues: string }) => (require('./workerCommand') as typeof import('./workerCommand')).workerCommand(commandConfig(opts.config, 'worker'), opts.queues));
 
 program.command('prepare')
   .description('run the data-preparation stage (filters, split, CoT compression, selection) on Temporal')
   .requiredOption('-c, --config <file>', 'config file')
   .option('--run <id>', 'run id (overrides run.id of the config)')
   .option('--no-wait', 'start (or attach to) the workflow and return its id')
-  .action(async (opts: { config: string; run?: string; wait: boolean }) => prepareCommand(commandConfig(opts.config, opts.run), opts.wait));
+  .action(async (opts: { config: string; run?: string; wait: boolean }) => (require('./prepareCommand') as typeof import('./prepareCommand')).prepareCommand(commandConfig(opts.config, opts.run), opts.wait));
 
 program.command('filter')
   .description('run the rule-based filters on a local file, without Temporal')
@@ -61,6 +57,7 @@ program.command('filter')
   .requiredOption('--report <file>', 'report, JSON')
   .option('--filters <list>', 'comma-separated filter codes (default: the reference set)')
   .action(async (opts: { input: string; output: string; report: string; filters?: string }) => {
+    const { filterCommand } = require('./filterCommand') as typeof import('./filterCommand');
     const report = await filterCommand({ input: opts.input, output: opts.output, report: opts.report, filters: opts.filters?.split(',').map((s) => s.trim()).filter(Boolean) });
     console.log(`${report.kept}/${report.total} kept; report: ${opts.report}`);
   });
@@ -69,7 +66,7 @@ program.command('demo')
   .description('start the local infrastructure and workers, run the pipeline on the demo tool world, print the Web UI URL and the report path')
   .option('-c, --config <file>', 'config file', 'config/demo.yaml')
   .option('--keep-infra', 'leave the infrastructure running afterwards')
-  .action(async (opts: { config: string; keepInfra?: boolean }) => demoCommand(opts.config, { keepInfra: opts.keepInfra ?? false }));
+  .action(async (opts: { config: string; keepInfra?: boolean }) => (require('./demo') as typeof import('./demo')).demoCommand(opts.config, { keepInfra: opts.keepInfra ?? false }));
 
 async function main(): Promise<void> {
   try {
