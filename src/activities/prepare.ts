@@ -97,6 +97,19 @@ export const PrepareReport = z.object({
 });
 export type PrepareReport = z.infer<typeof PrepareReport>;
 
+/**
+ * The number of cold-start examples: a share of the kept examples when `coldStart` < 1 (rounded), else an absolute
+ * count, which must not exceed what is there (the reference raises too). Non-retryable: no retry can fix it.
+ */
+export function coldStartCount(coldStart: number, total: number): number {
+  if (coldStart < 1) return Math.round(coldStart * total);
+  if (!Number.isInteger(coldStart)) throw ApplicationFailure.nonRetryable(`data.split.coldStart: a count >= 1 must be an integer, got ${coldStart}`, 'BadConfig');
+  if (coldStart > total) {
+    throw ApplicationFailure.nonRetryable(`data.split.coldStart asks for ${coldStart} cold-start examples but only ${total} survived filtering; lower it or use a share < 1`, 'BadConfig');
+  }
+  return coldStart;
+}
+
 function parseInput<T>(schema: z.ZodType<T>, input: unknown, activity: string): T {
   const parsed = schema.safeParse(input);
   if (!parsed.success) {
@@ -216,7 +229,8 @@ export function createPrepareActivities(deps: PrepareDeps) {
       return once(store, dataKey(input.runId, 'split', 'result.json'), SplitResult, async () => {
         const all: Example[] = [];
         for (const shard of input.shards) all.push(...(await readShard(store, shard)));
-        const { coldStart, rl } = seededSplit(all, { seed: input.seed, coldStart: input.coldStart });
+        const count = coldStartCount(input.coldStart, all.length);
+        const { coldStart, rl } = seededSplit(all, { seed: input.seed, coldStart: count });
         const write = async (name: string, rows: Example[]) => {
           const refs: ShardRef[] = [];
           for (let i = 0; i * input.shardSize < rows.length; i++) {

@@ -1,11 +1,13 @@
 /**
  * `cm2 demo` (`npm run demo`): on a fresh clone, installs what is missing (temporal CLI, MinIO), starts the
  * local infrastructure and the workers, runs the pipeline on the demo tool world with the offline roles,
- * prints the Web UI URL and the report path, and stops what it started. Ctrl-C leaves a resumable run:
+ * prints the Web UI URL and the report path. The infrastructure stays up (so the Web UI can be browsed) unless
+ * `--stop-infra` is given; `cm2 infra down` stops it. Ctrl-C leaves a resumable run:
  * the workflows live in the dev server's SQLite file, and the next `npm run demo` attaches to them.
  */
 import { mkdirSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
+import { DefaultLogger, Runtime } from '@temporalio/worker';
 import { loadConfig } from '../infra/config';
 import { ensureBinaries, projectRoot } from '../infra/binaries';
 import { defaultInfraDir, infraEnv, infraHealth, readInfraState, startInfra, stopInfra } from '../infra/localInfra';
@@ -14,7 +16,7 @@ import { startWorkers } from '../workers';
 import { printPrepareReport } from './prepareCommand';
 import { followStage, type PrepareReport, startPrepare } from './stages';
 
-export async function demoCommand(configFile: string, opts: { keepInfra: boolean }): Promise<void> {
+export async function demoCommand(configFile: string, opts: { stopInfra: boolean; runId?: string | undefined }): Promise<void> {
   const t0 = Date.now();
   ensureBinaries((l) => console.log(l));
   const dir = defaultInfraDir();
@@ -23,13 +25,21 @@ export async function demoCommand(configFile: string, opts: { keepInfra: boolean
   const state = await startInfra({ dir, log: (l) => console.log(l) });
   for (const [k, v] of Object.entries(infraEnv(state))) process.env[k] ??= v;
   const cfg = loadConfig(configFile);
+  if (opts.runId) cfg.run.id = opts.runId;
+  // Worker chatter (bundle stats, state changes) would drown the progress lines; warnings and errors still show.
+  Runtime.install({
+    logger: new DefaultLogger('WARN', (entry) => {
+      if (/^No (activities|workflows) registered/.test(entry.message)) return; // by design: one worker per queue kind
+      console.error(`[${entry.level}] ${entry.message}`, entry.meta ?? '');
+    }),
+  });
   const workers = await startWorkers(cfg);
   const client = await connectClient(cfg);
 
   let stopping = false;
   const cleanup = async () => {
     await workers.shutdown();
-    if (!alreadyUp && !opts.keepInfra) await stopInfra(dir);
+    if (!alreadyUp && opts.stopInfra) await stopInfra(dir);
   };
   process.once('SIGINT', () => {
     if (stopping) return;
@@ -53,5 +63,6 @@ export async function demoCommand(configFile: string, opts: { keepInfra: boolean
   console.log(`report: ${reportPath}`);
   stopping = true;
   await cleanup();
-  if (!alreadyUp && !opts.keepInfra) console.log('(local infrastructure stopped; `cm2 infra up` starts it again with the run history kept)');
+  if (!alreadyUp && opts.stopInfra) console.log('(local infrastructure stopped; `npx cm2 infra up` starts it again with the run history kept)');
+  else console.log('(local infrastructure left running for the Web UI; stop it with `npx cm2 infra down`)');
 }

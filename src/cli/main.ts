@@ -65,8 +65,10 @@ program.command('filter')
 program.command('demo')
   .description('start the local infrastructure and workers, run the pipeline on the demo tool world, print the Web UI URL and the report path')
   .option('-c, --config <file>', 'config file', 'config/demo.yaml')
-  .option('--keep-infra', 'leave the infrastructure running afterwards')
-  .action(async (opts: { config: string; keepInfra?: boolean }) => (require('./demo') as typeof import('./demo')).demoCommand(opts.config, { keepInfra: opts.keepInfra ?? false }));
+  .option('--run <id>', 'run id (default: run.id of the config; a finished run is reused, a new id starts afresh)')
+  .option('--stop-infra', 'stop the local infrastructure afterwards (default: leave it running so the Web UI can be browsed)')
+  .action(async (opts: { config: string; run?: string; stopInfra?: boolean }) =>
+    (require('./demo') as typeof import('./demo')).demoCommand(opts.config, { stopInfra: opts.stopInfra ?? false, runId: opts.run }));
 
 async function main(): Promise<void> {
   try {

@@ -76,7 +76,7 @@ export const DataConfig = z.object({
   split: z.object({
     seed: z.number().int().default(42),
     /** Cold-start share when < 1, else an absolute count (paper: 8k of 30k). */
-    coldStart: z.number().positive().default(0.3),
+    coldStart: z.number().positive().default(0.3).refine((v) => v < 1 || Number.isInteger(v), 'a share in (0, 1) or a whole count >= 1'),
   }).prefault({}),
   compression: z.object({ enabled: z.boolean().default(true) }).prefault({}),
   selection: z.object({
