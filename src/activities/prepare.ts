@@ -23,7 +23,7 @@ import { makeDataRoles } from '../infra/llm/roles';
 import { type ObjectStore, runKey, storeCache } from '../infra/store';
 import { generateDemoDataset } from '../world/generator';
 import { offlineDataRoles } from '../world/offline';
-import { heartbeat, mapWithHeartbeat, once, readShard, ShardRef, shardName, writeShard } from './shards';
+import { heartbeat, mapWithHeartbeat, once, parseInput, readShard, ShardRef, shardName, writeShard } from './shards';
 
 const UsageSchema = z.object({
   calls: z.number(), promptTokens: z.number(), cachedPromptTokens: z.number(), completionTokens: z.number(), costUsd: z.number(), cacheHits: z.number(),
@@ -110,14 +110,6 @@ export function coldStartCount(coldStart: number, total: number): number {
   return coldStart;
 }
 
-function parseInput<T>(schema: z.ZodType<T>, input: unknown, activity: string): T {
-  const parsed = schema.safeParse(input);
-  if (!parsed.success) {
-    const issue = parsed.error.issues[0];
-    throw ApplicationFailure.nonRetryable(`${activity}: invalid input at ${issue?.path.join('.')}: ${issue?.message}`, 'BadInput');
-  }
-  return parsed.data;
-}
 
 const countReasons = (records: DroppedRecord[]) => {
   const out: Record<string, number> = {};

@@ -103,3 +103,13 @@ export function asTemporalFailure(err: unknown): unknown {
   if (err instanceof LlmRetryableError || err instanceof LlmFatalError) return toTemporalFailure(err);
   return err;
 }
+
+/** Validates an activity input; a malformed input is a bug or a foreign caller, never worth a retry. */
+export function parseInput<T>(schema: z.ZodType<T>, input: unknown, activity: string): T {
+  const parsed = schema.safeParse(input);
+  if (!parsed.success) {
+    const issue = parsed.error.issues[0];
+    throw ApplicationFailure.nonRetryable(`${activity}: invalid input at ${issue?.path.join('.')}: ${issue?.message}`, 'BadInput');
+  }
+  return parsed.data;
+}

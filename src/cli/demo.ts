@@ -14,7 +14,8 @@ import { defaultInfraDir, infraEnv, infraHealth, readInfraState, startInfra, sto
 import { connectClient } from '../infra/temporal';
 import { startWorkers } from '../workers';
 import { printPrepareReport } from './prepareCommand';
-import { followStage, type PrepareReport, startPrepare } from './stages';
+import { printChecklistReport } from './checklistCommand';
+import { followStage, startChecklist, startPrepare, type ChecklistReport, type PrepareReport } from './stages';
 
 export async function demoCommand(configFile: string, opts: { stopInfra: boolean; runId?: string | undefined }): Promise<void> {
   const t0 = Date.now();
@@ -53,11 +54,14 @@ export async function demoCommand(configFile: string, opts: { stopInfra: boolean
   const handle = await startPrepare(client, cfg);
   const report = await followStage<PrepareReport>(handle);
   printPrepareReport(report, cfg);
+  const checklistHandle = await startChecklist(client, cfg);
+  const checklistReport = await followStage<ChecklistReport>(checklistHandle);
+  printChecklistReport(checklistReport, cfg);
 
   const reportDir = path.join(projectRoot, '.cm2', 'reports', cfg.run.id);
   mkdirSync(reportDir, { recursive: true });
-  const reportPath = path.join(reportDir, 'prepare-report.json');
-  writeFileSync(reportPath, JSON.stringify(report, null, 2));
+  const reportPath = path.join(reportDir, 'report.json');
+  writeFileSync(reportPath, JSON.stringify({ prepare: report, checklist: checklistReport }, null, 2));
   console.log(`\ndemo finished in ${((Date.now() - t0) / 1000).toFixed(0)}s`);
   console.log(`Web UI: ${uiUrl}`);
   console.log(`report: ${reportPath}`);

@@ -4,6 +4,9 @@
  *   cm2 infra up|down|status|install     local Temporal dev server (+ Web UI) and MinIO
  *   cm2 worker [--queues q1,q2]           workers for the workflows / cm2-api / cm2-gpu task queues
  *   cm2 prepare --config FILE             data preparation (stages 1–2) on Temporal
+ *   cm2 checklist run --config FILE       checklist annotation (stage 4) on Temporal
+ *   cm2 checklist validate FILE           check annotated examples, print every violation
+ *   cm2 checklist show RUN UUID           a checklist next to its dialogue
  *   cm2 filter --input X --output Y --report R   rule-based filters locally, without Temporal
  *   cm2 demo                              everything on the demo tool world, offline
  */
@@ -49,6 +52,31 @@ program.command('prepare')
   .option('--run <id>', 'run id (overrides run.id of the config)')
   .option('--no-wait', 'start (or attach to) the workflow and return its id')
   .action(async (opts: { config: string; run?: string; wait: boolean }) => (require('./prepareCommand') as typeof import('./prepareCommand')).prepareCommand(commandConfig(opts.config, opts.run), opts.wait));
+
+const checklist = program.command('checklist').description('checklist annotation (CM2 stage 4)');
+checklist.command('run')
+  .description('annotate the run\'s RL split with checklists on Temporal (idempotent per example)')
+  .requiredOption('-c, --config <file>', 'config file')
+  .option('--run <id>', 'run id (overrides run.id of the config)')
+  .option('--no-wait', 'start (or attach to) the workflow and return its id')
+  .action(async (opts: { config: string; run?: string; wait: boolean }) =>
+    (require('./checklistCommand') as typeof import('./checklistCommand')).checklistRunCommand(commandConfig(opts.config, opts.run), opts.wait));
+checklist.command('validate')
+  .description('check a JSON/JSONL file of annotated examples; prints every violation, exit code 1 if any error')
+  .argument('<file>')
+  .action((file: string) => {
+    process.exitCode = (require('./checklistCommand') as typeof import('./checklistCommand')).checklistValidateCommand(file);
+  });
+checklist.command('show')
+  .description('print an example\'s checklist next to its dialogue')
+  .argument('<run>', 'run id')
+  .argument('<uuid>', 'example uuid')
+  .option('-c, --config <file>', 'config file (S3 address)', 'config/demo.yaml')
+  .option('--variant <n>', 'checklist variant', '0')
+  .action(async (run: string, uuid: string, opts: { config: string; variant: string }) => {
+    const cmd = require('./checklistCommand') as typeof import('./checklistCommand');
+    process.exitCode = await cmd.checklistShowCommand(commandConfig(opts.config, run), run, uuid, Number(opts.variant));
+  });
 
 program.command('filter')
   .description('run the rule-based filters on a local file, without Temporal')

@@ -6,8 +6,10 @@ import { WorkflowIdConflictPolicy, type Client, type WorkflowHandle } from '@tem
 import { REFERENCE_CASCADE } from '../data/llmFilter';
 import type { Cm2Config } from '../infra/config';
 import type { PrepareReport } from '../activities/prepare';
-import { prepareProgressQuery, prepareWorkflow } from '../workflows';
-import type { PrepareWorkflowInput, StageProgress } from '../workflows/types';
+import type { ChecklistReport } from '../activities/checklist';
+import { runKey } from '../infra/store';
+import { checklistWorkflow, prepareProgressQuery, prepareWorkflow } from '../workflows';
+import type { ChecklistWorkflowInput, PrepareWorkflowInput, StageProgress } from '../workflows/types';
 import { CM2_RUN_ID, CM2_STAGE } from '../common/searchAttributes';
 
 export const prepareWorkflowId = (runId: string) => `cm2-${runId}-prepare`;
@@ -41,6 +43,37 @@ export async function startPrepare(client: Client, cfg: Cm2Config): Promise<Work
     staticSummary: `CM2 data preparation of run ${cfg.run.id}`,
   });
 }
+
+export const checklistWorkflowId = (runId: string) => `cm2-${runId}-checklist`;
+
+/** The workflow input of the checklist stage; the source defaults to the prepare stage's RL split. */
+export function checklistInput(cfg: Cm2Config): ChecklistWorkflowInput {
+  return {
+    runId: cfg.run.id,
+    sourceKey: cfg.checklist.sourceKey ?? runKey(cfg.run.id, 'data', 'rl.jsonl'),
+    checklist: cfg.checklist,
+    llm: cfg.llm,
+    taskQueues: { api: cfg.temporal.taskQueues.api, gpu: cfg.temporal.taskQueues.gpu },
+    activity: cfg.temporal.activity,
+  };
+}
+
+/** Starts the checklist workflow of a run, or attaches to it when it is already running. */
+export async function startChecklist(client: Client, cfg: Cm2Config): Promise<WorkflowHandle<typeof checklistWorkflow>> {
+  return client.workflow.start(checklistWorkflow, {
+    taskQueue: cfg.temporal.taskQueues.workflows,
+    workflowId: checklistWorkflowId(cfg.run.id),
+    args: [checklistInput(cfg)],
+    workflowIdConflictPolicy: WorkflowIdConflictPolicy.USE_EXISTING,
+    typedSearchAttributes: [
+      { key: CM2_RUN_ID, value: cfg.run.id },
+      { key: CM2_STAGE, value: 'checklist' },
+    ],
+    staticSummary: `CM2 checklist annotation of run ${cfg.run.id}`,
+  });
+}
+
+export type { ChecklistReport };
 
 export function formatProgress(p: StageProgress): string {
   const counts = Object.entries(p.counts).map(([k, v]) => `${k}=${v}`).join(' ');

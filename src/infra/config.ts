@@ -85,6 +85,28 @@ export const DataConfig = z.object({
   }).prefault({}),
 });
 
+export const ChecklistConfig = z.object({
+  /**
+   * Examples to annotate: an S3 key of a JSONL file (`runs/<id>/…` or any key in the bucket). Default: the RL split
+   * written by the prepare stage, `runs/<run.id>/data/rl.jsonl`.
+   */
+  sourceKey: z.string().min(1).optional(),
+  /** Checklist variants per example (reference `--num_checklists`; the released setup uses 1). */
+  variants: z.number().int().min(1).max(16).default(1),
+  /** Answers per variant including repairs (reference `--retry 3`). */
+  maxAttempts: z.number().int().min(1).max(10).default(3),
+  /** Examples per annotation activity. */
+  shardSize: z.number().int().positive().default(50),
+  /** Concurrent annotation activities (each also bounded by the annotator role's `concurrency`). */
+  shardConcurrency: z.number().int().positive().default(4),
+  /**
+   * Re-run of the stage: examples whose annotation failed before are skipped (their calls were paid for) unless
+   * this is true. Examples annotated successfully are never sent again.
+   */
+  retryFailed: z.boolean().default(false),
+});
+export type ChecklistConfig = z.infer<typeof ChecklistConfig>;
+
 export const Cm2Config = z.object({
   run: z.object({
     /** Run id: namespaces every S3 key and names the workflows. */
@@ -94,6 +116,7 @@ export const Cm2Config = z.object({
   s3: S3Config.prefault({}),
   llm: LlmConfig.prefault({}),
   data: DataConfig.prefault({}),
+  checklist: ChecklistConfig.prefault({}),
 });
 export type Cm2Config = z.infer<typeof Cm2Config>;
 export type DataConfig = z.infer<typeof DataConfig>;

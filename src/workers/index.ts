@@ -10,6 +10,7 @@
  */
 import path from 'node:path';
 import { NativeConnection, Worker, type WorkerOptions } from '@temporalio/worker';
+import { createChecklistActivities } from '../activities/checklist';
 import { createPrepareActivities } from '../activities/prepare';
 import type { Cm2Config } from '../infra/config';
 import { ObjectStore } from '../infra/store';
@@ -55,7 +56,7 @@ export async function startWorkers(cfg: Cm2Config, queues: QueueKind[] = ALL_QUE
       ...common,
       connection,
       taskQueue: cfg.temporal.taskQueues.api,
-      activities: { ...createPrepareActivities({ store }) },
+      activities: { ...createPrepareActivities({ store }), ...createChecklistActivities({ store }) },
       maxConcurrentActivityTaskExecutions: opts.apiConcurrency ?? 8,
     }));
   }

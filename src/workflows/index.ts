@@ -1,2 +1,3 @@
 /** Every workflow the workers register (the bundle's entry point). */
 export { prepareWorkflow, prepareProgressQuery } from './prepare';
+export { checklistWorkflow, checklistProgressQuery } from './checklist';

@@ -2,7 +2,7 @@
  * Inputs and progress shapes of the workflows: plain JSON, small, no secrets (API keys and S3 credentials
  * are resolved by the workers from their environment). Types only, so workflow code can import them.
  */
-import type { DataConfig } from '../infra/config';
+import type { ChecklistConfig, DataConfig } from '../infra/config';
 import type { LlmConfig } from '../infra/llm/config';
 import type { Effort } from '../data/roles';
 
@@ -21,6 +21,16 @@ export interface PrepareWorkflowInput {
   llm: LlmConfig;
   /** The LLM-filter cascade, resolved from the config (effort of each pass). */
   llmFilterPasses: Effort[];
+  taskQueues: { api: string; gpu: string };
+  activity: ActivityTimeouts;
+}
+
+export interface ChecklistWorkflowInput {
+  runId: string;
+  /** S3 key of the JSONL file of examples to annotate (default: the prepare stage's RL split). */
+  sourceKey: string;
+  checklist: ChecklistConfig;
+  llm: LlmConfig;
   taskQueues: { api: string; gpu: string };
   activity: ActivityTimeouts;
 }

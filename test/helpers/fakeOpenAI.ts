@@ -94,6 +94,8 @@ export interface FakeOpenAI {
   requests: RecordedRequest[];
   /** Requests received per key. */
   counts: Map<string, number>;
+  /** Successful (200) answers delivered per key, to a client still connected. */
+  answered: Map<string, number>;
   readonly inFlight: number;
   readonly maxInFlight: number;
   setBehaviour(fn: Behaviour): void;
@@ -116,6 +118,7 @@ export async function startFakeOpenAI(opts: FakeOpenAIOptions = {}): Promise<Fak
   const keyOf = opts.keyOf ?? ((body: ChatBody) => JSON.stringify(body.messages ?? null));
   const requests: RecordedRequest[] = [];
   const counts = new Map<string, number>();
+  const answered = new Map<string, number>();
   const timers = new Set<NodeJS.Timeout>();
   let inFlight = 0;
   let maxInFlight = 0;
@@ -200,6 +203,8 @@ export async function startFakeOpenAI(opts: FakeOpenAIOptions = {}): Promise<Fak
       const promptText = (body.messages ?? []).map((m) => (typeof m.content === 'string' ? m.content : JSON.stringify(m.content))).join('\n');
       const prompt = reply.usage?.prompt_tokens ?? approxTokens(promptText);
       const completion = reply.usage?.completion_tokens ?? approxTokens(reply.content ?? '');
+      // Delivered answers only: a request whose client went away (a killed worker) was never paid for.
+      if (!res.destroyed && !res.writableEnded) answered.set(key, (answered.get(key) ?? 0) + 1);
       send(res, 200, {
         id: `chatcmpl-fake-${recorded.index}`,
         object: 'chat.completion',
@@ -227,6 +232,7 @@ export async function startFakeOpenAI(opts: FakeOpenAIOptions = {}): Promise<Fak
     url: `http://127.0.0.1:${port}/v1`,
     requests,
     counts,
+    answered,
     get inFlight() {
       return inFlight;
     },

@@ -31,10 +31,16 @@ export interface ChatMessage {
   content: string;
 }
 
-/** A JSON schema for structured output; `schema` must be strict-mode compatible for OpenAI. */
+/**
+ * A JSON schema for structured output. With `strict` (the default) `schema` must be strict-mode compatible for
+ * OpenAI (every property required, no additional properties); schemas with maps (`additionalProperties: {…}`),
+ * such as the checklist's `dependence` and `weight`, are sent with `strict: false` (best-effort guidance; the
+ * caller validates anyway).
+ */
 export interface JsonSchemaSpec {
   name: string;
   schema: Readonly<Record<string, unknown>>;
+  strict?: boolean;
 }
 
 export interface ChatRequest {
@@ -381,7 +387,7 @@ export class LlmClient {
       if (state.structured === 'json_schema') {
         body.response_format = {
           type: 'json_schema',
-          json_schema: { name: req.jsonSchema.name, schema: { ...req.jsonSchema.schema }, strict: true },
+          json_schema: { name: req.jsonSchema.name, schema: { ...req.jsonSchema.schema }, strict: req.jsonSchema.strict ?? true },
         };
       } else if (state.structured === 'json_object') {
         body.response_format = { type: 'json_object' };

@@ -1,0 +1,79 @@
+/**
+ * The checklist-annotation stage (CM2 stage 4) as a workflow: orchestration only.
+ *
+ * input shards → annotate every shard (bounded fan-out) → report. Only shard references and counts pass through
+ * history (a few events per shard), so thousands of examples stay far below the history limits. Every activity is
+ * idempotent per example (src/activities/checklist.ts): re-running the workflow with the same run id, a retried
+ * activity, or a worker killed mid-shard never sends an annotated example to the annotator again.
+ */
+import { defineQuery, proxyActivities, setCurrentDetails, setHandler, upsertSearchAttributes } from '@temporalio/workflow';
+import type { ChecklistActivities, ChecklistReport } from '../activities/checklist';
+import { CM2_RUN_ID, CM2_STAGE, CM2_STATE } from '../common/searchAttributes';
+import type { ChecklistWorkflowInput, StageProgress } from './types';
+import { boundedAll } from './util';
+
+export const checklistProgressQuery = defineQuery<StageProgress>('progress');
+
+export async function checklistWorkflow(input: ChecklistWorkflowInput): Promise<ChecklistReport> {
+  const progress: StageProgress = { stage: 'checklist', phase: 'starting', done: 0, total: 0, counts: {} };
+  setHandler(checklistProgressQuery, () => progress);
+  upsertSearchAttributes([
+    { key: CM2_RUN_ID, value: input.runId },
+    { key: CM2_STAGE, value: 'checklist' },
+    { key: CM2_STATE, value: 'running' },
+  ]);
+  const acts = proxyActivities<ChecklistActivities>({
+    taskQueue: input.taskQueues.api,
+    startToCloseTimeout: input.activity.startToCloseTimeout,
+    heartbeatTimeout: input.activity.heartbeatTimeout,
+    retry: {
+      initialInterval: '1s',
+      backoffCoefficient: 2,
+      maximumInterval: input.activity.maxRetryInterval,
+      // Endpoint outages are waited out (unlimited attempts); bad input and bad config fail at once.
+      nonRetryableErrorTypes: ['BadInput', 'BadShard', 'ConfigError', 'LlmFatalError'],
+    },
+  });
+
+  progress.phase = 'input';
+  progress.total = 1;
+  setCurrentDetails('**input**: reading the examples to annotate');
+  const source = await acts.checklistInput({ runId: input.runId, sourceKey: input.sourceKey, shardSize: input.checklist.shardSize });
+  progress.counts['input'] = source.total;
+
+  progress.phase = 'annotate';
+  progress.done = 0;
+  progress.total = source.shards.length;
+  progress.counts['annotated'] = 0;
+  progress.counts['failed'] = 0;
+  const details = () =>
+    setCurrentDetails(`**annotate**: ${progress.done}/${progress.total} shards · ${progress.counts['annotated']} annotated · ${progress.counts['failed']} failed`);
+  details();
+  await boundedAll(source.shards, input.checklist.shardConcurrency, async (shard) => {
+    const r = await acts.annotateShard({
+      runId: input.runId,
+      shard,
+      llm: input.llm,
+      variants: input.checklist.variants,
+      maxAttempts: input.checklist.maxAttempts,
+      retryFailed: input.checklist.retryFailed,
+    });
+    progress.done++;
+    progress.counts['annotated'] = (progress.counts['annotated'] ?? 0) + r.annotated + r.alreadyAnnotated;
+    progress.counts['failed'] = (progress.counts['failed'] ?? 0) + r.failed + r.previouslyFailed;
+    details();
+    return r;
+  });
+
+  progress.phase = 'report';
+  progress.done = 0;
+  progress.total = 1;
+  const report = await acts.writeChecklistReport({ runId: input.runId, shards: source.shards, inputErrors: source.inputErrors });
+  progress.phase = 'done';
+  progress.done = 1;
+  progress.counts['annotated'] = report.annotated;
+  progress.counts['failed'] = report.failed;
+  setCurrentDetails(`**done**: ${report.annotated} annotated, ${report.failed} failed, $${report.usage.costUsd.toFixed(4)}`);
+  upsertSearchAttributes([{ key: CM2_STATE, value: 'completed' }]);
+  return report;
+}
