@@ -49,11 +49,14 @@ export async function checklistWorkflow(input: ChecklistWorkflowInput): Promise<
   const details = () =>
     setCurrentDetails(`**annotate**: ${progress.done}/${progress.total} shards · ${progress.counts['annotated']} annotated · ${progress.counts['failed']} failed`);
   details();
+  // Only the annotator's role config travels with each shard (the others default to offline): history per shard
+  // stays a few KiB.
+  const llm = { roles: { annotator: input.llm.roles.annotator } };
   await boundedAll(source.shards, input.checklist.shardConcurrency, async (shard) => {
     const r = await acts.annotateShard({
       runId: input.runId,
       shard,
-      llm: input.llm,
+      llm,
       variants: input.checklist.variants,
       maxAttempts: input.checklist.maxAttempts,
       retryFailed: input.checklist.retryFailed,
