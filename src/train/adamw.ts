@@ -1,0 +1,104 @@
+/**
+ * AdamW (decoupled weight decay, Loshchilov & Hutter; the PyTorch `torch.optim.AdamW` update) over named tfjs
+ * variables, with global-norm gradient clipping. Its whole state (step and both moments) is plain Float32Arrays, so a
+ * checkpoint stores it exactly and a resumed run continues bit for bit.
+ *
+ * Update per parameter p with gradient g at step t (1-based):
+ *   m = β1·m + (1−β1)·g;  v = β2·v + (1−β2)·g²
+ *   p ← p − lr·wd·p − lr · (m / (1−β1^t)) / (sqrt(v / (1−β2^t)) + ε)
+ */
+import * as tf from '@tensorflow/tfjs';
+
+export interface AdamWConfig {
+  beta1: number;
+  beta2: number;
+  eps: number;
+  weightDecay: number;
+}
+
+export const DEFAULT_ADAMW: AdamWConfig = { beta1: 0.9, beta2: 0.999, eps: 1e-8, weightDecay: 0.0 };
+
+export interface AdamWState {
+  step: number;
+  m: Map<string, Float32Array>;
+  v: Map<string, Float32Array>;
+}
+
+/** Global L2 norm of a set of gradients. */
+export function globalNorm(grads: ReadonlyMap<string, tf.Tensor>): number {
+  return tf.tidy(() => {
+    const squares = [...grads.values()].map((g) => tf.sum(tf.square(g)));
+    return Math.sqrt(squares.length ? tf.addN(squares).dataSync()[0]! : 0);
+  });
+}
+
+export class AdamW {
+  private step = 0;
+  private readonly m = new Map<string, tf.Variable>();
+  private readonly v = new Map<string, tf.Variable>();
+
+  constructor(
+    private readonly params: ReadonlyMap<string, tf.Variable>,
+    readonly config: AdamWConfig = DEFAULT_ADAMW,
+  ) {
+    for (const [name, p] of params) {
+      this.m.set(name, tf.variable(tf.zerosLike(p), false));
+      this.v.set(name, tf.variable(tf.zerosLike(p), false));
+    }
+  }
+
+  get steps(): number {
+    return this.step;
+  }
+
+  /**
+   * One update with learning rate `lr`. Gradients are clipped to `maxGradNorm` (global norm) first when given.
+   * Returns the pre-clip gradient norm.
+   */
+  apply(grads: ReadonlyMap<string, tf.Tensor>, lr: number, maxGradNorm?: number): number {
+    const norm = globalNorm(grads);
+    const scale = maxGradNorm !== undefined && maxGradNorm > 0 && norm > maxGradNorm ? maxGradNorm / (norm + 1e-6) : 1;
+    this.step++;
+    const { beta1, beta2, eps, weightDecay } = this.config;
+    const bc1 = 1 - beta1 ** this.step;
+    const bc2 = 1 - beta2 ** this.step;
+    tf.tidy(() => {
+      for (const [name, p] of this.params) {
+        const g0 = grads.get(name);
+        if (!g0) continue;
+        const g = scale === 1 ? g0 : tf.mul(g0, scale);
+        const m = this.m.get(name)!;
+        const v = this.v.get(name)!;
+        m.assign(tf.add(tf.mul(m, beta1), tf.mul(g, 1 - beta1)));
+        v.assign(tf.add(tf.mul(v, beta2), tf.mul(tf.square(g), 1 - beta2)));
+        const update = tf.div(tf.div(m, bc1), tf.add(tf.sqrt(tf.div(v, bc2)), eps));
+        const decayed = weightDecay > 0 ? tf.sub(p, tf.mul(p, lr * weightDecay)) : p;
+        p.assign(tf.sub(decayed, tf.mul(update, lr)));
+      }
+    });
+    return norm;
+  }
+
+  /** A copy of the state (for a checkpoint). */
+  state(): AdamWState {
+    const read = (vars: Map<string, tf.Variable>) => new Map([...vars].map(([k, t]) => [k, new Float32Array(t.dataSync())]));
+    return { step: this.step, m: read(this.m), v: read(this.v) };
+  }
+
+  /** Restore a state saved by `state()` (same parameter names and shapes). */
+  load(state: AdamWState): void {
+    for (const [name, p] of this.params) {
+      const m = state.m.get(name);
+      const v = state.v.get(name);
+      if (!m || !v) throw new Error(`optimizer state has no moments for ${name}`);
+      if (m.length !== p.size || v.length !== p.size) throw new Error(`optimizer state for ${name} has ${m.length} values, the parameter ${p.size}`);
+      this.m.get(name)!.assign(tf.tensor(m, p.shape));
+      this.v.get(name)!.assign(tf.tensor(v, p.shape));
+    }
+    this.step = state.step;
+  }
+
+  dispose(): void {
+    for (const t of [...this.m.values(), ...this.v.values()]) t.dispose();
+  }
+}
