@@ -51,7 +51,7 @@ describe('SFT loop', () => {
   test('the loss falls', () => {
     const model = new Bigram(10, 8, 1, 'fall');
     const t = new SftTrainer(model, data(12), { ...cfg, epochs: 12 });
-    assert.equal(t.total, totalSteps(12, cfg));
+    assert.equal(t.total, totalSteps(12, t.cfg));
     while (!t.done) t.step();
     const l = t.state.losses;
     assert.ok(l[l.length - 1]! < l[0]! * 0.6, `${l[0]} → ${l[l.length - 1]}`);
