@@ -15,17 +15,13 @@ import { z } from 'zod';
 import { LlmChecklistAnnotator, OfflineChecklistAnnotator, type ChecklistAnnotator, type ExampleAnnotation } from '../checklist/annotate';
 import { CHECKLIST_JSON_SCHEMA } from '../checklist/prompt';
 import { AnnotatedExample } from '../checklist/schema';
-import { addUsage, zeroUsage, type Usage } from '../data/roles';
+import { addUsage, UsageSchema, zeroUsage, type Usage } from '../data/roles';
 import { Example } from '../data/schema';
 import { LlmClient, canonicalJson } from '../infra/llm/client';
 import { isOnline, LlmConfig } from '../infra/llm/config';
 import { runKey, storeCache, type ObjectStore } from '../infra/store';
 import { offlineChecklist, OFFLINE_ANNOTATOR } from '../world/checklist';
 import { heartbeat, mapWithHeartbeat, once, parseInput, ShardRef, shardName, readShard, writeShard } from './shards';
-
-const UsageSchema = z.object({
-  calls: z.number(), promptTokens: z.number(), cachedPromptTokens: z.number(), completionTokens: z.number(), costUsd: z.number(), cacheHits: z.number(),
-});
 
 export const ChecklistInputArgs = z.object({ runId: z.string(), sourceKey: z.string().min(1), shardSize: z.number().int().positive() });
 export const ChecklistInputResult = z.object({

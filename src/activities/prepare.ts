@@ -13,7 +13,7 @@ import { ApplicationFailure } from '@temporalio/common';
 import { parseFileBytes } from '../data/importers';
 import { applyRuleFilters, DEFAULT_ENABLED_FILTERS, RULE_FILTERS } from '../data/filters';
 import { reassembleCompressed } from '../data/cotCompression';
-import { addUsage, type DataRoles, type Usage, zeroUsage } from '../data/roles';
+import { addUsage, type DataRoles, type Usage, UsageSchema, zeroUsage } from '../data/roles';
 import { type DroppedRecord, type Example, type ImportError } from '../data/schema';
 import { harderSampleDrop, seededSplit } from '../data/split';
 import { computeStats } from '../data/stats';
@@ -24,10 +24,6 @@ import { type ObjectStore, runKey, storeCache } from '../infra/store';
 import { generateDemoDataset } from '../world/generator';
 import { offlineDataRoles } from '../world/offline';
 import { heartbeat, mapWithHeartbeat, once, parseInput, readShard, ShardRef, shardName, writeShard } from './shards';
-
-const UsageSchema = z.object({
-  calls: z.number(), promptTokens: z.number(), cachedPromptTokens: z.number(), completionTokens: z.number(), costUsd: z.number(), cacheHits: z.number(),
-});
 
 // ---------- import ----------
 

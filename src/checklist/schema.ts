@@ -17,6 +17,7 @@
  */
 import { z } from 'zod';
 import { Example } from '../data/schema';
+import { UsageSchema } from '../data/roles';
 
 export const EVIDENCE_FROM = [
   'user.content',
@@ -108,20 +109,11 @@ export type StoredItem = z.infer<typeof StoredItem>;
 export const ChecklistVariant = z.array(z.array(StoredItem));
 export type ChecklistVariant = z.infer<typeof ChecklistVariant>;
 
-export const UsageRecord = z.object({
-  calls: z.number(),
-  promptTokens: z.number(),
-  cachedPromptTokens: z.number(),
-  completionTokens: z.number(),
-  costUsd: z.number(),
-  cacheHits: z.number(),
-});
-
 /** How an example was annotated: by whom, at what cost, after how many repair attempts per variant. */
 export const AnnotationInfo = z.object({
   annotator: z.string(),
-  variants: z.array(z.object({ attempts: z.number().int().positive(), usage: UsageRecord })),
-  usage: UsageRecord,
+  variants: z.array(z.object({ attempts: z.number().int().positive(), usage: UsageSchema })),
+  usage: UsageSchema,
 });
 export type AnnotationInfo = z.infer<typeof AnnotationInfo>;
 

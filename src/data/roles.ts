@@ -9,6 +9,7 @@
  * configured attempts is *returned* as `{ ok: false }`, so the example is recorded as failed and the
  * stage goes on.
  */
+import { z } from 'zod';
 import type { Example } from './schema';
 
 export type Effort = 'low' | 'medium' | 'high';
@@ -23,6 +24,16 @@ export interface Usage {
   /** Calls answered from the response cache (not paid again). */
   cacheHits: number;
 }
+
+/** The zod form of `Usage`, for activity results, reports and stored records. */
+export const UsageSchema = z.object({
+  calls: z.number(),
+  promptTokens: z.number(),
+  cachedPromptTokens: z.number(),
+  completionTokens: z.number(),
+  costUsd: z.number(),
+  cacheHits: z.number(),
+});
 
 export const zeroUsage = (): Usage => ({ calls: 0, promptTokens: 0, cachedPromptTokens: 0, completionTokens: 0, costUsd: 0, cacheHits: 0 });
 
