@@ -9,6 +9,7 @@
  *   cm2 checklist show RUN UUID           a checklist next to its dialogue
  *   cm2 filter --input X --output Y --report R   rule-based filters locally, without Temporal
  *   cm2 demo                              everything on the demo tool world, offline
+ *   cm2 model logits --checkpoint DIR --input-ids 1,2,3   last-position logits of a Qwen2/Qwen3 checkpoint (JSON)
  */
 import { Command, Option } from 'commander';
 import { ConfigError, loadConfig, type Cm2Config } from '../infra/config';
@@ -97,6 +98,16 @@ program.command('demo')
   .option('--stop-infra', 'stop the local infrastructure afterwards (default: leave it running so the Web UI can be browsed)')
   .action(async (opts: { config: string; run?: string; stopInfra?: boolean }) =>
     (require('./demo') as typeof import('./demo')).demoCommand(opts.config, { stopInfra: opts.stopInfra ?? false, runId: opts.run }));
+
+const model = program.command('model').description('the tfjs Qwen2/Qwen3 model on HF checkpoints');
+model.command('logits')
+  .description('print the logits of the last position as a JSON array')
+  .requiredOption('--checkpoint <dir>', 'HF checkpoint folder (config.json + safetensors)')
+  .requiredOption('--input-ids <ids>', 'comma-separated token ids, e.g. 1,2,3')
+  .addOption(new Option('--backend <name>', 'tfjs backend').choices(['auto', 'tfjs-node-gpu', 'tfjs-node', 'wasm', 'cpu']).default('auto'))
+  .action(async (opts: { checkpoint: string; inputIds: string; backend: 'auto' | 'tfjs-node-gpu' | 'tfjs-node' | 'wasm' | 'cpu' }) => {
+    await (require('./modelCommand') as typeof import('./modelCommand')).modelLogitsCommand(opts);
+  });
 
 async function main(): Promise<void> {
   try {
