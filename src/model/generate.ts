@@ -1,0 +1,122 @@
+/**
+ * Batched sampling with a KV cache.
+ *
+ * Prompts of different lengths are left-padded to the longest; pad keys are masked out and every sequence gets its own
+ * RoPE positions (0 at its first real token), so each sequence decodes exactly as it would alone. Each step feeds one
+ * token per sequence and reuses the cached keys/values (or, with useCache = false, re-runs the whole sequence: slower,
+ * same result). Sampling happens on the host: temperature 0 is greedy (argmax, lowest id on ties), otherwise softmax of
+ * logits / temperature, restricted to the smallest set of most likely tokens whose probability reaches topP, drawn with
+ * a seeded PRNG (same seed, same tokens).
+ */
+import type { QwenModel } from './qwen';
+import { Rng } from './random';
+
+export interface GenerateOptions {
+  maxNewTokens: number;
+  /** 0 = greedy (default 1) */
+  temperature?: number;
+  /** nucleus sampling mass, (0, 1] (default 1) */
+  topP?: number;
+  /** a sequence finishes after emitting one of these (it is included in its tokens) */
+  stopTokens?: number[];
+  seed?: number;
+  useCache?: boolean;
+  /** id used for left padding (masked out, so any valid id; default 0) */
+  padId?: number;
+}
+
+export interface GenerateResult {
+  /** new tokens per prompt, the stop token included */
+  tokens: number[][];
+  /** true where a stop token ended the sequence */
+  finished: boolean[];
+}
+
+/** One token from a row of logits. `rng` is only used when temperature > 0. */
+export function sampleToken(logits: ArrayLike<number>, temperature: number, topP: number, rng: Rng): number {
+  const V = logits.length;
+  if (temperature <= 0) {
+    let best = 0;
+    for (let i = 1; i < V; i++) if (logits[i]! > logits[best]!) best = i;
+    return best;
+  }
+  let max = -Infinity;
+  for (let i = 0; i < V; i++) max = Math.max(max, logits[i]!);
+  const p = new Float64Array(V);
+  let total = 0;
+  for (let i = 0; i < V; i++) total += p[i] = Math.exp((logits[i]! - max) / temperature);
+  let candidates = Array.from({ length: V }, (_, i) => i);
+  if (topP < 1) {
+    candidates.sort((a, b) => p[b]! - p[a]! || a - b);
+    let cum = 0;
+    let keep = 0;
+    while (keep < V && cum < topP * total) cum += p[candidates[keep++]!]!;
+    candidates = candidates.slice(0, Math.max(keep, 1));
+    total = cum;
+  }
+  let u = rng.next() * total;
+  for (const i of candidates) {
+    u -= p[i]!;
+    if (u < 0) return i;
+  }
+  return candidates[candidates.length - 1]!;
+}
+
+export function generate(model: QwenModel, prompts: number[][], opts: GenerateOptions): GenerateResult {
+  const B = prompts.length;
+  const V = model.dims.vocab;
+  if (B === 0) return { tokens: [], finished: [] };
+  if (prompts.some((p) => p.length === 0)) throw new Error('generate: empty prompt');
+  const temperature = opts.temperature ?? 1;
+  const topP = opts.topP ?? 1;
+  const stop = new Set(opts.stopTokens ?? []);
+  const useCache = opts.useCache ?? true;
+  const padId = opts.padId ?? 0;
+  const rng = new Rng(opts.seed ?? 0);
+
+  // Left padding: pad keys masked, positions counted from each sequence's first real token.
+  const L = Math.max(...prompts.map((p) => p.length));
+  const ids = prompts.map((p) => [...Array<number>(L - p.length).fill(padId), ...p]);
+  const keyMask = prompts.map((p) => [...Array<number>(L - p.length).fill(0), ...Array<number>(p.length).fill(1)]);
+  const positions = prompts.map((p) => Array.from({ length: L }, (_, t) => Math.max(0, t - (L - p.length))));
+  const nextPos = prompts.map((p) => p.length);
+
+  const tokens: number[][] = prompts.map(() => []);
+  const finished = prompts.map(() => false);
+  const cache = useCache ? model.emptyCache() : undefined;
+  try {
+    let input = ids;
+    let inputPositions = positions;
+    for (let step = 0; step < opts.maxNewTokens; step++) {
+      const logitsT = model.forward(input, { positions: inputPositions, keyMask, cache, lastOnly: true });
+      const logits = logitsT.dataSync();
+      logitsT.dispose();
+      const next: number[] = [];
+      for (let b = 0; b < B; b++) {
+        if (finished[b]) {
+          next.push(padId);
+          continue;
+        }
+        const tok = sampleToken(logits.subarray(b * V, (b + 1) * V), temperature, topP, rng);
+        tokens[b]!.push(tok);
+        if (stop.has(tok)) finished[b] = true;
+        next.push(tok);
+      }
+      if (finished.every(Boolean) || step === opts.maxNewTokens - 1) break;
+      // The new token of each sequence becomes the next input.
+      keyMask.forEach((row) => row.push(1));
+      const stepPositions = nextPos.map((p) => [p]);
+      nextPos.forEach((_, b) => nextPos[b]!++);
+      if (cache) {
+        input = next.map((t) => [t]);
+        inputPositions = stepPositions;
+      } else {
+        input = input.map((row, b) => [...row, next[b]!]);
+        inputPositions = inputPositions.map((row, b) => [...row, stepPositions[b]![0]!]);
+      }
+    }
+  } finally {
+    if (cache) model.disposeCache(cache);
+  }
+  return { tokens, finished };
+}
