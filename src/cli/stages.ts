@@ -8,8 +8,9 @@ import type { Cm2Config } from '../infra/config';
 import type { PrepareReport } from '../activities/prepare';
 import type { ChecklistReport } from '../activities/checklist';
 import { runKey } from '../infra/store';
-import { checklistWorkflow, prepareProgressQuery, prepareWorkflow } from '../workflows';
-import type { ChecklistWorkflowInput, PrepareWorkflowInput, StageProgress } from '../workflows/types';
+import { checklistWorkflow, prepareProgressQuery, prepareWorkflow, sftWorkflow } from '../workflows';
+import type { ChecklistWorkflowInput, PrepareWorkflowInput, SftWorkflowInput, StageProgress } from '../workflows/types';
+import type { SftReport } from '../activities/sft';
 import { CM2_RUN_ID, CM2_STAGE } from '../common/searchAttributes';
 
 export const prepareWorkflowId = (runId: string) => `cm2-${runId}-prepare`;
@@ -73,7 +74,36 @@ export async function startChecklist(client: Client, cfg: Cm2Config): Promise<Wo
   });
 }
 
-export type { ChecklistReport };
+export type { ChecklistReport, SftReport };
+
+export const sftWorkflowId = (runId: string) => `cm2-${runId}-sft`;
+
+/** The workflow input of the SFT stage: trains on the cold-start split, checks the format on the RL split. */
+export function sftInput(cfg: Cm2Config): SftWorkflowInput {
+  return {
+    runId: cfg.run.id,
+    sft: cfg.sft,
+    sourceKey: cfg.sft.sourceKey ?? runKey(cfg.run.id, 'data', 'cold_start.jsonl'),
+    evalSourceKey: cfg.sft.evalSourceKey ?? runKey(cfg.run.id, 'data', 'rl.jsonl'),
+    taskQueues: { api: cfg.temporal.taskQueues.api, gpu: cfg.temporal.taskQueues.gpu },
+    activity: cfg.temporal.activity,
+  };
+}
+
+/** Starts the SFT workflow of a run, or attaches to it when it is already running. */
+export async function startSft(client: Client, cfg: Cm2Config): Promise<WorkflowHandle<typeof sftWorkflow>> {
+  return client.workflow.start(sftWorkflow, {
+    taskQueue: cfg.temporal.taskQueues.workflows,
+    workflowId: sftWorkflowId(cfg.run.id),
+    args: [sftInput(cfg)],
+    workflowIdConflictPolicy: WorkflowIdConflictPolicy.USE_EXISTING,
+    typedSearchAttributes: [
+      { key: CM2_RUN_ID, value: cfg.run.id },
+      { key: CM2_STAGE, value: 'sft' },
+    ],
+    staticSummary: `CM2 cold-start SFT of run ${cfg.run.id}`,
+  });
+}
 
 export function formatProgress(p: StageProgress): string {
   const counts = Object.entries(p.counts).map(([k, v]) => `${k}=${v}`).join(' ');

@@ -107,6 +107,68 @@ export const ChecklistConfig = z.object({
 });
 export type ChecklistConfig = z.infer<typeof ChecklistConfig>;
 
+/** The policy's starting point: a fresh model of the given HF config, or an HF checkpoint folder on the gpu worker. */
+export const SftBase = z.discriminatedUnion('kind', [
+  z.object({
+    kind: z.literal('init'),
+    /** HF config.json fields (Qwen2/Qwen3); `vocab_size` defaults to the tokenizer's. */
+    config: z.record(z.string(), z.unknown()),
+    seed: z.number().int().default(0),
+  }),
+  z.object({
+    kind: z.literal('hf'),
+    /** Local folder with config.json + model.safetensors (+ tokenizer), readable by the gpu workers. */
+    dir: z.string().min(1),
+    /** Apply the §4.1 special-token embedding initialisation (for real base models). */
+    initSpecialTokens: z.boolean().default(false),
+  }),
+]);
+
+/** Cold-start SFT (spec §4.3; defaults sized for the demo model on 2 CPU cores). */
+export const SftConfig = z.object({
+  enabled: z.boolean().default(true),
+  /** JSONL of training dialogues; default: the prepare stage's cold-start split `runs/<id>/data/cold_start.jsonl`. */
+  sourceKey: z.string().min(1).optional(),
+  /** Held-out dialogues for the format check; default: the RL split `runs/<id>/data/rl.jsonl` (never trained on here). */
+  evalSourceKey: z.string().min(1).optional(),
+  /** Folder with tokenizer.json (+ tokenizer_config.json), readable by the gpu workers. */
+  tokenizerDir: z.string().min(1).default('assets/demo-tokenizer'),
+  base: SftBase.default({
+    kind: 'init',
+    seed: 0,
+    config: {
+      model_type: 'qwen3', hidden_size: 128, intermediate_size: 384, num_hidden_layers: 4, num_attention_heads: 4,
+      num_key_value_heads: 2, head_dim: 32, tie_word_embeddings: true, rope_theta: 10000, max_position_embeddings: 4096, rms_norm_eps: 1e-6,
+    },
+  }),
+  backend: z.enum(['auto', 'tfjs-node-gpu', 'tfjs-node', 'wasm', 'cpu']).default('auto'),
+  epochs: z.number().int().positive().default(2),
+  /**
+   * Sequences per forward/backward. On the wasm backend the heap caps at 4 GiB: the demo model needs about 1.7 GB for
+   * 4 × 512 tokens and fails at 4 × 1024, so batch through `gradAccum` instead.
+   */
+  microBatch: z.number().int().positive().default(1),
+  gradAccum: z.number().int().positive().default(8),
+  peakLr: z.number().positive().default(3e-3),
+  warmupRatio: z.number().min(0).max(1).default(0.1),
+  minLrRatio: z.number().min(0).max(1).default(0.1),
+  maxGradNorm: z.number().positive().default(1),
+  weightDecay: z.number().min(0).default(0.01),
+  /** Tokens per training sequence (reference `cutoff_len` 12000). */
+  maxSeqLen: z.number().int().positive().default(1024),
+  seed: z.number().int().default(42),
+  /** Optimizer steps between checkpoints. */
+  checkpointEvery: z.number().int().positive().default(10),
+  eval: z.object({
+    /** Held-out dialogues to test the format on (0 = skip). */
+    prompts: z.number().int().min(0).default(24),
+    maxNewTokens: z.number().int().positive().default(128),
+  }).prefault({}),
+  /** Per attempt of the training activity (it resumes from its last checkpoint on a new attempt). */
+  startToCloseTimeout: z.string().default('12h'),
+});
+export type SftConfig = z.infer<typeof SftConfig>;
+
 export const Cm2Config = z.object({
   run: z.object({
     /** Run id: namespaces every S3 key and names the workflows. */
@@ -117,6 +179,7 @@ export const Cm2Config = z.object({
   llm: LlmConfig.prefault({}),
   data: DataConfig.prefault({}),
   checklist: ChecklistConfig.prefault({}),
+  sft: SftConfig.prefault({}),
 });
 export type Cm2Config = z.infer<typeof Cm2Config>;
 export type DataConfig = z.infer<typeof DataConfig>;

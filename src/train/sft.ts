@@ -14,7 +14,7 @@ import { Rng, takeBatch, type DataCursor } from './rng';
 /** What the trainer needs from a model. */
 export interface TrainableModel {
   /** Parameters by (HF) name. */
-  trainableVariables(): Map<string, tf.Variable>;
+  namedVariables(): Map<string, tf.Variable>;
   /** Mean cross-entropy of `targets` over positions where `mask` is 1. Shapes [B, T]. */
   loss(ids: number[][], targets: number[][], mask: number[][]): tf.Scalar;
 }
@@ -101,7 +101,7 @@ export class SftTrainer {
     private readonly data: readonly TokenizedExample[],
     readonly cfg: SftConfig,
   ) {
-    this.params = model.trainableVariables();
+    this.params = model.namedVariables();
     this.optimizer = new AdamW(this.params, { beta1: 0.9, beta2: 0.999, eps: 1e-8, weightDecay: cfg.weightDecay });
     this.total = totalSteps(data.length, cfg);
     this.state = { step: 0, cursor: { epoch: 0, index: 0 }, rngState: new Rng(cfg.seed).state, losses: [] };

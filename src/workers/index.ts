@@ -12,6 +12,7 @@ import path from 'node:path';
 import { NativeConnection, Worker, type WorkerOptions } from '@temporalio/worker';
 import { createChecklistActivities } from '../activities/checklist';
 import { createPrepareActivities } from '../activities/prepare';
+import { createSftActivities } from '../activities/sft';
 import type { Cm2Config } from '../infra/config';
 import { ObjectStore } from '../infra/store';
 
@@ -61,7 +62,7 @@ export async function startWorkers(cfg: Cm2Config, queues: QueueKind[] = ALL_QUE
     }));
   }
   // Model work (SFT, rollouts, train steps) lands on the gpu queue, one slot per accelerator.
-  const gpuActivities = {};
+  const gpuActivities = { ...createSftActivities({ store }) };
   if (queues.includes('gpu') && Object.keys(gpuActivities).length > 0) {
     workers.push(await Worker.create({
       ...common,

@@ -1,3 +1,4 @@
 /** Every workflow the workers register (the bundle's entry point). */
 export { prepareWorkflow, prepareProgressQuery } from './prepare';
 export { checklistWorkflow, checklistProgressQuery } from './checklist';
+export { sftWorkflow, sftProgressQuery } from './sft';

@@ -2,7 +2,7 @@
  * Inputs and progress shapes of the workflows: plain JSON, small, no secrets (API keys and S3 credentials
  * are resolved by the workers from their environment). Types only, so workflow code can import them.
  */
-import type { ChecklistConfig, DataConfig } from '../infra/config';
+import type { ChecklistConfig, DataConfig, SftConfig } from '../infra/config';
 import type { LlmConfig } from '../infra/llm/config';
 import type { Effort } from '../data/roles';
 
@@ -31,6 +31,17 @@ export interface ChecklistWorkflowInput {
   sourceKey: string;
   checklist: ChecklistConfig;
   llm: LlmConfig;
+  taskQueues: { api: string; gpu: string };
+  activity: ActivityTimeouts;
+}
+
+export interface SftWorkflowInput {
+  runId: string;
+  sft: SftConfig;
+  /** JSONL of training dialogues (default: the cold-start split). */
+  sourceKey: string;
+  /** JSONL of held-out dialogues for the format check (default: the RL split). */
+  evalSourceKey: string;
   taskQueues: { api: string; gpu: string };
   activity: ActivityTimeouts;
 }

@@ -11,7 +11,7 @@ class Bigram implements TrainableModel {
     this.E = tf.variable(tf.randomNormal([vocab, dim], 0, 0.1, 'float32', seed), true, `${prefix}.E`);
     this.W = tf.variable(tf.randomNormal([dim, vocab], 0, 0.1, 'float32', seed + 1), true, `${prefix}.W`);
   }
-  trainableVariables() {
+  namedVariables() {
     return new Map([['E', this.E], ['W', this.W]]);
   }
   loss(ids: number[][], targets: number[][], mask: number[][]): tf.Scalar {

@@ -1,0 +1,56 @@
+/**
+ * Cold-start SFT (CM2 stage 3) as a workflow: format check of the base policy → training → format check of the SFT
+ * policy → report. The training activity is one long heartbeating activity on the gpu queue that checkpoints to S3;
+ * a new attempt resumes from its last checkpoint, so a killed worker costs at most `checkpointEvery` steps.
+ */
+import { defineQuery, proxyActivities, setCurrentDetails, setHandler, upsertSearchAttributes } from '@temporalio/workflow';
+import type { SftActivities, SftEvalResult, SftReport } from '../activities/sft';
+import { CM2_RUN_ID, CM2_STAGE, CM2_STATE } from '../common/searchAttributes';
+import type { SftWorkflowInput, StageProgress } from './types';
+
+export const sftProgressQuery = defineQuery<StageProgress>('progress');
+
+export async function sftWorkflow(input: SftWorkflowInput): Promise<SftReport> {
+  const progress: StageProgress = { stage: 'sft', phase: 'starting', done: 0, total: 0, counts: {} };
+  setHandler(sftProgressQuery, () => progress);
+  upsertSearchAttributes([
+    { key: CM2_RUN_ID, value: input.runId },
+    { key: CM2_STAGE, value: 'sft' },
+    { key: CM2_STATE, value: 'running' },
+  ]);
+  const retry = {
+    initialInterval: '1s',
+    backoffCoefficient: 2,
+    maximumInterval: input.activity.maxRetryInterval,
+    nonRetryableErrorTypes: ['BadInput', 'BadConfig', 'ConfigError', 'BackendUnavailableError'],
+  };
+  const acts = proxyActivities<SftActivities>({
+    taskQueue: input.taskQueues.gpu,
+    startToCloseTimeout: input.sft.startToCloseTimeout,
+    heartbeatTimeout: input.activity.heartbeatTimeout,
+    retry,
+  });
+  const phase = (name: string, details: string) => {
+    progress.phase = name;
+    setCurrentDetails(`**${name}**: ${details}`);
+  };
+  const evaluate = async (which: 'base' | 'sft', finalPrefix?: string): Promise<SftEvalResult | undefined> => {
+    if (input.sft.eval.prompts === 0) return undefined;
+    phase(`eval_${which}`, `greedy generations on ${input.sft.eval.prompts} held-out prompts`);
+    const r = await acts.sftEvaluate({ runId: input.runId, sft: input.sft, evalSourceKey: input.evalSourceKey, which, ...(finalPrefix ? { finalPrefix } : {}) });
+    progress.counts[`${which}_well_formed_pct`] = Math.round(r.wellFormedShare * 100);
+    progress.counts[`${which}_correct_name_pct`] = Math.round(r.correctNameShare * 100);
+    return r;
+  };
+
+  const base = await evaluate('base');
+  phase('train', 'cold-start SFT on the gpu queue (progress in the activity heartbeat)');
+  const train = await acts.sftTrain({ runId: input.runId, sft: input.sft, sourceKey: input.sourceKey });
+  progress.counts['steps'] = train.steps;
+  const sft = await evaluate('sft', train.finalPrefix);
+  phase('report', 'writing the report');
+  const report = await acts.writeSftReport({ runId: input.runId, train, ...(base ? { base } : {}), ...(sft ? { sft } : {}) });
+  phase('done', `${train.steps} steps, loss ${train.losses[0]?.toFixed(3)} → ${train.losses[train.losses.length - 1]?.toFixed(3)}`);
+  upsertSearchAttributes([{ key: CM2_STATE, value: 'completed' }]);
+  return report;
+}

@@ -1,0 +1,58 @@
+/**
+ * Cold-start SFT on Temporal + MinIO: a worker killed in the middle of training is replaced, the new attempt resumes
+ * from the last S3 checkpoint, and the run ends with exactly the weights of an uninterrupted run with the same seed.
+ */
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { runSft } from '../../src/activities/sft';
+import { startSft, sftInput } from '../../src/cli/stages';
+import { connectClient } from '../../src/infra/temporal';
+import { runKey } from '../../src/infra/store';
+import { generateDemoDataset } from '../../src/world/generator';
+import { testConfig, testStore, uniqueId } from '../helpers/env';
+import { startChildWorker, writeConfigFile } from '../helpers/processes';
+
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+const tinySft = {
+  backend: 'wasm',
+  base: { kind: 'init', seed: 5, config: { model_type: 'qwen3', hidden_size: 32, intermediate_size: 64, num_hidden_layers: 2, num_attention_heads: 4, num_key_value_heads: 2, head_dim: 8, tie_word_embeddings: true, rope_theta: 10000, max_position_embeddings: 1024 } },
+  epochs: 3, microBatch: 2, gradAccum: 2, maxSeqLen: 640, checkpointEvery: 3, peakLr: 5e-3,
+  eval: { prompts: 0 },
+};
+
+test('SFT resumes after a worker kill and ends with the weights of an uninterrupted run', async () => {
+  const examples = generateDemoDataset({ seed: 31, count: 40, brokenRate: 0 });
+  const cfg = testConfig(uniqueId('sft'), { sft: tinySft, temporal: { activity: { heartbeatTimeout: '5s', maxRetryInterval: '1s' } } });
+  const store = testStore(cfg);
+  await store.putJsonl(runKey(cfg.run.id, 'data', 'cold_start.jsonl'), examples);
+  await store.putJsonl(runKey(cfg.run.id, 'data', 'rl.jsonl'), examples.slice(0, 4));
+
+  // Reference: the same training, uninterrupted, in this process.
+  const refRun = `${cfg.run.id}-ref`;
+  await store.putJsonl(runKey(refRun, 'data', 'cold_start.jsonl'), examples);
+  const reference = await runSft(store, { runId: refRun, sft: cfg.sft, sourceKey: runKey(refRun, 'data', 'cold_start.jsonl') }, { log: () => undefined });
+  assert.ok(reference.steps >= 15, `${reference.steps} steps`);
+  const mean = (xs: number[]) => xs.reduce((a, b) => a + b, 0) / xs.length;
+  assert.ok(mean(reference.losses.slice(-5)) < mean(reference.losses.slice(0, 5)), `the loss falls: ${reference.losses.map((l) => l.toFixed(2)).join(' ')}`);
+
+  const file = writeConfigFile(cfg);
+  let worker = await startChildWorker(file);
+  try {
+    const client = await connectClient(cfg);
+    const handle = await startSft(client, cfg);
+    // Kill the worker as soon as the first checkpoint is complete.
+    const prefix = runKey(cfg.run.id, 'sft', 'checkpoints/');
+    while (!(await store.list(prefix)).some((k) => k.endsWith('manifest.json'))) await sleep(20);
+    await worker.kill('SIGKILL');
+    worker = await startChildWorker(file);
+    const report = await handle.result();
+    assert.ok(report.train.resumedFrom > 0 && report.train.resumedFrom < reference.steps, `resumed from step ${report.train.resumedFrom}`);
+    assert.equal(report.train.steps, reference.steps);
+    assert.equal(report.train.model.sha256, reference.model.sha256, 'same final weights as the uninterrupted run');
+    assert.deepEqual(report.train.losses, reference.losses);
+    assert.equal(sftInput(cfg).sourceKey, runKey(cfg.run.id, 'data', 'cold_start.jsonl'));
+  } finally {
+    await worker.kill('SIGTERM');
+  }
+});
