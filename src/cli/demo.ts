@@ -15,7 +15,8 @@ import { connectClient } from '../infra/temporal';
 import { startWorkers } from '../workers';
 import { printPrepareReport } from './prepareCommand';
 import { printChecklistReport } from './checklistCommand';
-import { followStage, startChecklist, startPrepare, type ChecklistReport, type PrepareReport } from './stages';
+import { printSftReport } from './sftCommand';
+import { followStage, startChecklist, startPrepare, startSft, type ChecklistReport, type PrepareReport, type SftReport } from './stages';
 
 export async function demoCommand(configFile: string, opts: { stopInfra: boolean; runId?: string | undefined }): Promise<void> {
   const t0 = Date.now();
@@ -57,11 +58,16 @@ export async function demoCommand(configFile: string, opts: { stopInfra: boolean
   const checklistHandle = await startChecklist(client, cfg);
   const checklistReport = await followStage<ChecklistReport>(checklistHandle);
   printChecklistReport(checklistReport, cfg);
+  let sftReport: SftReport | undefined;
+  if (cfg.sft.enabled) {
+    sftReport = await followStage<SftReport>(await startSft(client, cfg));
+    printSftReport(sftReport, cfg);
+  }
 
   const reportDir = path.join(projectRoot, '.cm2', 'reports', cfg.run.id);
   mkdirSync(reportDir, { recursive: true });
   const reportPath = path.join(reportDir, 'report.json');
-  writeFileSync(reportPath, JSON.stringify({ prepare: report, checklist: checklistReport }, null, 2));
+  writeFileSync(reportPath, JSON.stringify({ prepare: report, checklist: checklistReport, sft: sftReport }, null, 2));
   console.log(`\ndemo finished in ${((Date.now() - t0) / 1000).toFixed(0)}s`);
   console.log(`Web UI: ${uiUrl}`);
   console.log(`report: ${reportPath}`);

@@ -7,6 +7,7 @@
  *   cm2 checklist run --config FILE       checklist annotation (stage 4) on Temporal
  *   cm2 checklist validate FILE           check annotated examples, print every violation
  *   cm2 checklist show RUN UUID           a checklist next to its dialogue
+ *   cm2 sft run --config FILE             cold-start SFT (stage 3) on Temporal
  *   cm2 filter --input X --output Y --report R   rule-based filters locally, without Temporal
  *   cm2 demo                              everything on the demo tool world, offline
  *   cm2 model logits --checkpoint DIR --input-ids 1,2,3   last-position logits of a Qwen2/Qwen3 checkpoint (JSON)
@@ -78,6 +79,15 @@ checklist.command('show')
     const cmd = require('./checklistCommand') as typeof import('./checklistCommand');
     process.exitCode = await cmd.checklistShowCommand(commandConfig(opts.config, run), run, uuid, Number(opts.variant));
   });
+
+const sft = program.command('sft').description('cold-start SFT of the policy (CM2 stage 3)');
+sft.command('run')
+  .description('train the policy on the run\'s cold-start split on Temporal (resumable from S3 checkpoints)')
+  .requiredOption('-c, --config <file>', 'config file')
+  .option('--run <id>', 'run id (overrides run.id of the config)')
+  .option('--no-wait', 'start (or attach to) the workflow and return its id')
+  .action(async (opts: { config: string; run?: string; wait: boolean }) =>
+    (require('./sftCommand') as typeof import('./sftCommand')).sftRunCommand(commandConfig(opts.config, opts.run), opts.wait));
 
 program.command('filter')
   .description('run the rule-based filters on a local file, without Temporal')

@@ -1,0 +1,345 @@
+/**
+ * Throughput of the tfjs Qwen3 decoder (src/model) against PyTorch + transformers on the same CPU, in the same run:
+ * training tokens/s, generation tokens/s with and without the KV cache, and peak memory, for 2–3 model sizes.
+ *
+ *   npx tsx bench/model-throughput.ts [--backend auto|wasm|cpu] [--sizes tiny,small,demo] [--steps N] [--warmup N]
+ *                                     [--new-tokens N] [--no-torch] [--json FILE]
+ *
+ * Each size runs in a fresh child process (ours: this script with --child; PyTorch: bench/torch_throughput.py), one
+ * after the other, so a process's peak RSS belongs to that size alone and the two never share the CPU.
+ *
+ * Training step = forward + cross-entropy over all B·T positions + backward (tf.variableGrads over model.loss) +
+ * global-norm clipping to 1.0 + AdamW (src/train/adamw.ts), weight decay 0; `--warmup` steps are not timed, then the
+ * median of `--steps` timed steps gives tokens/s = B·T / median step time. Generation = B random 32-token prompts,
+ * greedy, exactly `--new-tokens` new tokens each (no stop token), after a 4-token warm-up run; tokens/s = B·new / wall
+ * time, prefill included. PyTorch runs the same architecture (Qwen3ForCausalLM, random init, float32, eager attention,
+ * tied embeddings), batch, sequence length and step counts, with torch.set_num_threads(1) and
+ * OMP/OPENBLAS/MKL_NUM_THREADS=1 (two threads on a 2-core machine make OpenMP and BLAS contend).
+ *
+ * Memory: "peak RSS" is the process's getrusage maxRSS (Node: process.resourceUsage().maxRSS; Python: ru_maxrss),
+ * runtime and imports included; "tf peak" is tf.profile's peakBytes over the first (untimed) training step, i.e. the
+ * most bytes of live tfjs tensors at any kernel (weights, optimizer moments, activations, gradients).
+ */
+import { spawn } from 'node:child_process';
+import { writeFileSync } from 'node:fs';
+import * as os from 'node:os';
+import * as path from 'node:path';
+import { parseArgs } from 'node:util';
+import * as tf from '@tensorflow/tfjs';
+import { backendPrefs, selectBackend, type BackendPref } from '../src/model/backend';
+import type { QwenConfig } from '../src/model/config';
+import { generate } from '../src/model/generate';
+import { QwenModel } from '../src/model/qwen';
+import { Rng } from '../src/model/random';
+import { AdamW } from '../src/train/adamw';
+
+interface SizeSpec {
+  hidden: number;
+  layers: number;
+  heads: number;
+  kvHeads: number;
+  vocab: number;
+  seq: number;
+  batch: number;
+}
+
+/** tiny and small are the sizes of the training probe in shared/notes/tfjs-wasm.md; demo is the demo model's size. */
+const SIZES: Record<string, SizeSpec> = {
+  tiny: { hidden: 128, layers: 4, heads: 4, kvHeads: 2, vocab: 512, seq: 256, batch: 8 },
+  demo: { hidden: 192, layers: 4, heads: 4, kvHeads: 2, vocab: 1024, seq: 512, batch: 4 },
+  small: { hidden: 256, layers: 6, heads: 4, kvHeads: 2, vocab: 2048, seq: 512, batch: 4 },
+};
+
+function qwen3Config(s: SizeSpec): QwenConfig {
+  return {
+    model_type: 'qwen3',
+    architectures: ['Qwen3ForCausalLM'],
+    vocab_size: s.vocab,
+    hidden_size: s.hidden,
+    intermediate_size: 3 * s.hidden,
+    num_hidden_layers: s.layers,
+    num_attention_heads: s.heads,
+    num_key_value_heads: s.kvHeads,
+    head_dim: s.hidden / s.heads,
+    rms_norm_eps: 1e-6,
+    rope_theta: 10000,
+    max_position_embeddings: 1024,
+    tie_word_embeddings: true,
+    attention_bias: false,
+    hidden_act: 'silu',
+    initializer_range: 0.02,
+  };
+}
+
+interface Job {
+  name: string;
+  config: QwenConfig;
+  batch: number;
+  seq: number;
+  steps: number;
+  warmup: number;
+  gen: { batch: number; prompt: number; newTokens: number };
+  seed: number;
+  lr: number;
+  maxGradNorm: number;
+}
+
+interface OursResult {
+  backend: string;
+  params: number;
+  trainTokPerS: number;
+  trainStepMs: number[];
+  losses: number[];
+  genCacheTokPerS: number;
+  genNoCacheTokPerS: number;
+  cachedEqualsUncached: boolean;
+  peakRssBytes: number;
+  /** largest RSS seen by polling process.memoryUsage() (between steps; the event loop is blocked during one) */
+  polledRssBytes: number;
+  tfPeakBytes: number;
+}
+
+interface TorchResult {
+  available: boolean;
+  error?: string;
+  params?: number;
+  trainTokPerS?: number;
+  trainStepMs?: number[];
+  losses?: number[];
+  genCacheTokPerS?: number;
+  genNoCacheTokPerS?: number;
+  cachedEqualsUncached?: boolean;
+  peakRssBytes?: number;
+  threads?: Record<string, unknown>;
+  versions?: Record<string, string>;
+}
+
+const RESULT_MARK = '@@RESULT ';
+const median = (xs: number[]): number => {
+  const s = [...xs].sort((a, b) => a - b);
+  const m = s.length >> 1;
+  return s.length % 2 ? s[m]! : (s[m - 1]! + s[m]!) / 2;
+};
+const randomIds = (rng: Rng, rows: number, cols: number, vocab: number): number[][] =>
+  Array.from({ length: rows }, () => Array.from({ length: cols }, () => Math.floor(rng.next() * vocab)));
+
+/** One size, in this (child) process: returns our numbers. */
+async function runOurs(job: Job, backendPref: BackendPref): Promise<OursResult> {
+  let polledRss = process.memoryUsage().rss;
+  const poll = (): void => {
+    polledRss = Math.max(polledRss, process.memoryUsage().rss);
+  };
+  const timer = setInterval(poll, 50);
+  try {
+    const backend = await selectBackend(backendPref, (l) => console.error(`[${job.name}] ${l}`));
+    const model = QwenModel.init(job.config, job.seed);
+    const vars = model.namedVariables();
+    const opt = new AdamW(vars, { beta1: 0.9, beta2: 0.999, eps: 1e-8, weightDecay: 0 });
+    const rng = new Rng(job.seed + 1);
+    const V = job.config.vocab_size;
+    const data = randomIds(rng, job.batch, job.seq + 1, V);
+    const ids = data.map((r) => r.slice(0, -1));
+    const targets = data.map((r) => r.slice(1));
+    const mask = ids.map((r) => r.map(() => 1));
+    const last = [...vars.values()].at(-1)!;
+
+    const step = (): number => {
+      const { value, grads } = tf.variableGrads(() => model.loss(ids, targets, mask), [...vars.values()]);
+      const loss = value.dataSync()[0]!;
+      opt.apply(new Map([...vars].map(([name, v]) => [name, grads[v.name]!])), job.lr, job.maxGradNorm);
+      tf.dispose([value, ...Object.values(grads)]);
+      last.dataSync(); // the update is done (asynchronous backends)
+      poll();
+      return loss;
+    };
+
+    const losses: number[] = [];
+    let tfPeakBytes = 0;
+    for (let i = 0; i < job.warmup; i++) {
+      if (i === 0) {
+        const prof = await tf.profile(() => {
+          losses.push(step());
+        });
+        tfPeakBytes = prof.peakBytes;
+      } else losses.push(step());
+      console.error(`[${job.name}] warm-up step ${i + 1}/${job.warmup}: loss ${losses.at(-1)!.toFixed(4)}`);
+    }
+    const stepMs: number[] = [];
+    for (let i = 0; i < job.steps; i++) {
+      const t0 = performance.now();
+      losses.push(step());
+      stepMs.push(performance.now() - t0);
+      console.error(`[${job.name}] step ${i + 1}/${job.steps}: ${stepMs.at(-1)!.toFixed(0)} ms, loss ${losses.at(-1)!.toFixed(4)}`);
+      await new Promise((r) => setImmediate(r));
+    }
+    const trainTokPerS = (job.batch * job.seq) / (median(stepMs) / 1000);
+
+    const prompts = randomIds(rng, job.gen.batch, job.gen.prompt, V);
+    const genRate: Record<string, number> = {};
+    const outputs: Record<string, number[][]> = {};
+    for (const useCache of [true, false]) {
+      generate(model, prompts, { maxNewTokens: 4, temperature: 0, useCache });
+      poll();
+      const t0 = performance.now();
+      const out = generate(model, prompts, { maxNewTokens: job.gen.newTokens, temperature: 0, useCache });
+      const sec = (performance.now() - t0) / 1000;
+      poll();
+      const n = out.tokens.reduce((a, r) => a + r.length, 0);
+      genRate[useCache ? 'cache' : 'noCache'] = n / sec;
+      outputs[useCache ? 'cache' : 'noCache'] = out.tokens;
+      console.error(`[${job.name}] generate ${useCache ? 'with' : 'without'} cache: ${n} tokens in ${sec.toFixed(1)} s`);
+    }
+    const params = model.numParams();
+    opt.dispose();
+    model.dispose();
+    poll();
+    return {
+      backend,
+      params,
+      trainTokPerS,
+      trainStepMs: stepMs,
+      losses,
+      genCacheTokPerS: genRate.cache!,
+      genNoCacheTokPerS: genRate.noCache!,
+      cachedEqualsUncached: JSON.stringify(outputs.cache) === JSON.stringify(outputs.noCache),
+      peakRssBytes: process.resourceUsage().maxRSS * 1024,
+      polledRssBytes: polledRss,
+      tfPeakBytes,
+    };
+  } finally {
+    clearInterval(timer);
+  }
+}
+
+/** Runs a child process to completion; stdout is captured, stderr passed through. */
+function runChild(cmd: string, args: string[], input: string, env: NodeJS.ProcessEnv): Promise<{ code: number | null; stdout: string; error?: Error }> {
+  return new Promise((resolve) => {
+    let stdout = '';
+    let child;
+    try {
+      child = spawn(cmd, args, { env, stdio: ['pipe', 'pipe', 'inherit'] });
+    } catch (e) {
+      resolve({ code: null, stdout, error: e as Error });
+      return;
+    }
+    child.stdout.on('data', (d: Buffer) => (stdout += d.toString()));
+    child.on('error', (e) => resolve({ code: null, stdout, error: e }));
+    child.on('close', (code) => resolve({ code, stdout }));
+    child.stdin.on('error', () => {}); // child exited before reading
+    child.stdin.end(input);
+  });
+}
+
+async function oursInChild(job: Job, backend: string): Promise<OursResult> {
+  const r = await runChild(process.execPath, [...process.execArgv, __filename, '--child', '--backend', backend], JSON.stringify(job), process.env);
+  const line = r.stdout.split('\n').find((l) => l.startsWith(RESULT_MARK));
+  if (r.code !== 0 || !line) throw new Error(`tfjs run for '${job.name}' failed (exit ${r.code})${r.error ? `: ${r.error.message}` : ''}`);
+  return JSON.parse(line.slice(RESULT_MARK.length)) as OursResult;
+}
+
+const TORCH_ENV = { OMP_NUM_THREADS: '1', OPENBLAS_NUM_THREADS: '1', MKL_NUM_THREADS: '1' };
+
+async function torchInChild(job: Job): Promise<TorchResult> {
+  const python = process.env.PYTHON ?? 'python3';
+  const r = await runChild(python, [path.join(__dirname, 'torch_throughput.py')], JSON.stringify(job), { ...process.env, ...TORCH_ENV });
+  if (r.error) return { available: false, error: `${python}: ${r.error.message}` };
+  const line = r.stdout.trim().split('\n').at(-1) ?? '';
+  try {
+    const res = JSON.parse(line) as TorchResult;
+    if (r.code !== 0 && res.available) return { available: false, error: `exit ${r.code}` };
+    return res;
+  } catch {
+    return { available: false, error: `${python} bench/torch_throughput.py exited ${r.code} without a result` };
+  }
+}
+
+const fmtRate = (x?: number): string => (x === undefined ? '–' : x >= 100 ? Math.round(x).toLocaleString('en-US') : x.toFixed(1));
+const fmtRatio = (a?: number, b?: number): string => (a === undefined || b === undefined ? '–' : `${(a / b).toFixed(2)}×`);
+const fmtMiB = (x?: number): string => (x === undefined ? '–' : `${Math.round(x / 2 ** 20).toLocaleString('en-US')} MiB`);
+const fmtParams = (n: number): string => (n >= 1e6 ? `${(n / 1e6).toFixed(2)}M` : `${(n / 1e3).toFixed(0)}K`);
+
+async function main(): Promise<void> {
+  const { values } = parseArgs({
+    options: {
+      backend: { type: 'string', default: 'auto' },
+      sizes: { type: 'string', default: 'tiny,small' },
+      steps: { type: 'string', default: '3' },
+      warmup: { type: 'string', default: '1' },
+      'new-tokens': { type: 'string', default: '128' },
+      'no-torch': { type: 'boolean', default: false },
+      json: { type: 'string' },
+      child: { type: 'boolean', default: false },
+    },
+  });
+  const backendPref = values.backend as BackendPref;
+  if (!backendPrefs.includes(backendPref)) throw new Error(`--backend must be one of ${backendPrefs.join(', ')}`);
+
+  if (values.child) {
+    const job = JSON.parse(await new Promise<string>((resolve) => {
+      let s = '';
+      process.stdin.on('data', (d: Buffer) => (s += d.toString()));
+      process.stdin.on('end', () => resolve(s));
+    })) as Job;
+    const res = await runOurs(job, backendPref);
+    process.stdout.write(`${RESULT_MARK}${JSON.stringify(res)}\n`);
+    return;
+  }
+
+  const names = values.sizes.split(',').map((s) => s.trim()).filter(Boolean);
+  for (const n of names) if (!SIZES[n]) throw new Error(`unknown size '${n}' (known: ${Object.keys(SIZES).join(', ')})`);
+  const steps = Number(values.steps);
+  const warmup = Number(values.warmup);
+  const newTokens = Number(values['new-tokens']);
+  if (!(steps >= 1 && warmup >= 1 && newTokens >= 1)) throw new Error('--steps, --warmup and --new-tokens must be ≥ 1');
+
+  const t0 = Date.now();
+  const rows: { name: string; spec: SizeSpec; ours: OursResult; torch: TorchResult }[] = [];
+  for (const name of names) {
+    const spec = SIZES[name]!;
+    const job: Job = {
+      name, config: qwen3Config(spec), batch: spec.batch, seq: spec.seq, steps, warmup,
+      gen: { batch: spec.batch, prompt: 32, newTokens }, seed: 0, lr: 1e-3, maxGradNorm: 1.0,
+    };
+    console.error(`== ${name}: d${spec.hidden}, ${spec.layers} layers, ${spec.heads}/${spec.kvHeads} heads, vocab ${spec.vocab}, seq ${spec.seq}, batch ${spec.batch}`);
+    const ours = await oursInChild(job, backendPref);
+    const torch: TorchResult = values['no-torch'] ? { available: false, error: '--no-torch' } : await torchInChild(job);
+    if (torch.available) console.error(`[${name}] PyTorch: train ${fmtRate(torch.trainTokPerS)} tok/s, generate ${fmtRate(torch.genCacheTokPerS)} / ${fmtRate(torch.genNoCacheTokPerS)} tok/s`);
+    if (torch.available && torch.params !== ours.params) console.error(`[${name}] warning: parameter counts differ (ours ${ours.params}, PyTorch ${torch.params})`);
+    if (!ours.cachedEqualsUncached) console.error(`[${name}] warning: our cached and uncached greedy outputs differ`);
+    rows.push({ name, spec, ours, torch });
+  }
+
+  const torchInfo = rows.find((r) => r.torch.available)?.torch;
+  const backend = rows[0]?.ours.backend ?? '?';
+  const threadNote = backend === 'wasm' ? '1 thread, since tfjs turns wasm threads off in Node' : backend === 'cpu' ? 'plain JS, 1 thread' : 'libtensorflow, its own thread pool';
+  const lines: string[] = [];
+  lines.push(`ours: tfjs ${tf.version_core}, backend ${backend} (${threadNote}), Node ${process.version}`);
+  if (torchInfo) {
+    lines.push(`PyTorch: torch ${torchInfo.versions?.torch}, transformers ${torchInfo.versions?.transformers}, torch.set_num_threads(${String(torchInfo.threads?.torch)}), ` +
+      `OMP_NUM_THREADS=${String(torchInfo.threads?.OMP_NUM_THREADS)} OPENBLAS_NUM_THREADS=${String(torchInfo.threads?.OPENBLAS_NUM_THREADS)} MKL_NUM_THREADS=${String(torchInfo.threads?.MKL_NUM_THREADS)}`);
+  } else {
+    const err = rows[0]?.torch.error;
+    lines.push(`PyTorch not available${err ? ` (${err})` : ''}: only our numbers are shown`);
+  }
+  lines.push(`CPU: ${os.cpus()[0]?.model ?? '?'} × ${os.cpus().length}; ${steps} timed training steps (median) after ${warmup} warm-up; generation: prompt 32, ${newTokens} new tokens, greedy`);
+  lines.push('');
+  lines.push('| size | params | train tok/s ours \\| torch \\| ratio | gen tok/s, KV cache: ours \\| torch \\| ratio | gen tok/s, no cache: ours \\| torch \\| ratio | peak RSS ours \\| torch | tf peak |');
+  lines.push('|---|---|---|---|---|---|---|');
+  for (const { name, spec, ours, torch } of rows) {
+    const t: Partial<TorchResult> = torch.available ? torch : {};
+    lines.push(`| ${name} (d${spec.hidden}, L${spec.layers}, V${spec.vocab}, T${spec.seq}, B${spec.batch}) | ${fmtParams(ours.params)} ` +
+      `| ${fmtRate(ours.trainTokPerS)} \\| ${fmtRate(t.trainTokPerS)} \\| ${fmtRatio(ours.trainTokPerS, t.trainTokPerS)} ` +
+      `| ${fmtRate(ours.genCacheTokPerS)} \\| ${fmtRate(t.genCacheTokPerS)} \\| ${fmtRatio(ours.genCacheTokPerS, t.genCacheTokPerS)} ` +
+      `| ${fmtRate(ours.genNoCacheTokPerS)} \\| ${fmtRate(t.genNoCacheTokPerS)} \\| ${fmtRatio(ours.genNoCacheTokPerS, t.genNoCacheTokPerS)} ` +
+      `| ${fmtMiB(ours.peakRssBytes)} \\| ${fmtMiB(t.peakRssBytes)} | ${fmtMiB(ours.tfPeakBytes)} |`);
+  }
+  lines.push('');
+  lines.push(`ratio = ours / PyTorch (above 1: ours faster). Total bench time ${((Date.now() - t0) / 1000).toFixed(0)} s.`);
+  console.log(`\nmodel throughput\n${lines.join('\n')}`);
+  if (values.json) writeFileSync(values.json, JSON.stringify({ backend, steps, warmup, newTokens, rows }, null, 2));
+}
+
+main().catch((e) => {
+  console.error(e);
+  process.exit(1);
+});

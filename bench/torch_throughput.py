@@ -1,0 +1,133 @@
+#!/usr/bin/env python3
+"""PyTorch reference for bench/model-throughput.ts: the same Qwen3 models, batches and steps, on 1 CPU thread.
+
+Reads one JSON job from stdin (or from argv[1]):
+  {"name": "tiny", "config": {<HF config.json fields>}, "batch": 8, "seq": 256, "steps": 5, "warmup": 1,
+   "gen": {"batch": 8, "prompt": 32, "newTokens": 128}, "seed": 0, "lr": 1e-3, "maxGradNorm": 1.0}
+and prints one JSON line on stdout:
+  {"available": true, "params": ..., "trainTokPerS": ..., "trainStepMs": [...], "genCacheTokPerS": ...,
+   "genNoCacheTokPerS": ..., "peakRssBytes": ..., "threads": ..., "versions": {...}}
+or {"available": false, "error": "..."} when torch / transformers cannot be imported (exit status 0).
+
+Training step = forward + cross-entropy over all positions (mean) + backward + clip_grad_norm_(1.0) + AdamW (weight
+decay 0), exactly what the tfjs side does. Generation = model.generate, greedy, min_new_tokens = max_new_tokens, with
+use_cache True and False. Peak RSS = getrusage(RUSAGE_SELF).ru_maxrss of this process (one process per model size).
+"""
+import json
+import os
+import resource
+import statistics
+import sys
+import time
+
+# Before torch is imported: one thread for OpenMP / BLAS (two threads contend on a 2-core machine).
+for var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
+    os.environ.setdefault(var, "1")
+
+
+def emit(obj):
+    sys.stdout.write(json.dumps(obj) + "\n")
+    sys.stdout.flush()
+
+
+def main():
+    job = json.loads(sys.argv[1] if len(sys.argv) > 1 else sys.stdin.read())
+    try:
+        import torch
+        import transformers
+        from transformers import Qwen3Config, Qwen3ForCausalLM
+    except Exception as e:  # ImportError, or a broken install
+        emit({"available": False, "error": f"{type(e).__name__}: {e}"})
+        return
+
+    threads = int(os.environ.get("OMP_NUM_THREADS", "1"))
+    torch.set_num_threads(threads)
+    try:
+        torch.set_num_interop_threads(1)
+    except RuntimeError:
+        pass
+    torch.manual_seed(job.get("seed", 0))
+    transformers.logging.set_verbosity_error()
+
+    cfg = dict(job["config"])
+    cfg.pop("model_type", None)
+    cfg.pop("architectures", None)
+    config = Qwen3Config(**cfg)
+    config._attn_implementation = "eager"
+    model = Qwen3ForCausalLM(config).float()
+    model.config._attn_implementation = "eager"
+    params = sum(p.numel() for p in model.parameters())  # tied weights are counted once
+
+    V = config.vocab_size
+    B, T = job["batch"], job["seq"]
+    g = torch.Generator().manual_seed(job.get("seed", 0) + 1)
+    data = torch.randint(0, V, (B, T + 1), generator=g)
+    ids, targets = data[:, :-1].contiguous(), data[:, 1:].contiguous()
+
+    opt = torch.optim.AdamW(model.parameters(), lr=job.get("lr", 1e-3), betas=(0.9, 0.999), eps=1e-8, weight_decay=0.0)
+    max_norm = job.get("maxGradNorm", 1.0)
+
+    def train_step():
+        opt.zero_grad(set_to_none=True)
+        logits = model(input_ids=ids, use_cache=False).logits
+        loss = torch.nn.functional.cross_entropy(logits.reshape(-1, V), targets.reshape(-1))
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm)
+        opt.step()
+        return loss.item()
+
+    model.train()
+    losses = []
+    for _ in range(job.get("warmup", 1)):
+        losses.append(train_step())
+    step_ms = []
+    for _ in range(job["steps"]):
+        t0 = time.perf_counter()
+        losses.append(train_step())
+        step_ms.append((time.perf_counter() - t0) * 1000)
+    train_tps = B * T / (statistics.median(step_ms) / 1000)
+
+    # Generation: random prompts, greedy, exactly newTokens per sequence (no EOS).
+    gen = job["gen"]
+    model.eval()
+    model.generation_config.eos_token_id = None
+    model.generation_config.pad_token_id = 0
+    model.generation_config.bos_token_id = None
+    prompts = torch.randint(0, V, (gen["batch"], gen["prompt"]), generator=g)
+    mask = torch.ones_like(prompts)
+
+    def run_gen(use_cache, new_tokens):
+        with torch.inference_mode():
+            out = model.generate(input_ids=prompts, attention_mask=mask, do_sample=False, use_cache=use_cache,
+                                 max_new_tokens=new_tokens, min_new_tokens=new_tokens, pad_token_id=0, eos_token_id=None)
+        return out[:, prompts.shape[1]:]
+
+    gen_result = {}
+    outputs = {}
+    for use_cache in (True, False):
+        run_gen(use_cache, 4)  # warm-up
+        t0 = time.perf_counter()
+        out = run_gen(use_cache, gen["newTokens"])
+        sec = time.perf_counter() - t0
+        outputs[use_cache] = out
+        gen_result["genCacheTokPerS" if use_cache else "genNoCacheTokPerS"] = out.numel() / sec
+        gen_result["genCacheNewTokens" if use_cache else "genNoCacheNewTokens"] = out.numel()
+
+    emit({
+        "available": True,
+        "name": job.get("name"),
+        "params": params,
+        "trainTokPerS": train_tps,
+        "trainStepMs": step_ms,
+        "losses": losses,
+        **gen_result,
+        "cachedEqualsUncached": bool(torch.equal(outputs[True], outputs[False])),
+        "peakRssBytes": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024,
+        "threads": {"torch": torch.get_num_threads(), "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS"),
+                    "OPENBLAS_NUM_THREADS": os.environ.get("OPENBLAS_NUM_THREADS"), "MKL_NUM_THREADS": os.environ.get("MKL_NUM_THREADS")},
+        "versions": {"torch": torch.__version__, "transformers": transformers.__version__},
+    })
+
+
+if __name__ == "__main__":
+    main()
