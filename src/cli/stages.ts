@@ -112,6 +112,22 @@ export function formatProgress(p: StageProgress): string {
   return `[${p.stage}] ${p.phase.padEnd(18)} [${'#'.repeat(filled)}${'.'.repeat(width - filled)}] ${p.done}/${p.total}  ${counts}`;
 }
 
+/**
+ * The latest heartbeat of the workflow's running activity, as `key=value` text (e.g. the SFT step and loss), or ''.
+ * Long activities report their progress there; the workflow itself cannot see it.
+ */
+async function heartbeatOf(handle: WorkflowHandle): Promise<string> {
+  try {
+    const pending = (await handle.describe()).raw.pendingActivities ?? [];
+    const payload = pending[0]?.heartbeatDetails?.payloads?.[0];
+    if (!payload?.data) return '';
+    const details = JSON.parse(Buffer.from(payload.data).toString('utf8')) as Record<string, unknown>;
+    return Object.entries(details).map(([k, v]) => `${k}=${typeof v === 'number' && !Number.isInteger(v) ? v.toFixed(3) : String(v)}`).join(' ');
+  } catch {
+    return '';
+  }
+}
+
 /** Waits for a stage workflow, printing its progress (queried once a second) as it changes. */
 export async function followStage<T>(handle: WorkflowHandle, opts: { print?: (line: string) => void; intervalMs?: number } = {}): Promise<T> {
   const print = opts.print ?? ((line: string) => {
@@ -124,7 +140,8 @@ export async function followStage<T>(handle: WorkflowHandle, opts: { print?: (li
     while (!finished) {
       try {
         const p = await handle.query<StageProgress>(prepareProgressQuery);
-        const line = formatProgress(p);
+        const beat = await heartbeatOf(handle);
+        const line = formatProgress(p) + (beat ? `  ${beat}` : '');
         if (line !== last) print(line);
         last = line;
       } catch {
