@@ -137,25 +137,25 @@ export const SftConfig = z.object({
     kind: 'init',
     seed: 0,
     config: {
-      model_type: 'qwen3', hidden_size: 128, intermediate_size: 384, num_hidden_layers: 4, num_attention_heads: 4,
-      num_key_value_heads: 2, head_dim: 32, tie_word_embeddings: true, rope_theta: 10000, max_position_embeddings: 4096, rms_norm_eps: 1e-6,
+      model_type: 'qwen3', hidden_size: 64, intermediate_size: 192, num_hidden_layers: 2, num_attention_heads: 4,
+      num_key_value_heads: 2, head_dim: 16, tie_word_embeddings: true, rope_theta: 10000, max_position_embeddings: 4096, rms_norm_eps: 1e-6,
     },
   }),
   backend: z.enum(['auto', 'tfjs-node-gpu', 'tfjs-node', 'wasm', 'cpu']).default('auto'),
-  epochs: z.number().int().positive().default(2),
+  epochs: z.number().int().positive().default(4),
   /**
-   * Sequences per forward/backward. On the wasm backend the heap caps at 4 GiB: the demo model needs about 1.7 GB for
-   * 4 × 512 tokens and fails at 4 × 1024, so batch through `gradAccum` instead.
+   * Sequences per forward/backward. On the wasm backend the heap caps at 4 GiB: a 0.9M-parameter model (d128, 4
+   * layers) needs about 1.7 GB for 4 × 512 tokens and fails at 4 × 1024, so batch through `gradAccum` instead.
    */
-  microBatch: z.number().int().positive().default(1),
-  gradAccum: z.number().int().positive().default(8),
-  peakLr: z.number().positive().default(3e-3),
+  microBatch: z.number().int().positive().default(2),
+  gradAccum: z.number().int().positive().default(2),
+  peakLr: z.number().positive().default(5e-3),
   warmupRatio: z.number().min(0).max(1).default(0.1),
   minLrRatio: z.number().min(0).max(1).default(0.1),
   maxGradNorm: z.number().positive().default(1),
   weightDecay: z.number().min(0).default(0.01),
   /** Tokens per training sequence (reference `cutoff_len` 12000). */
-  maxSeqLen: z.number().int().positive().default(1024),
+  maxSeqLen: z.number().int().positive().default(768),
   seed: z.number().int().default(42),
   /** Optimizer steps between checkpoints. */
   checkpointEvery: z.number().int().positive().default(10),
