@@ -137,8 +137,8 @@ export const SftConfig = z.object({
     kind: 'init',
     seed: 0,
     config: {
-      model_type: 'qwen3', hidden_size: 64, intermediate_size: 192, num_hidden_layers: 2, num_attention_heads: 4,
-      num_key_value_heads: 2, head_dim: 16, tie_word_embeddings: true, rope_theta: 10000, max_position_embeddings: 4096, rms_norm_eps: 1e-6,
+      model_type: 'qwen3', hidden_size: 96, intermediate_size: 288, num_hidden_layers: 3, num_attention_heads: 4,
+      num_key_value_heads: 2, head_dim: 24, tie_word_embeddings: true, rope_theta: 10000, max_position_embeddings: 4096, rms_norm_eps: 1e-6,
     },
   }),
   backend: z.enum(['auto', 'tfjs-node-gpu', 'tfjs-node', 'wasm', 'cpu']).default('auto'),
@@ -149,7 +149,7 @@ export const SftConfig = z.object({
    */
   microBatch: z.number().int().positive().default(2),
   gradAccum: z.number().int().positive().default(2),
-  peakLr: z.number().positive().default(5e-3),
+  peakLr: z.number().positive().default(4e-3),
   warmupRatio: z.number().min(0).max(1).default(0.1),
   minLrRatio: z.number().min(0).max(1).default(0.1),
   maxGradNorm: z.number().positive().default(1),
