@@ -5,6 +5,7 @@
  * `--stop-infra` is given; `cm2 infra down` stops it. Ctrl-C leaves a resumable run:
  * the workflows live in the dev server's SQLite file, and the next `npm run demo` attaches to them.
  */
+import { spawn } from 'node:child_process';
 import { mkdirSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { DefaultLogger, Runtime } from '@temporalio/worker';
@@ -17,6 +18,41 @@ import { printPrepareReport } from './prepareCommand';
 import { printChecklistReport } from './checklistCommand';
 import { printSftReport } from './sftCommand';
 import { followStage, startChecklist, startPrepare, startSft, type ChecklistReport, type PrepareReport, type SftReport } from './stages';
+
+/**
+ * `cm2 worker --queues gpu` as a child process; resolves once it polls. Its SFT progress lines are passed through,
+ * the rest of its log is kept quiet.
+ */
+async function startGpuWorker(configFile: string): Promise<{ stop: () => Promise<void> }> {
+  const proc = spawn(process.execPath, [path.join(projectRoot, 'bin', 'cm2.js'), 'worker', '--config', configFile, '--queues', 'gpu'], {
+    env: process.env,
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  let buffered = '';
+  const forward = (chunk: Buffer) => {
+    buffered += chunk.toString();
+    const lines = buffered.split('\n');
+    buffered = lines.pop() ?? '';
+    for (const line of lines) if (/^\[sft |tfjs backend|Error|ERROR/.test(line)) console.log(`  gpu worker: ${line}`);
+  };
+  await new Promise<void>((resolve, reject) => {
+    const onData = (chunk: Buffer) => {
+      if (chunk.toString().includes('cm2 worker polling')) resolve();
+      forward(chunk);
+    };
+    proc.stdout!.on('data', onData);
+    proc.stderr!.on('data', forward);
+    proc.once('exit', (code) => reject(new Error(`the gpu worker exited with code ${code} during start`)));
+  });
+  return {
+    stop: () =>
+      new Promise<void>((resolve) => {
+        if (proc.exitCode !== null || proc.signalCode !== null) return resolve();
+        proc.once('exit', () => resolve());
+        proc.kill('SIGTERM');
+      }),
+  };
+}
 
 export async function demoCommand(configFile: string, opts: { stopInfra: boolean; runId?: string | undefined }): Promise<void> {
   const t0 = Date.now();
@@ -35,12 +71,16 @@ export async function demoCommand(configFile: string, opts: { stopInfra: boolean
       console.error(`[${entry.level}] ${entry.message}`, entry.meta ?? '');
     }),
   });
-  const workers = await startWorkers(cfg);
+  // Model work runs in its own process (as it would on a GPU machine): a training step is seconds of synchronous
+  // tensor work, which must not stall the workflow and LLM workers' event loop.
+  const workers = await startWorkers(cfg, ['workflows', 'api']);
+  const gpu = cfg.sft.enabled ? await startGpuWorker(configFile) : undefined;
   const client = await connectClient(cfg);
 
   let stopping = false;
   const cleanup = async () => {
     await workers.shutdown();
+    await gpu?.stop();
     if (!alreadyUp && opts.stopInfra) await stopInfra(dir);
   };
   process.once('SIGINT', () => {
