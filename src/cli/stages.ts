@@ -2,7 +2,8 @@
  * Starting stage workflows from a config and following their progress: shared by `cm2 prepare`,
  * `cm2 demo` and the tests.
  */
-import { WorkflowIdConflictPolicy, type Client, type WorkflowHandle } from '@temporalio/client';
+import { WorkflowIdConflictPolicy, type Client, type WorkflowHandle, type WorkflowStartOptions } from '@temporalio/client';
+import type { Workflow } from '@temporalio/common';
 import { REFERENCE_CASCADE } from '../data/llmFilter';
 import type { Cm2Config } from '../infra/config';
 import type { PrepareReport } from '../activities/prepare';
@@ -12,6 +13,25 @@ import { checklistWorkflow, prepareProgressQuery, prepareWorkflow, sftWorkflow }
 import type { ChecklistWorkflowInput, PrepareWorkflowInput, SftWorkflowInput, StageProgress } from '../workflows/types';
 import type { SftReport } from '../activities/sft';
 import { CM2_RUN_ID, CM2_STAGE } from '../common/searchAttributes';
+
+/**
+ * Starts the workflow of a stage of a run (`cm2-<run>-<stage>`), or attaches to it when it is already running: the
+ * same id never runs a stage twice at once, and a finished run is re-entered idempotently by its activities.
+ */
+function startStage<W extends Workflow>(client: Client, cfg: Cm2Config, workflow: W, stage: string, args: Parameters<W>, summary: string): Promise<WorkflowHandle<W>> {
+  return client.workflow.start(workflow, {
+    taskQueue: cfg.temporal.taskQueues.workflows,
+    workflowId: `cm2-${cfg.run.id}-${stage}`,
+    args,
+    workflowIdConflictPolicy: WorkflowIdConflictPolicy.USE_EXISTING,
+    typedSearchAttributes: [
+      { key: CM2_RUN_ID, value: cfg.run.id },
+      { key: CM2_STAGE, value: stage },
+    ],
+    staticSummary: `${summary} of run ${cfg.run.id}`,
+    // `args` is typed by the caller (Parameters<W>); the SDK's conditional args type cannot see that generically.
+  } as unknown as WorkflowStartOptions<W>);
+}
 
 export const prepareWorkflowId = (runId: string) => `cm2-${runId}-prepare`;
 
@@ -31,18 +51,8 @@ export function prepareInput(cfg: Cm2Config): PrepareWorkflowInput {
  * Starts the prepare workflow of a run, or attaches to it when it is already running (same workflow id:
  * starting twice never runs the stage twice; a finished run is re-entered idempotently).
  */
-export async function startPrepare(client: Client, cfg: Cm2Config): Promise<WorkflowHandle<typeof prepareWorkflow>> {
-  return client.workflow.start(prepareWorkflow, {
-    taskQueue: cfg.temporal.taskQueues.workflows,
-    workflowId: prepareWorkflowId(cfg.run.id),
-    args: [prepareInput(cfg)],
-    workflowIdConflictPolicy: WorkflowIdConflictPolicy.USE_EXISTING,
-    typedSearchAttributes: [
-      { key: CM2_RUN_ID, value: cfg.run.id },
-      { key: CM2_STAGE, value: 'prepare' },
-    ],
-    staticSummary: `CM2 data preparation of run ${cfg.run.id}`,
-  });
+export function startPrepare(client: Client, cfg: Cm2Config): Promise<WorkflowHandle<typeof prepareWorkflow>> {
+  return startStage(client, cfg, prepareWorkflow, 'prepare', [prepareInput(cfg)], 'CM2 data preparation');
 }
 
 export const checklistWorkflowId = (runId: string) => `cm2-${runId}-checklist`;
@@ -60,18 +70,8 @@ export function checklistInput(cfg: Cm2Config): ChecklistWorkflowInput {
 }
 
 /** Starts the checklist workflow of a run, or attaches to it when it is already running. */
-export async function startChecklist(client: Client, cfg: Cm2Config): Promise<WorkflowHandle<typeof checklistWorkflow>> {
-  return client.workflow.start(checklistWorkflow, {
-    taskQueue: cfg.temporal.taskQueues.workflows,
-    workflowId: checklistWorkflowId(cfg.run.id),
-    args: [checklistInput(cfg)],
-    workflowIdConflictPolicy: WorkflowIdConflictPolicy.USE_EXISTING,
-    typedSearchAttributes: [
-      { key: CM2_RUN_ID, value: cfg.run.id },
-      { key: CM2_STAGE, value: 'checklist' },
-    ],
-    staticSummary: `CM2 checklist annotation of run ${cfg.run.id}`,
-  });
+export function startChecklist(client: Client, cfg: Cm2Config): Promise<WorkflowHandle<typeof checklistWorkflow>> {
+  return startStage(client, cfg, checklistWorkflow, 'checklist', [checklistInput(cfg)], 'CM2 checklist annotation');
 }
 
 export type { ChecklistReport, SftReport };
@@ -91,18 +91,8 @@ export function sftInput(cfg: Cm2Config): SftWorkflowInput {
 }
 
 /** Starts the SFT workflow of a run, or attaches to it when it is already running. */
-export async function startSft(client: Client, cfg: Cm2Config): Promise<WorkflowHandle<typeof sftWorkflow>> {
-  return client.workflow.start(sftWorkflow, {
-    taskQueue: cfg.temporal.taskQueues.workflows,
-    workflowId: sftWorkflowId(cfg.run.id),
-    args: [sftInput(cfg)],
-    workflowIdConflictPolicy: WorkflowIdConflictPolicy.USE_EXISTING,
-    typedSearchAttributes: [
-      { key: CM2_RUN_ID, value: cfg.run.id },
-      { key: CM2_STAGE, value: 'sft' },
-    ],
-    staticSummary: `CM2 cold-start SFT of run ${cfg.run.id}`,
-  });
+export function startSft(client: Client, cfg: Cm2Config): Promise<WorkflowHandle<typeof sftWorkflow>> {
+  return startStage(client, cfg, sftWorkflow, 'sft', [sftInput(cfg)], 'CM2 cold-start SFT');
 }
 
 export function formatProgress(p: StageProgress): string {
