@@ -8,21 +8,14 @@
 import { readFileSync } from 'node:fs';
 import type { Cm2Config } from '../infra/config';
 import { ObjectStore } from '../infra/store';
-import { connectClient } from '../infra/temporal';
 import { annotatedExampleKey, FailedAnnotation, failedExampleKey } from '../activities/checklist';
 import { AnnotatedExample } from '../checklist/schema';
 import { renderChecklist } from '../checklist/render';
 import { formatViolation, validateAnnotatedExample } from '../checklist/validate';
-import { followStage, startChecklist, type ChecklistReport } from './stages';
+import { type ChecklistReport, runStageCommand, startChecklist } from './stages';
 
-export async function checklistRunCommand(cfg: Cm2Config, wait: boolean): Promise<void> {
-  const client = await connectClient(cfg);
-  const handle = await startChecklist(client, cfg);
-  console.log(`workflow id: ${handle.workflowId}`);
-  console.log(`Web UI:      ${cfg.temporal.uiUrl}/namespaces/${cfg.temporal.namespace}/workflows/${handle.workflowId}`);
-  if (!wait) return;
-  const report = await followStage<ChecklistReport>(handle);
-  printChecklistReport(report, cfg);
+export function checklistRunCommand(cfg: Cm2Config, wait: boolean): Promise<void> {
+  return runStageCommand<ChecklistReport>(cfg, wait, startChecklist, printChecklistReport);
 }
 
 export function printChecklistReport(report: ChecklistReport, cfg: Cm2Config): void {

@@ -1,16 +1,9 @@
 /** `cm2 prepare --config FILE`: starts (or attaches to) the stage workflow and follows its progress. */
 import type { Cm2Config } from '../infra/config';
-import { connectClient } from '../infra/temporal';
-import { followStage, type PrepareReport, startPrepare } from './stages';
+import { type PrepareReport, runStageCommand, startPrepare } from './stages';
 
-export async function prepareCommand(cfg: Cm2Config, wait: boolean): Promise<void> {
-  const client = await connectClient(cfg);
-  const handle = await startPrepare(client, cfg);
-  console.log(`workflow id: ${handle.workflowId}`);
-  console.log(`Web UI:      ${cfg.temporal.uiUrl}/namespaces/${cfg.temporal.namespace}/workflows/${handle.workflowId}`);
-  if (!wait) return;
-  const report = await followStage<PrepareReport>(handle);
-  printPrepareReport(report, cfg);
+export function prepareCommand(cfg: Cm2Config, wait: boolean): Promise<void> {
+  return runStageCommand<PrepareReport>(cfg, wait, startPrepare, printPrepareReport);
 }
 
 export function printPrepareReport(report: PrepareReport, cfg: Cm2Config): void {

@@ -1,15 +1,9 @@
 /** `cm2 sft run --config FILE`: starts (or attaches to) the cold-start SFT workflow of a run and prints its report. */
 import type { Cm2Config } from '../infra/config';
-import { connectClient } from '../infra/temporal';
-import { followStage, startSft, type SftReport } from './stages';
+import { type SftReport, runStageCommand, startSft } from './stages';
 
-export async function sftRunCommand(cfg: Cm2Config, wait: boolean): Promise<void> {
-  const client = await connectClient(cfg);
-  const handle = await startSft(client, cfg);
-  console.log(`workflow id: ${handle.workflowId}`);
-  console.log(`Web UI:      ${cfg.temporal.uiUrl}/namespaces/${cfg.temporal.namespace}/workflows/${handle.workflowId}`);
-  if (!wait) return;
-  printSftReport(await followStage<SftReport>(handle), cfg);
+export function sftRunCommand(cfg: Cm2Config, wait: boolean): Promise<void> {
+  return runStageCommand<SftReport>(cfg, wait, startSft, printSftReport);
 }
 
 /** A loss curve in one line of block characters (min to max of the curve), sampled to at most `width` points. */

@@ -6,6 +6,7 @@ import { WorkflowIdConflictPolicy, type Client, type WorkflowHandle, type Workfl
 import type { Workflow } from '@temporalio/common';
 import { REFERENCE_CASCADE } from '../data/llmFilter';
 import type { Cm2Config } from '../infra/config';
+import { connectClient } from '../infra/temporal';
 import type { PrepareReport } from '../activities/prepare';
 import type { ChecklistReport } from '../activities/checklist';
 import { runKey } from '../infra/store';
@@ -150,3 +151,20 @@ export async function followStage<T>(handle: WorkflowHandle, opts: { print?: (li
 }
 
 export type { PrepareReport };
+
+/**
+ * What `cm2 <stage> run` does: start (or attach to) the stage's workflow, print its id and Web UI link, and unless
+ * `wait` is false follow its progress and print its report.
+ */
+export async function runStageCommand<R>(
+  cfg: Cm2Config,
+  wait: boolean,
+  start: (client: Client, cfg: Cm2Config) => Promise<WorkflowHandle>,
+  print: (report: R, cfg: Cm2Config) => void,
+): Promise<void> {
+  const client = await connectClient(cfg);
+  const handle = await start(client, cfg);
+  console.log(`workflow id: ${handle.workflowId}`);
+  console.log(`Web UI:      ${cfg.temporal.uiUrl}/namespaces/${cfg.temporal.namespace}/workflows/${handle.workflowId}`);
+  if (wait) print(await followStage<R>(handle), cfg);
+}

@@ -6,34 +6,17 @@
  * idempotent per example (src/activities/checklist.ts): re-running the workflow with the same run id, a retried
  * activity, or a worker killed mid-shard never sends an annotated example to the annotator again.
  */
-import { defineQuery, proxyActivities, setCurrentDetails, setHandler, upsertSearchAttributes } from '@temporalio/workflow';
+import { setCurrentDetails } from '@temporalio/workflow';
 import type { ChecklistActivities, ChecklistReport } from '../activities/checklist';
-import { CM2_RUN_ID, CM2_STAGE, CM2_STATE } from '../common/searchAttributes';
-import type { ChecklistWorkflowInput, StageProgress } from './types';
-import { boundedAll } from './util';
+import type { ChecklistWorkflowInput } from './types';
+import { beginStage, boundedAll, endStage, stageActivities, stageProgressQuery } from './util';
 
-export const checklistProgressQuery = defineQuery<StageProgress>('progress');
+/** The stage's progress query (`progress`, shared by every stage). */
+export const checklistProgressQuery = stageProgressQuery;
 
 export async function checklistWorkflow(input: ChecklistWorkflowInput): Promise<ChecklistReport> {
-  const progress: StageProgress = { stage: 'checklist', phase: 'starting', done: 0, total: 0, counts: {} };
-  setHandler(checklistProgressQuery, () => progress);
-  upsertSearchAttributes([
-    { key: CM2_RUN_ID, value: input.runId },
-    { key: CM2_STAGE, value: 'checklist' },
-    { key: CM2_STATE, value: 'running' },
-  ]);
-  const acts = proxyActivities<ChecklistActivities>({
-    taskQueue: input.taskQueues.api,
-    startToCloseTimeout: input.activity.startToCloseTimeout,
-    heartbeatTimeout: input.activity.heartbeatTimeout,
-    retry: {
-      initialInterval: '1s',
-      backoffCoefficient: 2,
-      maximumInterval: input.activity.maxRetryInterval,
-      // Endpoint outages are waited out (unlimited attempts); bad input and bad config fail at once.
-      nonRetryableErrorTypes: ['BadInput', 'BadShard', 'ConfigError', 'LlmFatalError'],
-    },
-  });
+  const progress = beginStage('checklist', input.runId);
+  const acts = stageActivities<ChecklistActivities>(input.taskQueues.api, input.activity);
 
   progress.phase = 'input';
   progress.total = 1;
@@ -77,6 +60,6 @@ export async function checklistWorkflow(input: ChecklistWorkflowInput): Promise<
   progress.counts['annotated'] = report.annotated;
   progress.counts['failed'] = report.failed;
   setCurrentDetails(`**done**: ${report.annotated} annotated, ${report.failed} failed, $${report.usage.costUsd.toFixed(4)}`);
-  upsertSearchAttributes([{ key: CM2_STATE, value: 'completed' }]);
+  endStage();
   return report;
 }

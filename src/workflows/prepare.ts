@@ -9,36 +9,19 @@
  * activity is idempotent (see src/activities/prepare.ts), so a worker killed mid-stage, a retry or a re-run
  * of the whole workflow with the same run id redoes nothing that was finished.
  */
-import { defineQuery, proxyActivities, setCurrentDetails, setHandler, upsertSearchAttributes, workflowInfo } from '@temporalio/workflow';
+import { setCurrentDetails, workflowInfo } from '@temporalio/workflow';
 import type { PrepareActivities, PrepareReport, StepResult } from '../activities/prepare';
 import type { ShardRef } from '../activities/shards';
-import { CM2_RUN_ID, CM2_STAGE, CM2_STATE } from '../common/searchAttributes';
-import type { PrepareWorkflowInput, StageProgress } from './types';
-import { boundedAll } from './util';
+import type { PrepareWorkflowInput } from './types';
+import { beginStage, boundedAll, endStage, stageActivities, stageProgressQuery } from './util';
 
-export const prepareProgressQuery = defineQuery<StageProgress>('progress');
+/** The stage's progress query (`progress`, shared by every stage). */
+export const prepareProgressQuery = stageProgressQuery;
 
 export async function prepareWorkflow(input: PrepareWorkflowInput): Promise<PrepareReport> {
-  const progress: StageProgress = { stage: 'prepare', phase: 'starting', done: 0, total: 0, counts: {} };
-  setHandler(prepareProgressQuery, () => progress);
-  upsertSearchAttributes([
-    { key: CM2_RUN_ID, value: input.runId },
-    { key: CM2_STAGE, value: 'prepare' },
-    { key: CM2_STATE, value: 'running' },
-  ]);
+  const progress = beginStage('prepare', input.runId);
 
-  const acts = proxyActivities<PrepareActivities>({
-    taskQueue: input.taskQueues.api,
-    startToCloseTimeout: input.activity.startToCloseTimeout,
-    heartbeatTimeout: input.activity.heartbeatTimeout,
-    retry: {
-      initialInterval: '1s',
-      backoffCoefficient: 2,
-      maximumInterval: input.activity.maxRetryInterval,
-      // Endpoint outages are waited out (unlimited attempts); bad input and bad config fail at once.
-      nonRetryableErrorTypes: ['BadInput', 'BadShard', 'ConfigError', 'LlmFatalError'],
-    },
-  });
+  const acts = stageActivities<PrepareActivities>(input.taskQueues.api, input.activity);
 
   const phase = (name: string, total: number) => {
     progress.phase = name;
@@ -106,6 +89,6 @@ export async function prepareWorkflow(input: PrepareWorkflowInput): Promise<Prep
   progress.counts['cold_start'] = report.coldStart.count;
   progress.counts['rl'] = report.rl.count;
   setCurrentDetails(`**done**: ${report.coldStart.count} cold-start, ${report.rl.count} RL examples (run ${workflowInfo().runId})`);
-  upsertSearchAttributes([{ key: CM2_STATE, value: 'completed' }]);
+  endStage();
   return report;
 }

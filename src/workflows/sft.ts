@@ -3,33 +3,17 @@
  * policy → report. The training activity is one long heartbeating activity on the gpu queue that checkpoints to S3;
  * a new attempt resumes from its last checkpoint, so a killed worker costs at most `checkpointEvery` steps.
  */
-import { defineQuery, proxyActivities, setCurrentDetails, setHandler, upsertSearchAttributes } from '@temporalio/workflow';
+import { setCurrentDetails } from '@temporalio/workflow';
 import type { SftActivities, SftEvalResult, SftReport } from '../activities/sft';
-import { CM2_RUN_ID, CM2_STAGE, CM2_STATE } from '../common/searchAttributes';
-import type { SftWorkflowInput, StageProgress } from './types';
+import type { SftWorkflowInput } from './types';
+import { beginStage, endStage, stageActivities, stageProgressQuery } from './util';
 
-export const sftProgressQuery = defineQuery<StageProgress>('progress');
+/** The stage's progress query (`progress`, shared by every stage). */
+export const sftProgressQuery = stageProgressQuery;
 
 export async function sftWorkflow(input: SftWorkflowInput): Promise<SftReport> {
-  const progress: StageProgress = { stage: 'sft', phase: 'starting', done: 0, total: 0, counts: {} };
-  setHandler(sftProgressQuery, () => progress);
-  upsertSearchAttributes([
-    { key: CM2_RUN_ID, value: input.runId },
-    { key: CM2_STAGE, value: 'sft' },
-    { key: CM2_STATE, value: 'running' },
-  ]);
-  const retry = {
-    initialInterval: '1s',
-    backoffCoefficient: 2,
-    maximumInterval: input.activity.maxRetryInterval,
-    nonRetryableErrorTypes: ['BadInput', 'BadConfig', 'ConfigError', 'BackendUnavailableError'],
-  };
-  const acts = proxyActivities<SftActivities>({
-    taskQueue: input.taskQueues.gpu,
-    startToCloseTimeout: input.sft.startToCloseTimeout,
-    heartbeatTimeout: input.activity.heartbeatTimeout,
-    retry,
-  });
+  const progress = beginStage('sft', input.runId);
+  const acts = stageActivities<SftActivities>(input.taskQueues.gpu, input.activity, input.sft.startToCloseTimeout);
   const phase = (name: string, details: string) => {
     progress.phase = name;
     setCurrentDetails(`**${name}**: ${details}`);
@@ -51,6 +35,6 @@ export async function sftWorkflow(input: SftWorkflowInput): Promise<SftReport> {
   phase('report', 'writing the report');
   const report = await acts.writeSftReport({ runId: input.runId, train, ...(base ? { base } : {}), ...(sft ? { sft } : {}) });
   phase('done', `${train.steps} steps, loss ${train.losses[0]?.toFixed(3)} → ${train.losses[train.losses.length - 1]?.toFixed(3)}`);
-  upsertSearchAttributes([{ key: CM2_STATE, value: 'completed' }]);
+  endStage();
   return report;
 }
