@@ -89,6 +89,37 @@ sft.command('run')
   .action(async (opts: { config: string; run?: string; wait: boolean }) =>
     (require('./sftCommand') as typeof import('./sftCommand')).sftRunCommand(commandConfig(opts.config, opts.run), opts.wait));
 
+const rl = program.command('rl').description('RL with checklist rewards (CM2 stage 5)');
+rl.command('run')
+  .description('RL from the SFT policy on the run\'s annotated examples, on Temporal (resumable, steerable)')
+  .requiredOption('-c, --config <file>', 'config file')
+  .option('--run <id>', 'run id (overrides run.id of the config)')
+  .option('--no-wait', 'start (or attach to) the workflow and return its id')
+  .action(async (opts: { config: string; run?: string; wait: boolean }) =>
+    (require('./rlCommand') as typeof import('./rlCommand')).rlRunCommand(commandConfig(opts.config, opts.run), opts.wait));
+for (const action of ['status', 'pause', 'resume', 'stop'] as const) {
+  rl.command(action)
+    .description(action === 'status' ? 'step, hyperparameters, held-out rewards of a running RL workflow' : `${action} the RL workflow of a run (signal)`)
+    .argument('<run>', 'run id')
+    .option('-c, --config <file>', 'config file (Temporal address)', 'config/demo.yaml')
+    .action(async (run: string, opts: { config: string }) =>
+      (require('./rlCommand') as typeof import('./rlCommand')).rlControlCommand(commandConfig(opts.config, run), action));
+}
+rl.command('set')
+  .description('change hyperparameters of a running RL workflow from its next step (validated update)')
+  .argument('<run>', 'run id')
+  .option('-c, --config <file>', 'config file (Temporal address)', 'config/demo.yaml')
+  .option('--lr <x>', 'learning rate')
+  .option('--kl <x>', 'KL coefficient')
+  .option('--granularity <g>', 'trajectory | turn | step')
+  .action(async (run: string, opts: { config: string; lr?: string; kl?: string; granularity?: string }) => {
+    const patch: Record<string, unknown> = {};
+    if (opts.lr !== undefined) patch['lr'] = Number(opts.lr);
+    if (opts.kl !== undefined) patch['klCoef'] = Number(opts.kl);
+    if (opts.granularity !== undefined) patch['granularity'] = opts.granularity;
+    await (require('./rlCommand') as typeof import('./rlCommand')).rlControlCommand(commandConfig(opts.config, run), 'set', patch);
+  });
+
 program.command('filter')
   .description('run the rule-based filters on a local file, without Temporal')
   .requiredOption('--input <file>', 'JSONL, JSON array or parquet')

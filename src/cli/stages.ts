@@ -10,7 +10,8 @@ import { connectClient } from '../infra/temporal';
 import type { PrepareReport } from '../activities/prepare';
 import type { ChecklistReport } from '../activities/checklist';
 import { runKey } from '../infra/store';
-import { checklistWorkflow, prepareProgressQuery, prepareWorkflow, sftWorkflow } from '../workflows';
+import { checklistWorkflow, prepareProgressQuery, prepareWorkflow, rlWorkflow, sftWorkflow } from '../workflows';
+import type { RlResult, RlWorkflowInput } from '../workflows/rl';
 import type { ChecklistWorkflowInput, PrepareWorkflowInput, SftWorkflowInput, StageProgress } from '../workflows/types';
 import type { SftReport } from '../activities/sft';
 import { CM2_RUN_ID, CM2_STAGE } from '../common/searchAttributes';
@@ -95,6 +96,29 @@ export function sftInput(cfg: Cm2Config): SftWorkflowInput {
 export function startSft(client: Client, cfg: Cm2Config): Promise<WorkflowHandle<typeof sftWorkflow>> {
   return startStage(client, cfg, sftWorkflow, 'sft', [sftInput(cfg)], 'CM2 cold-start SFT');
 }
+
+export const rlWorkflowId = (runId: string) => `cm2-${runId}-rl`;
+
+/** The workflow input of the RL stage: the checklist stage's annotated examples, starting from the SFT policy. */
+export function rlInput(cfg: Cm2Config): RlWorkflowInput {
+  return {
+    runId: cfg.run.id,
+    rl: cfg.rl,
+    llm: cfg.llm,
+    tokenizerDir: cfg.sft.tokenizerDir,
+    sourceKey: cfg.rl.sourceKey ?? runKey(cfg.run.id, 'checklists', 'annotated.jsonl'),
+    policyPrefix: cfg.rl.policyPrefix ?? runKey(cfg.run.id, 'sft', 'final'),
+    taskQueues: { api: cfg.temporal.taskQueues.api, gpu: cfg.temporal.taskQueues.gpu },
+    activity: cfg.temporal.activity,
+  };
+}
+
+/** Starts the RL workflow of a run, or attaches to it when it is already running. */
+export function startRl(client: Client, cfg: Cm2Config): Promise<WorkflowHandle<typeof rlWorkflow>> {
+  return startStage(client, cfg, rlWorkflow, 'rl', [rlInput(cfg)], 'CM2 RL with checklist rewards');
+}
+
+export type { RlResult };
 
 export function formatProgress(p: StageProgress): string {
   const counts = Object.entries(p.counts).map(([k, v]) => `${k}=${v}`).join(' ');

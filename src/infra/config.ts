@@ -169,6 +169,87 @@ export const SftConfig = z.object({
 });
 export type SftConfig = z.infer<typeof SftConfig>;
 
+/**
+ * Stage 5, RL with checklist rewards (spec §6). Defaults are the reference script's (`traj_n48.sh`) where it has one,
+ * sized down where the demo needs it (config/demo.yaml).
+ */
+export const RlHyperparameters = z.object({
+  /** Constant learning rate (reference 1e-6, paper 3e-6). */
+  lr: z.number().positive().max(1).default(1e-6),
+  /** KL coefficient β to the frozen reference policy (reference 1e-4, paper 1e-3); 0 skips the reference model. */
+  klCoef: z.number().min(0).max(10).default(1e-4),
+  /** Reward assignment (spec §6.7): trajectory = stock GRPO (the final CM2 model), turn, step. */
+  granularity: z.enum(['trajectory', 'turn', 'step']).default('trajectory'),
+});
+export type RlHyperparameters = z.infer<typeof RlHyperparameters>;
+
+export const RlConfig = z.object({
+  enabled: z.boolean().default(true),
+  /** Annotated examples (stored checklist form); default: `runs/<id>/checklists/annotated.jsonl`. */
+  sourceKey: z.string().min(1).optional(),
+  /** S3 prefix of the initial policy (HF layout: config.json + model.safetensors); default: `runs/<id>/sft/final`. */
+  policyPrefix: z.string().min(1).optional(),
+  /** Optimizer steps of the run. */
+  steps: z.number().int().positive().default(20),
+  promptsPerStep: z.number().int().positive().default(4),
+  /** Rollouts per prompt (GRPO group size n). */
+  groupSize: z.number().int().positive().default(4),
+  hp: RlHyperparameters.prefault({}),
+  clipLow: z.number().min(0).max(1).default(0.2),
+  clipHigh: z.number().min(0).max(10).default(0.2),
+  /** Dual-clip constant (> 1); null disables it. */
+  clipRatioC: z.number().gt(1).nullable().default(3),
+  weightDecay: z.number().min(0).default(0.01),
+  maxGradNorm: z.number().positive().default(1),
+  /** Sequences per forward/backward in the train step (accumulated into one update). */
+  microBatch: z.number().int().positive().default(4),
+  normAdvByStd: z.boolean().default(false),
+  /** Step-level delay discount η (reference 1.0). */
+  eta: z.number().gt(0).max(1).default(1),
+  /** Turn/step levels ignore group slots with this many or fewer contributing samples (reference 4). */
+  minGroupCount: z.number().int().min(0).default(4),
+  rollout: z.object({
+    maxNewTokens: z.number().int().positive().default(256),
+    maxModelLen: z.number().int().positive().default(2048),
+    maxAssistantTurns: z.number().int().positive().default(30),
+    maxUserTurns: z.number().int().positive().default(30),
+    temperature: z.number().min(0).max(2).default(1),
+    topP: z.number().gt(0).max(1).default(1),
+    /** Drop prompts whose rendered length exceeds maxModelLen − this (reference: max_prompt_length − 500). */
+    promptMargin: z.number().int().min(0).default(128),
+  }).prefault({}),
+  judge: z.object({
+    /** Items of one step judged in one call (1 = the reference). */
+    batchItems: z.number().int().positive().default(8),
+    /** Majority vote over K judge samples (1 = the reference). */
+    samples: z.number().int().positive().default(1),
+    /** Attempts at a parseable verdict (reference retry_times 2). */
+    attempts: z.number().int().positive().default(2),
+    /** Concurrent judge steps per activity. */
+    concurrency: z.number().int().positive().default(16),
+    /** `auto`: machine-checkable items are decided offline only when the judge role has no endpoint. */
+    offlineChecks: z.enum(['auto', 'always', 'never']).default('auto'),
+    cache: z.boolean().default(true),
+  }).prefault({}),
+  /** Demo world: execute its tools instead of simulating them. */
+  executableTools: z.boolean().default(true),
+  eval: z.object({
+    /** Held-out prompts (taken from the start of the annotated file, never trained on); 0 = no evaluation. */
+    prompts: z.number().int().min(0).default(24),
+    samples: z.number().int().positive().default(1),
+    /** 0 = greedy. */
+    temperature: z.number().min(0).max(2).default(0),
+    /** Evaluate every this many steps (and at the start and the end). */
+    every: z.number().int().positive().default(10),
+  }).prefault({}),
+  seed: z.number().int().default(1),
+  /** Continue-as-new after this many RL steps in one workflow run (history stays far below the limits). */
+  continueAsNewEvery: z.number().int().positive().default(25),
+  /** Per attempt of a rollout/train activity. */
+  startToCloseTimeout: z.string().default('2h'),
+});
+export type RlConfig = z.infer<typeof RlConfig>;
+
 export const Cm2Config = z.object({
   run: z.object({
     /** Run id: namespaces every S3 key and names the workflows. */
@@ -180,6 +261,7 @@ export const Cm2Config = z.object({
   data: DataConfig.prefault({}),
   checklist: ChecklistConfig.prefault({}),
   sft: SftConfig.prefault({}),
+  rl: RlConfig.prefault({}),
 });
 export type Cm2Config = z.infer<typeof Cm2Config>;
 export type DataConfig = z.infer<typeof DataConfig>;

@@ -30,6 +30,8 @@ export interface GenerateResult {
   tokens: number[][];
   /** true where a stop token ended the sequence */
   finished: boolean[];
+  /** log-probability of each new token under the model's raw distribution (temperature 1, no top-p) */
+  logprobs: number[][];
 }
 
 /** One token from a row of logits. `rng` is only used when temperature > 0. */
@@ -63,9 +65,35 @@ export function sampleToken(logits: ArrayLike<number>, temperature: number, topP
 }
 
 export function generate(model: QwenModel, prompts: number[][], opts: GenerateOptions): GenerateResult {
+  const it = generateSteps(model, prompts, opts);
+  for (;;) {
+    const r = it.next();
+    if (r.done) return r.value;
+  }
+}
+
+/**
+ * `generate` that gives the event loop a turn every `yieldEvery` decoding steps (heartbeats, cancellation), and
+ * reports progress. Same tokens as `generate`.
+ */
+export async function generateAsync(model: QwenModel, prompts: number[][], opts: GenerateOptions & { yieldEvery?: number; onStep?: (step: number) => void }): Promise<GenerateResult> {
+  const it = generateSteps(model, prompts, opts);
+  const every = Math.max(1, opts.yieldEvery ?? 8);
+  for (let step = 1; ; step++) {
+    const r = it.next();
+    if (r.done) return r.value;
+    if (step % every === 0) {
+      opts.onStep?.(step);
+      await new Promise((res) => setImmediate(res));
+    }
+  }
+}
+
+/** The decoding loop as a generator: yields after every decoding step, returns the result. */
+function* generateSteps(model: QwenModel, prompts: number[][], opts: GenerateOptions): Generator<number, GenerateResult, void> {
   const B = prompts.length;
   const V = model.dims.vocab;
-  if (B === 0) return { tokens: [], finished: [] };
+  if (B === 0) return { tokens: [], finished: [], logprobs: [] };
   if (prompts.some((p) => p.length === 0)) throw new Error('generate: empty prompt');
   const temperature = opts.temperature ?? 1;
   const topP = opts.topP ?? 1;
@@ -82,6 +110,7 @@ export function generate(model: QwenModel, prompts: number[][], opts: GenerateOp
   const nextPos = prompts.map((p) => p.length);
 
   const tokens: number[][] = prompts.map(() => []);
+  const logprobs: number[][] = prompts.map(() => []);
   const finished = prompts.map(() => false);
   const cache = useCache ? model.emptyCache() : undefined;
   try {
@@ -97,12 +126,15 @@ export function generate(model: QwenModel, prompts: number[][], opts: GenerateOp
           next.push(padId);
           continue;
         }
-        const tok = sampleToken(logits.subarray(b * V, (b + 1) * V), temperature, topP, rng);
+        const row = logits.subarray(b * V, (b + 1) * V);
+        const tok = sampleToken(row, temperature, topP, rng);
         tokens[b]!.push(tok);
+        logprobs[b]!.push(logProbOf(row, tok));
         if (stop.has(tok)) finished[b] = true;
         next.push(tok);
       }
       if (finished.every(Boolean) || step === opts.maxNewTokens - 1) break;
+      yield step;
       // The new token of each sequence becomes the next input.
       keyMask.forEach((row) => row.push(1));
       const stepPositions = nextPos.map((p) => [p]);
@@ -118,5 +150,14 @@ export function generate(model: QwenModel, prompts: number[][], opts: GenerateOp
   } finally {
     if (cache) model.disposeCache(cache);
   }
-  return { tokens, finished };
+  return { tokens, finished, logprobs };
+}
+
+/** log softmax(row)[tok], computed stably in float64. */
+function logProbOf(row: ArrayLike<number>, tok: number): number {
+  let max = -Infinity;
+  for (let i = 0; i < row.length; i++) max = Math.max(max, row[i]!);
+  let total = 0;
+  for (let i = 0; i < row.length; i++) total += Math.exp(row[i]! - max);
+  return row[tok]! - max - Math.log(total);
 }

@@ -240,6 +240,22 @@ export class QwenModel {
     });
   }
 
+  /**
+   * Log-probability of targets[b][t] given ids[b][..t], [B, T] (the policy-gradient path: same trainable ops as
+   * `loss`, so it works inside tf.variableGrads on every backend). `keyMask` masks right padding out of attention.
+   */
+  tokenLogprobs(ids: number[][], targets: number[][], keyMask?: number[][]): tf.Tensor2D {
+    return tf.tidy(() => {
+      const V = this.dims.vocab;
+      const B = ids.length;
+      const T = ids[0]?.length ?? 0;
+      const logits = tf.reshape(this.forward(ids, keyMask ? { keyMask } : {}), [-1, V]) as tf.Tensor2D;
+      const logp = tf.logSoftmax(logits);
+      const onehot = tf.cast(tf.oneHot(tf.tensor1d(targets.flat(), 'int32'), V), 'float32');
+      return tf.reshape(tf.sum(tf.mul(logp, onehot), -1), [B, T]) as tf.Tensor2D;
+    });
+  }
+
   /** Additive attention bias per sequence, [T, S]: 0 where query t may see key s (causal, not padding), else -1e9. */
   private attentionBias(B: number, T: number, past: number, keyMask?: number[][]): tf.Tensor2D[] {
     const S = past + T;

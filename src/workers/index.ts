@@ -12,6 +12,7 @@ import path from 'node:path';
 import { NativeConnection, Worker, type WorkerOptions } from '@temporalio/worker';
 import { createChecklistActivities } from '../activities/checklist';
 import { createPrepareActivities } from '../activities/prepare';
+import { createRlActivities } from '../activities/rl';
 import { createSftActivities } from '../activities/sft';
 import type { Cm2Config } from '../infra/config';
 import { ObjectStore } from '../infra/store';
@@ -44,6 +45,9 @@ export async function startWorkers(cfg: Cm2Config, queues: QueueKind[] = ALL_QUE
     shutdownForceTime: `${(opts.shutdownGraceSeconds ?? 10) + 20}s`,
   };
   const workers: Worker[] = [];
+  // RL: model work (rollouts, updates) on the gpu queue, LLM/S3 work (judge, advantages, metrics) on the api queue.
+  const rl = createRlActivities({ store });
+  const { rlRollout, rlTrain, ...rlApi } = rl;
   if (queues.includes('workflows')) {
     workers.push(await Worker.create({
       ...common,
@@ -57,12 +61,12 @@ export async function startWorkers(cfg: Cm2Config, queues: QueueKind[] = ALL_QUE
       ...common,
       connection,
       taskQueue: cfg.temporal.taskQueues.api,
-      activities: { ...createPrepareActivities({ store }), ...createChecklistActivities({ store }) },
+      activities: { ...createPrepareActivities({ store }), ...createChecklistActivities({ store }), ...rlApi },
       maxConcurrentActivityTaskExecutions: opts.apiConcurrency ?? 8,
     }));
   }
   // Model work (SFT, rollouts, train steps) lands on the gpu queue, one slot per accelerator.
-  const gpuActivities = { ...createSftActivities({ store }) };
+  const gpuActivities = { ...createSftActivities({ store }), rlRollout, rlTrain };
   if (queues.includes('gpu') && Object.keys(gpuActivities).length > 0) {
     workers.push(await Worker.create({
       ...common,

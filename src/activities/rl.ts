@@ -1,0 +1,605 @@
+/**
+ * Stage 5 activities: RL with checklist rewards. Thin adapters over src/rl (rollout loop, judge phase, rewards,
+ * advantages, GRPO) and src/model.
+ *
+ * - gpu queue: `rlRollout` (advance every live episode of a step by one turn: batched generation + tool calls),
+ *   `rlTrain` (one GRPO update → checkpoint).
+ * - api queue: `rlJudge` (verdicts for the turns that just completed, then turn control), `rlAdvantages`,
+ *   `rlRecordStep` (metrics JSONL).
+ *
+ * Everything large lives in S3; activities exchange keys and small numbers. Each activity writes its output under
+ * a key fixed by (run, step, phase), so a retry after a crash overwrites the same object with the same content
+ * (rollouts are seeded, LLM answers cached) and a completed one is not redone (`once`).
+ *
+ * Exactly-once updates: `rlTrain(step n)` returns the step-n checkpoint when its manifest exists; otherwise it loads
+ * step n−1 (weights + AdamW state), applies one update and writes step n, manifest last. The worker's in-memory
+ * policy is dropped before it is mutated, so a failed attempt never leaves a half-updated model in the cache.
+ */
+import path from 'node:path';
+import { Context } from '@temporalio/activity';
+import { ApplicationFailure } from '@temporalio/common';
+import { z } from 'zod';
+import { loadChatTokenizer, promptIds, type ChatTokenizer } from '../chat/tokenize';
+import { AnnotatedExample, type ChecklistVariant } from '../checklist/schema';
+import type { Example } from '../data/schema';
+import { projectRoot } from '../infra/binaries';
+import { readCheckpoint, stepFolder, writeCheckpoint, CheckpointManifest } from '../infra/checkpoints';
+import { RlConfig, RlHyperparameters } from '../infra/config';
+import { LlmConfig, isOnline } from '../infra/llm/config';
+import { LlmClient, canonicalJson } from '../infra/llm/client';
+import { NotFoundError, runKey, sha256, storeCache, type ObjectStore } from '../infra/store';
+import { selectBackend } from '../model/backend';
+import { parseQwenConfig } from '../model/config';
+import { QwenModel } from '../model/qwen';
+import { parseSafetensors, serializeSafetensors } from '../model/safetensors';
+import type { AdamWState } from '../train/adamw';
+import { takeBatch, type DataCursor } from '../train/rng';
+import { computeAdvantages } from '../rl/advantages';
+import { GrpoTrainer, type GrpoSequence } from '../rl/grpo';
+import { Judge, JudgeConfig, withJudgeDefaults } from '../rl/judge';
+import { judgePending, type StepJudgeStats } from '../rl/judgePhase';
+import { rolloutFailed, trajectoryReward } from '../rl/rewards';
+import { advanceRollouts, applyTurnDecisions, initRollouts, type RolloutLimits } from '../rl/rollout';
+import { ToolEnvironment, demoWorldExecutables, withSimulatorDefaults } from '../rl/toolEnv';
+import { Granularity, Rollout } from '../rl/types';
+import { asTemporalFailure, heartbeat, once, parseInput } from './shards';
+
+// ---------------------------------------------------------------------------------------------------------------
+// Shapes
+
+/** The policy a phase runs: an HF-layout folder (the SFT output) or an RL checkpoint manifest. */
+export const PolicyRef = z.discriminatedUnion('kind', [
+  z.object({ kind: z.literal('hf'), prefix: z.string().min(1) }),
+  z.object({ kind: z.literal('ckpt'), manifestKey: z.string().min(1), step: z.number().int().nonnegative() }),
+]);
+export type PolicyRef = z.infer<typeof PolicyRef>;
+
+const Counts = z.object({ generate: z.number().int(), judge: z.number().int(), done: z.number().int() });
+export type Counts = z.infer<typeof Counts>;
+
+export const RlDataInput = z.object({ runId: z.string(), sourceKey: z.string().min(1), tokenizerDir: z.string(), rl: RlConfig });
+export const RlData = z.object({
+  /** Annotated examples usable for RL (prompt fits), as a JSONL in S3. */
+  key: z.string(),
+  train: z.number().int(),
+  heldOut: z.number().int(),
+  /** Dropped: prompt longer than maxModelLen − promptMargin. */
+  tooLong: z.number().int(),
+  invalid: z.number().int(),
+});
+export type RlData = z.infer<typeof RlData>;
+
+export const RlRolloutInput = z.object({
+  runId: z.string(),
+  /** Folder of this batch of rollouts: `runs/<id>/rl/steps/<step>` or `runs/<id>/rl/eval/<policy step>`. */
+  folder: z.string(),
+  phase: z.number().int().nonnegative(),
+  dataKey: z.string(),
+  tokenizerDir: z.string(),
+  policy: PolicyRef,
+  rl: RlConfig,
+  /** Phase 0 only: which examples (indices into the data file) and how many rollouts each. */
+  init: z.object({ indices: z.array(z.number().int().nonnegative()), groupSize: z.number().int().positive() }).optional(),
+  /** Sampling overrides (evaluation). */
+  temperature: z.number().min(0).optional(),
+  seed: z.number().int(),
+  llm: LlmConfig,
+});
+export const PhaseResult = z.object({
+  key: z.string(),
+  counts: Counts,
+  seconds: z.number(),
+  generatedTokens: z.number().int().optional(),
+  judge: z.object({ calls: z.number(), cacheHits: z.number(), offline: z.number(), shortcut: z.number(), failed: z.number(), promptTokens: z.number(), completionTokens: z.number(), costUsd: z.number() }).optional(),
+});
+export type PhaseResult = z.infer<typeof PhaseResult>;
+
+export const RlJudgeInput = z.object({
+  runId: z.string(),
+  folder: z.string(),
+  phase: z.number().int().nonnegative(),
+  dataKey: z.string(),
+  rl: RlConfig,
+  llm: LlmConfig,
+});
+
+export const RlAdvantagesInput = z.object({ runId: z.string(), folder: z.string(), phase: z.number().int().nonnegative(), dataKey: z.string(), rl: RlConfig, granularity: Granularity });
+export const RlAdvantagesResult = z.object({
+  key: z.string(),
+  rollouts: z.number().int(),
+  rewardMean: z.number(),
+  rewardStd: z.number(),
+  failed: z.number().int(),
+  /** Mean |advantage| over policy segments, per granularity (the chosen one is used for training). */
+  advAbsMean: z.record(z.string(), z.number()),
+  /** Share of rollouts with a nonzero advantage somewhere, per granularity. */
+  advNonzero: z.record(z.string(), z.number()),
+  endReasons: z.record(z.string(), z.number().int()),
+  toolSources: z.record(z.string(), z.number().int()),
+  policyTokens: z.number().int(),
+  meanTurns: z.number(),
+  seconds: z.number(),
+});
+export type RlAdvantagesResult = z.infer<typeof RlAdvantagesResult>;
+
+export const RlTrainInput = z.object({
+  runId: z.string(),
+  step: z.number().int().positive(),
+  policy: PolicyRef,
+  /** The frozen reference policy for the KL term (the SFT policy). */
+  reference: PolicyRef,
+  rolloutsKey: z.string(),
+  advantagesKey: z.string(),
+  tokenizerDir: z.string(),
+  rl: RlConfig,
+  hp: RlHyperparameters,
+  /** Small state carried into the checkpoint (data cursor, hyperparameters). */
+  state: z.record(z.string(), z.unknown()),
+});
+export const RlTrainResult = z.object({
+  policy: PolicyRef,
+  step: z.number().int(),
+  /** True when the checkpoint already existed (a retried or replayed step): nothing was applied again. */
+  reused: z.boolean(),
+  loss: z.number(),
+  pgLoss: z.number(),
+  kl: z.number(),
+  clipFrac: z.number(),
+  gradNorm: z.number(),
+  policyTokens: z.number().int(),
+  trainSeconds: z.number(),
+  checkpointSeconds: z.number(),
+  weightsSha256: z.string(),
+});
+export type RlTrainResult = z.infer<typeof RlTrainResult>;
+
+export const RlRecordInput = z.object({ runId: z.string(), step: z.number().int().nonnegative(), row: z.record(z.string(), z.unknown()) });
+
+export const rlKey = (runId: string, ...parts: (string | number)[]) => runKey(runId, 'rl', ...parts);
+export const phaseKey = (folder: string, phase: number) => `${folder}/phase-${String(phase).padStart(3, '0')}.json`;
+export const checkpointPrefix = (runId: string) => rlKey(runId, 'checkpoints');
+
+const RolloutFile = z.object({ rollouts: z.array(Rollout) });
+
+// ---------------------------------------------------------------------------------------------------------------
+// Per-worker caches: datasets, tokenizer, models
+
+const resolveDir = (dir: string) => (path.isAbsolute(dir) ? dir : path.join(projectRoot, dir));
+
+interface Dataset {
+  examples: AnnotatedExample[];
+  byUuid: Map<string, AnnotatedExample>;
+  checklists: Map<string, ChecklistVariant[]>;
+  env?: ToolEnvironment;
+  envKey?: string;
+}
+
+const cancelledSignal = (): AbortSignal | undefined => {
+  try {
+    return Context.current().cancellationSignal;
+  } catch {
+    return undefined;
+  }
+};
+
+export interface RlDeps {
+  store: ObjectStore;
+  log?: (line: string) => void;
+}
+
+export function createRlActivities(deps: RlDeps) {
+  const { store } = deps;
+  const log = deps.log ?? ((l: string) => console.log(`[rl] ${l}`));
+  const datasets = new Map<string, Dataset>();
+  const tokenizers = new Map<string, ChatTokenizer>();
+  const clients = new Map<string, LlmClient>();
+  /** Models by policy key. The policy being trained is taken OUT of the cache while it is mutated. */
+  const models = new Map<string, QwenModel>();
+
+  const tokenizer = (dir: string): ChatTokenizer => {
+    let t = tokenizers.get(dir);
+    if (!t) tokenizers.set(dir, (t = loadChatTokenizer(resolveDir(dir))));
+    return t;
+  };
+  const llmClient = (llm: LlmConfig): LlmClient => {
+    const key = canonicalJson(llm);
+    let c = clients.get(key);
+    if (!c) clients.set(key, (c = new LlmClient(llm, { cache: storeCache(store) })));
+    return c;
+  };
+  const dataset = async (key: string): Promise<Dataset> => {
+    let d = datasets.get(key);
+    if (!d) {
+      const examples = await store.getJsonl(key, AnnotatedExample);
+      d = { examples, byUuid: new Map(examples.map((e) => [e.uuid, e])), checklists: new Map(examples.map((e) => [e.uuid, e.checklists])) };
+      datasets.set(key, d);
+    }
+    return d;
+  };
+  const environment = (d: Dataset, rl: RlConfig, llm: LlmConfig): ToolEnvironment => {
+    const key = canonicalJson({ exe: rl.executableTools, llm: llm.roles.simulator });
+    if (!d.env || d.envKey !== key) {
+      d.env = new ToolEnvironment(d.examples, {
+        ...(isOnline(llm.roles.simulator) ? { llm: llmClient(withSimulatorDefaults(llm)) } : {}),
+        ...(rl.executableTools ? { executables: demoWorldExecutables() } : {}),
+      });
+      d.envKey = key;
+    }
+    return d.env;
+  };
+  const policyKey = (p: PolicyRef) => (p.kind === 'hf' ? `hf:${p.prefix}` : `ckpt:${p.manifestKey}`);
+  const loadPolicy = async (p: PolicyRef): Promise<{ model: QwenModel; optimizer?: AdamWState; manifest?: CheckpointManifest }> => {
+    if (p.kind === 'hf') {
+      const config = parseQwenConfig(await store.getJson(`${p.prefix}/config.json`));
+      const weights = parseSafetensors(await store.getBytes(`${p.prefix}/model.safetensors`)).tensors;
+      return { model: QwenModel.fromWeights(config, new Map([...weights].map(([k, t]) => [k, t.data]))) };
+    }
+    const { manifest, files } = await readCheckpoint(store, p.manifestKey);
+    const config = parseQwenConfig(JSON.parse(files['config.json']!.toString('utf8')));
+    const weights = parseSafetensors(files['model.safetensors']!).tensors;
+    const model = QwenModel.fromWeights(config, new Map([...weights].map(([k, t]) => [k, t.data])));
+    return { model, optimizer: optimizerState(files['optimizer.safetensors']!), manifest };
+  };
+  /** A cached model for read-only use (rollouts, reference log-probs). Keeps at most the two most recent. */
+  const cachedModel = async (p: PolicyRef): Promise<QwenModel> => {
+    const key = policyKey(p);
+    let m = models.get(key);
+    if (!m) {
+      m = (await loadPolicy(p)).model;
+      models.set(key, m);
+      while (models.size > 3) {
+        const oldest = models.keys().next().value as string;
+        models.get(oldest)?.dispose();
+        models.delete(oldest);
+      }
+    } else {
+      models.delete(key);
+      models.set(key, m); // most recent last
+    }
+    return m;
+  };
+
+  const readRollouts = async (key: string): Promise<Rollout[]> => (await store.getJson(key, RolloutFile)).rollouts;
+
+  return {
+    /**
+     * The RL data: annotated examples whose prompt fits the context (spec §6.1's length filter). The first
+     * `eval.prompts` of them (file order, as the reference's validation split) are held out.
+     */
+    async rlPrepareData(raw: z.input<typeof RlDataInput>): Promise<RlData> {
+      const input = parseInput(RlDataInput, raw, 'rlPrepareData');
+      return once(store, rlKey(input.runId, 'data', 'result.json'), RlData, async () => {
+        const tok = tokenizer(input.tokenizerDir);
+        const lines = (await store.getText(input.sourceKey)).split('\n').filter((l) => l.trim() !== '');
+        const kept: AnnotatedExample[] = [];
+        let invalid = 0;
+        let tooLong = 0;
+        for (const line of lines) {
+          const parsed = AnnotatedExample.safeParse(JSON.parse(line));
+          if (!parsed.success) {
+            invalid++;
+            continue;
+          }
+          const ex = parsed.data;
+          const first = ex.messages.findIndex((m) => m.role === 'user');
+          if (first < 0) {
+            invalid++;
+            continue;
+          }
+          const len = promptIds(ex.messages.slice(0, first + 1), ex.tools, tok).length;
+          if (len > input.rl.rollout.maxModelLen - input.rl.rollout.promptMargin) tooLong++;
+          else kept.push(ex);
+        }
+        const key = rlKey(input.runId, 'data', 'examples.jsonl');
+        await store.putJsonl(key, kept);
+        const heldOut = Math.min(input.rl.eval.prompts, Math.max(0, kept.length - 1));
+        if (kept.length - heldOut < 1) throw ApplicationFailure.nonRetryable(`${input.sourceKey}: no RL examples left after the length filter (${tooLong} too long)`, 'BadInput');
+        return { key, train: kept.length - heldOut, heldOut, tooLong, invalid };
+      });
+    },
+
+    /** Advance every live episode by one turn (phase 0 creates them). gpu queue. */
+    async rlRollout(raw: z.input<typeof RlRolloutInput>): Promise<PhaseResult> {
+      const input = parseInput(RlRolloutInput, raw, 'rlRollout');
+      const outKey = phaseKey(input.folder, input.phase);
+      return once(store, `${outKey}.result`, PhaseResult, async () => {
+        const t0 = Date.now();
+        await selectBackend('auto', log);
+        const tok = tokenizer(input.tokenizerDir);
+        const d = await dataset(input.dataKey);
+        let rollouts: Rollout[];
+        if (input.phase === 0) {
+          if (!input.init) throw ApplicationFailure.nonRetryable('rlRollout phase 0 needs init', 'BadInput');
+          rollouts = initRollouts(input.init.indices.map((i) => d.examples[i]!), input.init.groupSize, tok);
+        } else {
+          rollouts = await readRollouts(phaseKey(input.folder, input.phase - 1));
+        }
+        const before = rollouts.reduce((n, r) => n + r.segments.reduce((m, s) => m + s.end - s.start, 0), 0);
+        const model = await cachedModel(input.policy);
+        const limits: RolloutLimits = { ...input.rl.rollout, ...(input.temperature !== undefined ? { temperature: input.temperature } : {}) };
+        const signal = cancelledSignal();
+        await advanceRollouts(rollouts, d.byUuid, model, tok, environment(d, input.rl, input.llm), {
+          limits,
+          seed: (input.seed ^ Math.imul(input.phase + 1, 0x27d4eb2d)) >>> 0,
+          salt: `${input.folder}/p${input.phase}`,
+          onRound: (round, live) => heartbeat({ phase: input.phase, round, live }),
+          onDecodeStep: (step) => {
+            if (signal?.aborted) throw new Error('cancelled');
+            heartbeat({ phase: input.phase, decodeStep: step });
+          },
+        }).catch((e: unknown) => {
+          throw asTemporalFailure(e);
+        });
+        await store.putJson(outKey, { rollouts });
+        const after = rollouts.reduce((n, r) => n + r.segments.reduce((m, s) => m + s.end - s.start, 0), 0);
+        return { key: outKey, counts: countsOf(rollouts), seconds: (Date.now() - t0) / 1000, generatedTokens: after - before };
+      });
+    },
+
+    /** Judge the turns that just completed, then continue or end each episode (turn control). api queue. */
+    async rlJudge(raw: z.input<typeof RlJudgeInput>): Promise<PhaseResult> {
+      const input = parseInput(RlJudgeInput, raw, 'rlJudge');
+      const outKey = phaseKey(input.folder, input.phase);
+      return once(store, `${outKey}.result`, PhaseResult, async () => {
+        const t0 = Date.now();
+        const d = await dataset(input.dataKey);
+        const rollouts = await readRollouts(phaseKey(input.folder, input.phase - 1));
+        const judgeCfg: JudgeConfig = judgeConfigOf(input.rl);
+        const judge = new Judge(
+          {
+            ...(isOnline(input.llm.roles.judge) ? { llm: llmClient(withJudgeDefaults(input.llm)) } : {}),
+            ...(input.rl.judge.cache ? { cache: verdictCache(store) } : {}),
+          },
+          judgeCfg,
+        );
+        let stats: StepJudgeStats;
+        try {
+          stats = await judgePending(rollouts, d.checklists, judge, {
+            concurrency: input.rl.judge.concurrency,
+            salt: `${input.folder}/p${input.phase}`,
+            onProgress: (done, total) => heartbeat({ phase: input.phase, judged: done, total }),
+          });
+        } catch (e) {
+          throw asTemporalFailure(e);
+        }
+        applyTurnDecisions(rollouts, d.checklists, d.byUuid, input.rl.rollout);
+        await store.putJson(outKey, { rollouts });
+        return { key: outKey, counts: countsOf(rollouts), seconds: (Date.now() - t0) / 1000, judge: stats };
+      });
+    },
+
+    /** Rewards and advantages of a finished batch (pure functions over the verdicts). api queue. */
+    async rlAdvantages(raw: z.input<typeof RlAdvantagesInput>): Promise<RlAdvantagesResult> {
+      const input = parseInput(RlAdvantagesInput, raw, 'rlAdvantages');
+      const outKey = `${input.folder}/advantages.json`;
+      return once(store, `${outKey}.result`, RlAdvantagesResult, async () => {
+        const t0 = Date.now();
+        const d = await dataset(input.dataKey);
+        const rollouts = await readRollouts(phaseKey(input.folder, input.phase));
+        const summary = summarise(rollouts, d.checklists, input.rl);
+        const chosen = summary.byGranularity[input.granularity]!;
+        await store.putJson(outKey, { granularity: input.granularity, advantages: chosen.perRollout, rewards: summary.rewards });
+        return {
+          key: outKey,
+          rollouts: rollouts.length,
+          rewardMean: mean(summary.rewards),
+          rewardStd: std(summary.rewards),
+          failed: summary.failed,
+          advAbsMean: Object.fromEntries(Object.entries(summary.byGranularity).map(([g, v]) => [g, v.absMean])),
+          advNonzero: Object.fromEntries(Object.entries(summary.byGranularity).map(([g, v]) => [g, v.nonzero])),
+          endReasons: tally(rollouts.map((r) => r.ended ?? 'unfinished')),
+          toolSources: rollouts.reduce<Record<string, number>>((acc, r) => {
+            for (const [k, v] of Object.entries(r.toolSources)) acc[k] = (acc[k] ?? 0) + v;
+            return acc;
+          }, {}),
+          policyTokens: rollouts.reduce((n, r) => n + r.segments.reduce((m, s) => m + s.end - s.start, 0), 0),
+          meanTurns: mean(rollouts.map((r) => r.turns)),
+          seconds: (Date.now() - t0) / 1000,
+        };
+      });
+    },
+
+    /** One GRPO update from step−1's policy; writes step's checkpoint. Exactly once per step (see the header). gpu. */
+    async rlTrain(raw: z.input<typeof RlTrainInput>): Promise<RlTrainResult> {
+      const input = parseInput(RlTrainInput, raw, 'rlTrain');
+      const prefix = checkpointPrefix(input.runId);
+      const manifestKey = `${stepFolder(prefix, input.step)}/manifest.json`;
+      return once(store, `${stepFolder(prefix, input.step)}/train-result.json`, RlTrainResult, async () => {
+        if (await store.exists(manifestKey)) {
+          // The update was applied and saved by an earlier attempt that died before recording its result.
+          const manifest = await store.getJson(manifestKey, CheckpointManifest);
+          const saved = manifest.state['train'] as RlTrainResult | undefined;
+          if (saved) return { ...saved, reused: true };
+        }
+        await selectBackend('auto', log);
+        const t0 = Date.now();
+        const tok = tokenizer(input.tokenizerDir);
+        const rollouts = await readRollouts(input.rolloutsKey);
+        const adv = await store.getJson(input.advantagesKey, z.object({ advantages: z.array(z.array(z.number())) }));
+        const batch: GrpoSequence[] = rollouts.map((r, i) => ({
+          tokens: r.tokens,
+          spans: r.segments.map((s, k) => ({ start: s.start, end: s.end, advantage: adv.advantages[i]?.[k] ?? 0 })),
+        }));
+        // Take the policy out of the cache: it is about to be mutated.
+        const key = policyKey(input.policy);
+        let model = models.get(key);
+        models.delete(key);
+        let optimizer: AdamWState | undefined;
+        if (input.policy.kind === 'ckpt') {
+          const loaded = await loadPolicy(input.policy);
+          model?.dispose();
+          model = loaded.model;
+          optimizer = loaded.optimizer;
+        } else if (!model) {
+          model = (await loadPolicy(input.policy)).model;
+        }
+        const reference = input.hp.klCoef > 0 ? await cachedModel(input.reference) : undefined;
+        const trainer = new GrpoTrainer(model, reference, input.rl.weightDecay);
+        if (optimizer) trainer.restore(optimizer);
+        let metrics;
+        try {
+          metrics = await trainer.step(
+            batch,
+            {
+              lr: input.hp.lr,
+              klCoef: input.hp.klCoef,
+              clipLow: input.rl.clipLow,
+              clipHigh: input.rl.clipHigh,
+              ...(input.rl.clipRatioC !== null ? { clipRatioC: input.rl.clipRatioC } : {}),
+              maxGradNorm: input.rl.maxGradNorm,
+              microBatch: input.rl.microBatch,
+              padId: tok.special.pad,
+            },
+            (done, total) => heartbeat({ step: input.step, micro: done, total }),
+          );
+        } catch (e) {
+          model.dispose();
+          throw e;
+        }
+        const trainSeconds = (Date.now() - t0) / 1000;
+        const t1 = Date.now();
+        const weights = serializeSafetensors(model.namedWeights(), { format: 'pt' });
+        const result: RlTrainResult = {
+          policy: { kind: 'ckpt', manifestKey, step: input.step },
+          step: input.step,
+          reused: false,
+          loss: metrics.loss,
+          pgLoss: metrics.pgLoss,
+          kl: metrics.kl,
+          clipFrac: metrics.clipFrac,
+          gradNorm: metrics.gradNorm,
+          policyTokens: metrics.policyTokens,
+          trainSeconds,
+          checkpointSeconds: 0,
+          weightsSha256: sha256(weights),
+        };
+        const config = { ...model.config, architectures: [model.config.model_type === 'qwen3' ? 'Qwen3ForCausalLM' : 'Qwen2ForCausalLM'] };
+        await writeCheckpoint(
+          store,
+          prefix,
+          input.step,
+          {
+            'config.json': Buffer.from(JSON.stringify(config)),
+            'model.safetensors': weights,
+            'optimizer.safetensors': optimizerBytes(trainer.optimizer.state(), model),
+          },
+          { ...input.state, hp: input.hp, train: { ...result, checkpointSeconds: 0 } },
+        );
+        result.checkpointSeconds = (Date.now() - t1) / 1000;
+        // The updated policy is the next rollout's policy: keep it.
+        models.set(`ckpt:${manifestKey}`, model);
+        return result;
+      });
+    },
+
+    /** Append (idempotently) one row to `runs/<id>/rl/metrics.jsonl`: rows of steps ≥ this one are replaced. api. */
+    async rlRecordStep(raw: z.input<typeof RlRecordInput>): Promise<{ key: string; rows: number }> {
+      const input = parseInput(RlRecordInput, raw, 'rlRecordStep');
+      const key = rlKey(input.runId, 'metrics.jsonl');
+      let rows: Record<string, unknown>[] = [];
+      try {
+        rows = (await store.getText(key)).split('\n').filter((l) => l.trim() !== '').map((l) => JSON.parse(l) as Record<string, unknown>);
+      } catch (e) {
+        if (!(e instanceof NotFoundError)) throw e;
+      }
+      rows = rows.filter((r) => Number(r['step']) < input.step || (r['kind'] !== input.row['kind'] && Number(r['step']) <= input.step));
+      rows.push({ step: input.step, ...input.row });
+      await store.putJsonl(key, rows);
+      await store.putJson(rlKey(input.runId, 'metrics', `${String(input.step).padStart(6, '0')}-${String(input.row['kind'] ?? 'step')}.json`), { step: input.step, ...input.row });
+      return { key, rows: rows.length };
+    },
+  };
+}
+
+export type RlActivities = ReturnType<typeof createRlActivities>;
+
+// ---------------------------------------------------------------------------------------------------------------
+// Helpers
+
+export function judgeConfigOf(rl: RlConfig): JudgeConfig {
+  return JudgeConfig.parse({ batchItems: rl.judge.batchItems, samples: rl.judge.samples, attempts: rl.judge.attempts, offlineChecks: rl.judge.offlineChecks });
+}
+
+function verdictCache(store: ObjectStore) {
+  const prefix = 'cache/judge';
+  return {
+    async get(key: string) {
+      try {
+        return await store.getJson(`${prefix}/${key}.json`, z.object({ pass: z.boolean(), ok: z.boolean() }));
+      } catch (e) {
+        if (e instanceof NotFoundError) return undefined;
+        throw e;
+      }
+    },
+    async put(key: string, v: { pass: boolean; ok: boolean }) {
+      await store.putJson(`${prefix}/${key}.json`, v);
+    },
+  };
+}
+
+const countsOf = (rollouts: readonly Rollout[]): Counts => ({
+  generate: rollouts.filter((r) => r.status === 'generate').length,
+  judge: rollouts.filter((r) => r.status === 'judge').length,
+  done: rollouts.filter((r) => r.status === 'done').length,
+});
+
+const mean = (xs: readonly number[]) => (xs.length ? xs.reduce((a, b) => a + b, 0) / xs.length : 0);
+const std = (xs: readonly number[]) => {
+  const m = mean(xs);
+  return Math.sqrt(mean(xs.map((x) => (x - m) ** 2)));
+};
+const tally = (xs: readonly string[]) => xs.reduce<Record<string, number>>((acc, x) => ((acc[x] = (acc[x] ?? 0) + 1), acc), {});
+
+/** Trajectory rewards of every rollout and the advantages at every granularity (grouped by prompt). */
+export function summarise(rollouts: readonly Rollout[], checklists: ReadonlyMap<string, ChecklistVariant[]>, rl: RlConfig) {
+  const rewards = rollouts.map((r) => trajectoryReward(checklists.get(r.uuid)!, r.verdicts ?? [], r.refTurns, rolloutFailed(r.toolFailed, r.verdicts ?? [])));
+  const failed = rollouts.filter((r) => rolloutFailed(r.toolFailed, r.verdicts ?? [])).length;
+  const groups = new Map<number, number[]>();
+  rollouts.forEach((r, i) => groups.set(r.group, [...(groups.get(r.group) ?? []), i]));
+  const byGranularity: Record<string, { perRollout: number[][]; absMean: number; nonzero: number }> = {};
+  for (const g of Granularity.options) {
+    const perRollout: number[][] = rollouts.map(() => []);
+    for (const members of groups.values()) {
+      const first = rollouts[members[0]!]!;
+      const variants = checklists.get(first.uuid)!;
+      const group = members.map((i) => {
+        const r = rollouts[i]!;
+        return { failed: rolloutFailed(r.toolFailed, r.verdicts ?? []), segmentTurns: r.segments.map((s) => s.turn), verdicts: r.verdicts ?? [], refTurns: r.refTurns };
+      });
+      const out = computeAdvantages(g, group, variants, { normByStd: rl.normAdvByStd, eta: rl.eta, minHolders: rl.minGroupCount, minCount: rl.minGroupCount });
+      members.forEach((i, k) => (perRollout[i] = out.advantages[k]!));
+    }
+    const flat = perRollout.flat();
+    byGranularity[g] = {
+      perRollout,
+      absMean: mean(flat.map(Math.abs)),
+      nonzero: perRollout.filter((a) => a.some((x) => x !== 0)).length / Math.max(1, perRollout.length),
+    };
+  }
+  return { rewards, failed, byGranularity };
+}
+
+const optimizerBytes = (state: AdamWState, model: QwenModel): Uint8Array => {
+  const tensors = new Map<string, { shape: number[]; data: Float32Array }>();
+  for (const [name, v] of model.namedVariables()) {
+    tensors.set(`m.${name}`, { shape: [...v.shape], data: state.m.get(name)! });
+    tensors.set(`v.${name}`, { shape: [...v.shape], data: state.v.get(name)! });
+  }
+  return serializeSafetensors(tensors, { step: String(state.step) });
+};
+
+const optimizerState = (bytes: Uint8Array): AdamWState => {
+  const file = parseSafetensors(bytes);
+  const m = new Map<string, Float32Array>();
+  const v = new Map<string, Float32Array>();
+  for (const [key, t] of file.tensors) (key.startsWith('m.') ? m : v).set(key.slice(2), t.data);
+  return { step: Number(file.metadata?.['step'] ?? 0), m, v };
+};
+
+/** Prompt indices for a step: the data cursor over the training part (after the held-out prefix). */
+export function stepPrompts(cursor: DataCursor, data: RlData, count: number, seed: number): { indices: number[]; next: DataCursor } {
+  const { indices, next } = takeBatch(cursor, count, data.train, seed, Number.MAX_SAFE_INTEGER);
+  return { indices: indices.map((i) => i + data.heldOut), next };
+}
+
+export type { Example };

@@ -1,0 +1,40 @@
+/** A small RL setup in S3: demo-world examples with offline checklists, and a tiny random policy in HF layout. */
+import path from 'node:path';
+import { loadChatTokenizer } from '../../src/chat/tokenize';
+import { toStoredVariant } from '../../src/checklist/schema';
+import type { Cm2Config } from '../../src/infra/config';
+import { runKey, type ObjectStore } from '../../src/infra/store';
+import { parseQwenConfig } from '../../src/model/config';
+import { QwenModel } from '../../src/model/qwen';
+import { serializeSafetensors } from '../../src/model/safetensors';
+import { offlineChecklist } from '../../src/world/checklist';
+import { generateDemoDataset } from '../../src/world/generator';
+
+const root = path.resolve(__dirname, '..', '..');
+
+export const TINY_POLICY = { model_type: 'qwen3', hidden_size: 32, intermediate_size: 64, num_hidden_layers: 2, num_attention_heads: 4, num_key_value_heads: 2, head_dim: 8, tie_word_embeddings: true, rope_theta: 10000, max_position_embeddings: 4096 };
+
+/** RL config overrides sized for tests: a handful of short rollouts per step. */
+export const tinyRl = (over: Record<string, unknown> = {}) => ({
+  steps: 3,
+  promptsPerStep: 2,
+  groupSize: 2,
+  hp: { lr: 1e-3, klCoef: 1e-3, granularity: 'trajectory' },
+  microBatch: 4,
+  rollout: { maxNewTokens: 12, maxModelLen: 1400, promptMargin: 0 },
+  eval: { prompts: 2, every: 2 },
+  continueAsNewEvery: 2,
+  ...over,
+});
+
+export async function writeRlFixture(cfg: Cm2Config, store: ObjectStore, count = 16): Promise<void> {
+  const examples = generateDemoDataset({ seed: 11, count, brokenRate: 0 });
+  const annotated = examples.map((ex) => ({ ...ex, checklists: [toStoredVariant(offlineChecklist(ex), 0)] }));
+  await store.putJsonl(runKey(cfg.run.id, 'checklists', 'annotated.jsonl'), annotated);
+  const tok = loadChatTokenizer(path.join(root, 'assets', 'demo-tokenizer'));
+  const model = QwenModel.init(parseQwenConfig({ vocab_size: tok.vocabSize, eos_token_id: tok.special.imEnd, ...TINY_POLICY }), 5);
+  const prefix = runKey(cfg.run.id, 'sft', 'final');
+  await store.putJson(`${prefix}/config.json`, model.config);
+  await store.putBytes(`${prefix}/model.safetensors`, serializeSafetensors(model.namedWeights(), { format: 'pt' }));
+  model.dispose();
+}
