@@ -16,6 +16,8 @@ import { checkpointPrefix } from '../../src/activities/rl';
 import { testConfig, testStore, uniqueId } from '../helpers/env';
 import { startChildWorker, writeConfigFile } from '../helpers/processes';
 import { tinyRl, writeRlFixture } from '../helpers/rlFixture';
+import { replies, startFakeOpenAI } from '../helpers/fakeOpenAI';
+import { judgeReply } from '../helpers/fakeJudge';
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
@@ -139,4 +141,52 @@ test('RL: a worker killed during a train step never applies an update twice or s
   const finalB = await store.getJson(`${stepFolder(checkpointPrefix(b.run.id), 3)}/manifest.json`, CheckpointManifest);
   assert.equal(finalB.files['model.safetensors']!.sha256, finalA.files['model.safetensors']!.sha256);
   assert.equal(finalB.files['optimizer.safetensors']!.sha256, finalA.files['optimizer.safetensors']!.sha256);
+});
+
+test('RL: a judge outage in the middle of a run (endpoint down, then back) delays it; no step lost, none duplicated, no sample failed', async () => {
+  let down = false;
+  let judged = 0;
+  let refused = 0;
+  const fake = await startFakeOpenAI({
+    behaviour: (req) => {
+      if (down) {
+        refused++;
+        return replies.status(503, { message: 'judge endpoint down' });
+      }
+      judged++;
+      return judgeReply(req.body, () => true);
+    },
+  });
+  const cfg = testConfig(uniqueId('rlj'), {
+    rl: tinyRl({ steps: 4, eval: { prompts: 0 }, judge: { offlineChecks: 'never', batchItems: 4 } }),
+    llm: { roles: { judge: { baseUrl: fake.url, model: 'fake-judge', maxTransportRetries: 0, timeoutMs: 5000 } } },
+    temporal: { activity: { heartbeatTimeout: '20s', maxRetryInterval: '1s' } },
+  });
+  const store = testStore(cfg);
+  await writeRlFixture(cfg, store);
+  const worker = await startChildWorker(writeConfigFile(cfg));
+  try {
+    const client = await connectClient(cfg);
+    const handle = await startRl(client, cfg);
+    // Take the endpoint down once step 1 is recorded, for a few seconds.
+    while (!(await store.exists(runKey(cfg.run.id, 'rl', 'metrics.jsonl')))) await sleep(50);
+    down = true;
+    while (refused < 3) await sleep(50);
+    await sleep(3000);
+    down = false;
+    const result = await handle.result();
+    assert.equal(result.steps, 4);
+    assert.ok(refused >= 3 && judged > 0, `refused ${refused}, judged ${judged}`);
+    const rows = (await metricRows(store, cfg.run.id)).filter((r) => r.kind === 'step');
+    assert.deepEqual(rows.map((r) => r.step), [1, 2, 3, 4]);
+    for (const r of rows) {
+      assert.equal(r['failedSamples'], 0, `step ${r.step}: no sample failed because of the outage`);
+      const judge = r['judge'] as { calls: number; failed: number };
+      assert.equal(judge.failed, 0);
+      assert.ok(judge.calls > 0, `step ${r.step} judged by the LLM`);
+    }
+  } finally {
+    await worker.kill('SIGTERM');
+    await fake.close();
+  }
 });
