@@ -23,7 +23,7 @@ import { followStage, startChecklist, startPrepare, startSft, type ChecklistRepo
  * `cm2 worker --queues gpu` as a child process; resolves once it polls. Its SFT progress lines are passed through,
  * the rest of its log is kept quiet.
  */
-async function startGpuWorker(configFile: string): Promise<{ stop: () => Promise<void> }> {
+export async function startGpuWorker(configFile: string): Promise<{ stop: () => Promise<void> }> {
   const proc = spawn(process.execPath, [path.join(projectRoot, 'bin', 'cm2.js'), 'worker', '--config', configFile, '--queues', 'gpu'], {
     env: process.env,
     stdio: ['ignore', 'pipe', 'pipe'],

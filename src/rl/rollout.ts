@@ -40,6 +40,11 @@ export interface RolloutLimits {
   maxUserTurns: number;
   temperature: number;
   topP: number;
+  /**
+   * Prompt tokens per generation call: the live episodes of a round are generated together, in as few calls as
+   * this allows (the prefill of a whole batch at once can exceed the wasm backend's 4 GiB heap).
+   */
+  maxBatchTokens?: number;
 }
 
 /** What a tool call got from the environment (src/rl/toolEnv.ts satisfies this). */
@@ -146,16 +151,31 @@ export async function advanceRollouts(
       else batch.push({ r, budget });
     }
     if (batch.length === 0) continue;
-    const maxBudget = Math.max(...batch.map((b) => b.budget));
-    const gen = await generateAsync(model, batch.map((b) => b.r.tokens), {
-      maxNewTokens: maxBudget,
-      temperature: limits.temperature,
-      topP: limits.topP,
-      stopTokens: [tok.special.imEnd],
-      seed: mixSeed(opts.seed, round),
-      padId: tok.special.pad,
-      ...(opts.onDecodeStep ? { onStep: opts.onDecodeStep } : {}),
-    });
+    // Chunks of at most maxBatchTokens prompt tokens (at least one sequence each), generated one after the other.
+    const chunks: (typeof batch)[] = [];
+    let used = Infinity;
+    for (const b of batch) {
+      if (used + b.r.tokens.length > (limits.maxBatchTokens ?? Infinity) || chunks.length === 0) {
+        chunks.push([]);
+        used = 0;
+      }
+      chunks[chunks.length - 1]!.push(b);
+      used += b.r.tokens.length;
+    }
+    const gen = { tokens: [] as number[][], logprobs: [] as number[][] };
+    for (const [c, chunk] of chunks.entries()) {
+      const out = await generateAsync(model, chunk.map((b) => b.r.tokens), {
+        maxNewTokens: Math.max(...chunk.map((b) => b.budget)),
+        temperature: limits.temperature,
+        topP: limits.topP,
+        stopTokens: [tok.special.imEnd],
+        seed: mixSeed(opts.seed, round * 1009 + c),
+        padId: tok.special.pad,
+        ...(opts.onDecodeStep ? { onStep: opts.onDecodeStep } : {}),
+      });
+      gen.tokens.push(...out.tokens);
+      gen.logprobs.push(...out.logprobs);
+    }
     await Promise.all(
       batch.map(async ({ r, budget }, i) => {
         const ids = gen.tokens[i]!.slice(0, budget);
