@@ -3,7 +3,7 @@ import js from '@eslint/js';
 import tseslint from 'typescript-eslint';
 
 export default tseslint.config(
-  { ignores: ['node_modules/', '.cm2/', 'dist/', 'test/fixtures/*.parquet'] },
+  { ignores: ['node_modules/', '.cm2/', '.tmp/', 'dist/', 'test/fixtures/*.parquet'] },
   js.configs.recommended,
   ...tseslint.configs.recommended,
   {

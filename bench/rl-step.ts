@@ -36,6 +36,14 @@ import { pendingJudgements } from '../src/rl/judgePhase';
 import { Rollout, type Verdict } from '../src/rl/types';
 import { startWorkers } from '../src/workers';
 
+interface StepRow {
+  kind: string;
+  step: number;
+  rollouts: number;
+  seconds: Record<string, number>;
+  tokens: { policy: number; generated: number };
+}
+
 const mean = (xs: number[]) => (xs.length ? xs.reduce((a, b) => a + b, 0) / xs.length : 0);
 
 /** The fake judge: verdict = hash(question, current messages) per item, in the one-item or batched schema. */
@@ -108,13 +116,13 @@ async function main() {
   }
 
   // Part 1: time per phase.
-  const rows = (await store.getText(runKey(runId, 'rl', 'metrics.jsonl'))).split('\n').filter(Boolean).map((l) => JSON.parse(l) as Record<string, any>).filter((r) => r['kind'] === 'step');
+  const rows = (await store.getText(runKey(runId, 'rl', 'metrics.jsonl'))).split('\n').filter(Boolean).map((l) => JSON.parse(l) as StepRow).filter((r) => r.kind === 'step');
   const phases = ['rollout', 'judge', 'advantages', 'train', 'checkpoint', 'orchestration', 'total'];
   console.log(`\nRL step time by phase, seconds (run ${runId})`);
   console.log(`| step | ${phases.join(' | ')} | rollouts | policy tokens | generated tokens |`);
   console.log(`|---|${phases.map(() => '---').join('|')}|---|---|---|`);
-  for (const r of rows) console.log(`| ${r['step']} | ${phases.map((p) => (r['seconds'][p] as number).toFixed(1)).join(' | ')} | ${r['rollouts']} | ${r['tokens'].policy} | ${r['tokens'].generated} |`);
-  console.log(`| mean | ${phases.map((p) => mean(rows.map((r) => r['seconds'][p] as number)).toFixed(1)).join(' | ')} | | | |`);
+  for (const r of rows) console.log(`| ${r.step} | ${phases.map((p) => (r.seconds[p] ?? 0).toFixed(1)).join(' | ')} | ${r.rollouts} | ${r.tokens.policy} | ${r.tokens.generated} |`);
+  console.log(`| mean | ${phases.map((p) => mean(rows.map((r) => r.seconds[p] ?? 0)).toFixed(1)).join(' | ')} | | | |`);
 
   // Part 2: judge cost, batching and cache on vs off.
   const examples = await store.getJsonl(runKey(runId, 'rl', 'data', 'examples.jsonl'), AnnotatedExample);
@@ -123,7 +131,7 @@ async function main() {
   const llm = withJudgeDefaults(LlmConfig.parse({ roles: { judge: { baseUrl: process.env['CM2_BENCH_JUDGE_URL'] ?? fake!.url, model: process.env['CM2_BENCH_JUDGE_MODEL'] ?? 'fake-judge', apiKeyEnv: process.env['CM2_BENCH_JUDGE_KEY_ENV'], concurrency: 16 } } }));
   const steps: { step: number; rollouts: Rollout[] }[] = [];
   for (const r of rows) {
-    const folder = runKey(runId, 'rl', 'steps', `step-${String(r['step']).padStart(6, '0')}`);
+    const folder = runKey(runId, 'rl', 'steps', `step-${String(r.step).padStart(6, '0')}`);
     const phaseKeys = (await store.list(`${folder}/`)).filter((k) => /phase-\d{3}\.json$/.test(k)).sort();
     // Every judged turn: the judge phases' inputs are the rollout phases before them; re-judge each turn once.
     const judged: Rollout[] = [];
@@ -132,7 +140,7 @@ async function main() {
       const parsed = rollouts.map((x) => Rollout.parse(x));
       if (parsed.some((x) => x.status === 'judge')) judged.push(...parsed.map((x) => ({ ...x, id: `${x.id}@${k}` })));
     }
-    steps.push({ step: r['step'] as number, rollouts: judged });
+    steps.push({ step: r.step, rollouts: judged });
   }
   const configs = [
     { name: 'reference: 1 item/call, no cache', batchItems: 1, cache: false },
