@@ -96,7 +96,7 @@ async function main() {
     const cfg = loadConfig('config/demo.yaml', {
       overrides: {
         run: { id: runId },
-        rl: { steps: Number(values.steps), eval: { prompts: 0 }, sourceKey: runKey(from, 'checklists', 'annotated.jsonl'), policyPrefix: runKey(from, 'sft', 'final') },
+        rl: { ...base.rl, steps: Number(values.steps), eval: { ...base.rl.eval, prompts: 0 }, sourceKey: runKey(from, 'checklists', 'annotated.jsonl'), policyPrefix: runKey(from, 'sft', 'final') },
       },
     });
     if (!(await store.exists(`${cfg.rl.policyPrefix}/model.safetensors`))) throw new Error(`no SFT policy at ${cfg.rl.policyPrefix}: run \`npm run demo\` first (or pass --from RUN)`);

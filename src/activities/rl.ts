@@ -260,6 +260,8 @@ export function createRlActivities(deps: RlDeps) {
   };
 
   const readRollouts = async (key: string): Promise<Rollout[]> => (await store.getJson(key, RolloutFile)).rollouts;
+  let backend: Promise<string> | undefined;
+  const ensureBackend = () => (backend ??= selectBackend('auto', log));
 
   return {
     /**
@@ -302,9 +304,9 @@ export function createRlActivities(deps: RlDeps) {
     async rlRollout(raw: z.input<typeof RlRolloutInput>): Promise<PhaseResult> {
       const input = parseInput(RlRolloutInput, raw, 'rlRollout');
       const outKey = phaseKey(input.folder, input.phase);
-      return once(store, `${outKey}.result`, PhaseResult, async () => {
+      return heapGuard('rlRollout', log, () => once(store, `${outKey}.result`, PhaseResult, async () => {
         const t0 = Date.now();
-        await selectBackend('auto', log);
+        await ensureBackend();
         const tok = tokenizer(input.tokenizerDir);
         const d = await dataset(input.dataKey);
         let rollouts: Rollout[];
@@ -333,7 +335,7 @@ export function createRlActivities(deps: RlDeps) {
         await store.putJson(outKey, { rollouts });
         const after = rollouts.reduce((n, r) => n + r.segments.reduce((m, s) => m + s.end - s.start, 0), 0);
         return { key: outKey, counts: countsOf(rollouts), seconds: (Date.now() - t0) / 1000, generatedTokens: after - before };
-      });
+      }));
     },
 
     /** Judge the turns that just completed, then continue or end each episode (turn control). api queue. */
@@ -404,14 +406,14 @@ export function createRlActivities(deps: RlDeps) {
       const input = parseInput(RlTrainInput, raw, 'rlTrain');
       const prefix = checkpointPrefix(input.runId);
       const manifestKey = `${stepFolder(prefix, input.step)}/manifest.json`;
-      return once(store, `${stepFolder(prefix, input.step)}/train-result.json`, RlTrainResult, async () => {
+      return heapGuard('rlTrain', log, () => once(store, `${stepFolder(prefix, input.step)}/train-result.json`, RlTrainResult, async () => {
         if (await store.exists(manifestKey)) {
           // The update was applied and saved by an earlier attempt that died before recording its result.
           const manifest = await store.getJson(manifestKey, CheckpointManifest);
           const saved = manifest.state['train'] as RlTrainResult | undefined;
           if (saved) return { ...saved, reused: true };
         }
-        await selectBackend('auto', log);
+        await ensureBackend();
         const t0 = Date.now();
         const tok = tokenizer(input.tokenizerDir);
         const rollouts = await readRollouts(input.rolloutsKey);
@@ -489,7 +491,7 @@ export function createRlActivities(deps: RlDeps) {
         // The updated policy is the next rollout's policy: keep it.
         models.set(`ckpt:${manifestKey}`, model);
         return result;
-      });
+      }));
     },
 
     /** Append (idempotently) one row to `runs/<id>/rl/metrics.jsonl`: rows of steps ≥ this one are replaced. api. */
@@ -515,6 +517,26 @@ export type RlActivities = ReturnType<typeof createRlActivities>;
 
 // ---------------------------------------------------------------------------------------------------------------
 // Helpers
+
+/**
+ * The wasm backend's heap is capped at 4 GiB, and a wasm instance that ran out of it is unusable afterwards. Such
+ * an attempt fails non-retryably with what to change, and the worker process exits (its supervisor — the demo, a
+ * container's restart policy — starts a fresh one), instead of failing every later attempt on a broken heap.
+ */
+async function heapGuard<T>(activity: string, log: (l: string) => void, fn: () => Promise<T>): Promise<T> {
+  try {
+    return await fn();
+  } catch (e) {
+    const message = e instanceof Error ? e.message : String(e);
+    if (!/memory access out of bounds|out of memory|Cannot enlarge memory/i.test(message)) throw e;
+    log(`${activity}: the tensor backend ran out of memory (${message}); this worker exits so a fresh process can take over`);
+    setTimeout(() => process.exit(70), 2000).unref();
+    throw ApplicationFailure.nonRetryable(
+      `${activity}: the tensor backend ran out of memory (${message}). Lower rl.rollout.maxBatchTokens (generation) or rl.microBatch and rl.rollout.maxModelLen (training), then resume the run.`,
+      'ResourceExhausted',
+    );
+  }
+}
 
 export function judgeConfigOf(rl: RlConfig): JudgeConfig {
   return JudgeConfig.parse({ batchItems: rl.judge.batchItems, samples: rl.judge.samples, attempts: rl.judge.attempts, offlineChecks: rl.judge.offlineChecks });
