@@ -17,7 +17,8 @@ import { startWorkers } from '../workers';
 import { printPrepareReport } from './prepareCommand';
 import { printChecklistReport } from './checklistCommand';
 import { printSftReport } from './sftCommand';
-import { followStage, startChecklist, startPrepare, startSft, type ChecklistReport, type PrepareReport, type SftReport } from './stages';
+import { followStage, startChecklist, startPrepare, startRl, startSft, type ChecklistReport, type PrepareReport, type RlResult, type SftReport } from './stages';
+import { printRlResult } from './rlCommand';
 
 /**
  * `cm2 worker --queues gpu` as a child process; resolves once it polls. Its SFT progress lines are passed through,
@@ -103,11 +104,16 @@ export async function demoCommand(configFile: string, opts: { stopInfra: boolean
     sftReport = await followStage<SftReport>(await startSft(client, cfg));
     printSftReport(sftReport, cfg);
   }
+  let rlResult: RlResult | undefined;
+  if (cfg.sft.enabled && cfg.rl.enabled) {
+    rlResult = await followStage<RlResult>(await startRl(client, cfg));
+    printRlResult(rlResult, cfg);
+  }
 
   const reportDir = path.join(projectRoot, '.cm2', 'reports', cfg.run.id);
   mkdirSync(reportDir, { recursive: true });
   const reportPath = path.join(reportDir, 'report.json');
-  writeFileSync(reportPath, JSON.stringify({ prepare: report, checklist: checklistReport, sft: sftReport }, null, 2));
+  writeFileSync(reportPath, JSON.stringify({ prepare: report, checklist: checklistReport, sft: sftReport, rl: rlResult }, null, 2));
   console.log(`\ndemo finished in ${((Date.now() - t0) / 1000).toFixed(0)}s`);
   console.log(`Web UI: ${uiUrl}`);
   console.log(`report: ${reportPath}`);
