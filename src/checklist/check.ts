@@ -12,7 +12,8 @@
  *   "None", `replyPart` returns ""). A policy that forgets the think block still shows its text to the user, so
  *   this offline check reads the whole content as the reply in that case (text after a lone `</think>` when only
  *   the closing tag is there). A message whose reply holds a raw `<tool_call>` has no reply, as in the reference
- *   judge, which moves such text to `tool_call`.
+ *   judge, which moves such text to `tool_call`; a lone `</tool_call>` (a call whose opening tag was lost) is no
+ *   reply either.
  * - Tool calls. Structured `tool_calls`, or, when there are none, raw `<tool_call>{json}</tool_call>` blocks outside
  *   the thinking (rollouts keep the raw text, spec §6.2); calls that appear only inside thinking do not count
  *   (judge special rule). A call answered by an `error_tool_call` message (parse error, unknown tool, schema
@@ -113,7 +114,9 @@ function outsideThinking(content: string): string {
 export function visibleReplyOf(message: Message): string {
   if (message.role !== 'assistant') return '';
   const text = outsideThinking(message.content);
-  return text.includes('<tool_call>') ? '' : text;
+  // Tool-call markup (an opening tag, or the closing tag of a call whose opening was lost) is a call attempt, not a
+  // reply: RL policies learn to emit such fragments to pass reply items (seen on the demo world).
+  return /<\/?tool_call>/.test(text) ? '' : text;
 }
 
 /** Non-empty visible replies of the given messages. */

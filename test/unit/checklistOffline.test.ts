@@ -265,6 +265,11 @@ describe('evaluateCheck', () => {
     assert.equal(evaluateCheck({ kind: 'reply_states', value: '21' }, only('<think>\nIt is 21 degrees.\n</think>\n\nIt is warm.')), false);
     assert.equal(evaluateCheck({ kind: 'reply_states', value: '21' }, only('It is 21 degrees.')), true);
     assert.equal(evaluateCheck({ kind: 'reply_states', value: '21' }, only('I thought.</think>It is 21 degrees.')), true);
+    // A broken call (its opening tag lost) is neither a reply nor a call: it passes no reply item.
+    const broken = only('I will search.\n</think>\n{"name": {"origin":"Lyon"}}\n</tool_call>');
+    assert.equal(evaluateCheck({ kind: 'no_tool_call' }, broken), false);
+    assert.equal(evaluateCheck({ kind: 'reply_grounded' }, broken), false);
+    assert.equal(evaluateCheck({ kind: 'reply_states', value: 'Lyon' }, broken), false);
   });
 
   test('no_tool_call, reply_asks and reply_grounded', () => {
