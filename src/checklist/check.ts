@@ -103,9 +103,11 @@ export function itemSatisfiedInTurn(check: ItemCheck, messages: readonly Message
 
 const THINK_BLOCK = /<think>[\s\S]*?<\/think>/;
 
-/** The content outside the thinking: after the think block, after a lone `</think>`, or all of it. */
+/** The content outside the thinking: after the think block, after a lone `</think>`, nothing after an unclosed `<think>`, or all of it. */
 function outsideThinking(content: string): string {
   if (THINK_BLOCK.test(content)) return replyPart(content);
+  // An opened, never closed thought is all thinking (RL policies learned to stop mid-thought to pass reply items).
+  if (content.includes('<think>')) return '';
   const close = content.indexOf('</think>');
   return close >= 0 ? content.slice(close + '</think>'.length).trim() : content.trim();
 }

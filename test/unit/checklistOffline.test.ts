@@ -270,6 +270,10 @@ describe('evaluateCheck', () => {
     assert.equal(evaluateCheck({ kind: 'no_tool_call' }, broken), false);
     assert.equal(evaluateCheck({ kind: 'reply_grounded' }, broken), false);
     assert.equal(evaluateCheck({ kind: 'reply_states', value: 'Lyon' }, broken), false);
+    // An unclosed thought is all thinking.
+    const unclosed = only('<think>\nget_weather with city,');
+    assert.equal(evaluateCheck({ kind: 'no_tool_call' }, unclosed), false);
+    assert.equal(evaluateCheck({ kind: 'reply_grounded' }, unclosed), false);
   });
 
   test('no_tool_call, reply_asks and reply_grounded', () => {
