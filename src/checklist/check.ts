@@ -8,12 +8,11 @@
  * s" and an item is satisfied in a turn when it is true at some step (OR over steps, spec §6.5/§6.6).
  *
  * Decisions (the schema's doc comment fixes the semantics; these are the details it leaves open):
- * - Visible reply. The reference judge treats a message without a think block as all thinking (its reply is
- *   "None", `replyPart` returns ""). A policy that forgets the think block still shows its text to the user, so
- *   this offline check reads the whole content as the reply in that case (text after a lone `</think>` when only
- *   the closing tag is there). A message whose reply holds a raw `<tool_call>` has no reply, as in the reference
- *   judge, which moves such text to `tool_call`; a lone `</tool_call>` (a call whose opening tag was lost) is no
- *   reply either.
+ * - Visible reply. As the reference judge: a message without a complete `<think>…</think>` block is all thinking
+ *   and has no reply (an earlier version read such text as the reply; RL on the demo world then learned to emit
+ *   unclosed thoughts and tagless fragments that passed reply items). A message whose reply holds a raw
+ *   `<tool_call>` has no reply, as in the reference judge, which moves such text to `tool_call`; a lone
+ *   `</tool_call>` (a call whose opening tag was lost) is no reply either.
  * - Tool calls. Structured `tool_calls`, or, when there are none, raw `<tool_call>{json}</tool_call>` blocks outside
  *   the thinking (rollouts keep the raw text, spec §6.2); calls that appear only inside thinking do not count
  *   (judge special rule). A call answered by an `error_tool_call` message (parse error, unknown tool, schema
@@ -114,7 +113,7 @@ function outsideThinking(content: string): string {
 
 /** The user-visible reply of an assistant message for the offline checks (see the module comment). */
 export function visibleReplyOf(message: Message): string {
-  if (message.role !== 'assistant') return '';
+  if (message.role !== 'assistant' || !THINK_BLOCK.test(message.content)) return '';
   const text = outsideThinking(message.content);
   // Tool-call markup (an opening tag, or the closing tag of a call whose opening was lost) is a call attempt, not a
   // reply: RL policies learn to emit such fragments to pass reply items (seen on the demo world).

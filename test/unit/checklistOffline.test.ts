@@ -260,11 +260,12 @@ describe('evaluateCheck', () => {
     assert.equal(states('ord-512', 'order ord-5123'), false);
   });
 
-  test('reply_states reads the visible reply: thinking does not count; no think block = all reply (offline choice)', () => {
+  test('reply_states reads the visible reply: thinking does not count; no complete think block = no reply (as the reference judge)', () => {
     const only = (content: string): JudgeView => viewOf({ role: 'assistant', content });
     assert.equal(evaluateCheck({ kind: 'reply_states', value: '21' }, only('<think>\nIt is 21 degrees.\n</think>\n\nIt is warm.')), false);
-    assert.equal(evaluateCheck({ kind: 'reply_states', value: '21' }, only('It is 21 degrees.')), true);
-    assert.equal(evaluateCheck({ kind: 'reply_states', value: '21' }, only('I thought.</think>It is 21 degrees.')), true);
+    assert.equal(evaluateCheck({ kind: 'reply_states', value: '21' }, only('<think>\nok\n</think>\n\nIt is 21 degrees.')), true);
+    assert.equal(evaluateCheck({ kind: 'reply_states', value: '21' }, only('It is 21 degrees.')), false);
+    assert.equal(evaluateCheck({ kind: 'reply_states', value: '21' }, only('I thought.</think>It is 21 degrees.')), false);
     // A broken call (its opening tag lost) is neither a reply nor a call: it passes no reply item.
     const broken = only('I will search.\n</think>\n{"name": {"origin":"Lyon"}}\n</tool_call>');
     assert.equal(evaluateCheck({ kind: 'no_tool_call' }, broken), false);
