@@ -38,7 +38,7 @@ import { computeAdvantages } from '../rl/advantages';
 import { GrpoTrainer, type GrpoSequence } from '../rl/grpo';
 import { Judge, JudgeConfig, withJudgeDefaults } from '../rl/judge';
 import { judgePending, type StepJudgeStats } from '../rl/judgePhase';
-import { rolloutFailed, trajectoryReward } from '../rl/rewards';
+import { addPassByFocus, rolloutFailed, trajectoryReward } from '../rl/rewards';
 import { advanceRollouts, applyTurnDecisions, initRollouts, type RolloutLimits } from '../rl/rollout';
 import { ToolEnvironment, demoWorldExecutables, withSimulatorDefaults } from '../rl/toolEnv';
 import { Granularity, Rollout } from '../rl/types';
@@ -118,6 +118,8 @@ export const RlAdvantagesResult = z.object({
   toolSources: z.record(z.string(), z.number().int()),
   policyTokens: z.number().int(),
   meanTurns: z.number(),
+  /** Judge pass counts per checklist `focus_on` (items of reached turns). */
+  passByFocus: z.record(z.string(), z.object({ passed: z.number().int(), total: z.number().int() })).default({}),
   seconds: z.number(),
 });
 export type RlAdvantagesResult = z.infer<typeof RlAdvantagesResult>;
@@ -396,6 +398,10 @@ export function createRlActivities(deps: RlDeps) {
           }, {}),
           policyTokens: rollouts.reduce((n, r) => n + r.segments.reduce((m, s) => m + s.end - s.start, 0), 0),
           meanTurns: mean(rollouts.map((r) => r.turns)),
+          passByFocus: rollouts.reduce<Record<string, { passed: number; total: number }>>((acc, r) => {
+            addPassByFocus(d.checklists.get(r.uuid) ?? [], r.verdicts ?? [], acc);
+            return acc;
+          }, {}),
           seconds: (Date.now() - t0) / 1000,
         };
       });

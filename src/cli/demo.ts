@@ -1,24 +1,20 @@
 /**
  * `cm2 demo` (`npm run demo`): on a fresh clone, installs what is missing (temporal CLI, MinIO), starts the
- * local infrastructure and the workers, runs the pipeline on the demo tool world with the offline roles,
- * prints the Web UI URL and the report path. The infrastructure stays up (so the Web UI can be browsed) unless
- * `--stop-infra` is given; `cm2 infra down` stops it. Ctrl-C leaves a resumable run:
+ * local infrastructure and the workers, runs the whole pipeline (`cm2Pipeline`) on the demo tool world with the
+ * offline roles, writes the HTML report, prints the Web UI URL and the report path, and stops
+ * what it started (workers; the infrastructure too unless it was already running or `--keep-infra` is given).
+ * Ctrl-C leaves a resumable run:
  * the workflows live in the dev server's SQLite file, and the next `npm run demo` attaches to them.
  */
 import { spawn } from 'node:child_process';
-import { mkdirSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { DefaultLogger, Runtime } from '@temporalio/worker';
 import { loadConfig } from '../infra/config';
 import { ensureBinaries, projectRoot } from '../infra/binaries';
 import { defaultInfraDir, infraEnv, infraHealth, readInfraState, startInfra, stopInfra } from '../infra/localInfra';
-import { connectClient } from '../infra/temporal';
 import { startWorkers } from '../workers';
-import { printPrepareReport } from './prepareCommand';
-import { printChecklistReport } from './checklistCommand';
-import { printSftReport } from './sftCommand';
-import { followStage, startChecklist, startPrepare, startRl, startSft, type ChecklistReport, type PrepareReport, type RlResult, type SftReport } from './stages';
-import { printRlResult } from './rlCommand';
+import { connect, followPipeline, printRunEnd, startRun, writeLocalReport } from './pipelineCommand';
+import { pipelineWorkflowId } from './stages';
 
 /**
  * `cm2 worker --queues gpu` as a child process; resolves once it polls. Its SFT progress lines are passed through,
@@ -55,7 +51,7 @@ export async function startGpuWorker(configFile: string): Promise<{ stop: () => 
   };
 }
 
-export async function demoCommand(configFile: string, opts: { stopInfra: boolean; runId?: string | undefined }): Promise<void> {
+export async function demoCommand(configFile: string, opts: { keepInfra: boolean; runId?: string | undefined }): Promise<void> {
   const t0 = Date.now();
   ensureBinaries((l) => console.log(l));
   const dir = defaultInfraDir();
@@ -76,49 +72,38 @@ export async function demoCommand(configFile: string, opts: { stopInfra: boolean
   // tensor work, which must not stall the workflow and LLM workers' event loop.
   const workers = await startWorkers(cfg, ['workflows', 'api']);
   const gpu = cfg.sft.enabled ? await startGpuWorker(configFile) : undefined;
-  const client = await connectClient(cfg);
+  const { client, store } = await connect(cfg);
+  const stopInfraToo = !alreadyUp && !opts.keepInfra;
 
   let stopping = false;
   const cleanup = async () => {
     await workers.shutdown();
     await gpu?.stop();
-    if (!alreadyUp && opts.stopInfra) await stopInfra(dir);
+    if (stopInfraToo) await stopInfra(dir);
   };
   process.once('SIGINT', () => {
     if (stopping) return;
     stopping = true;
-    console.log(`\ninterrupted: run "${cfg.run.id}" is kept and resumes with \`npm run demo\`.`);
+    console.log(`\ninterrupted: run "${cfg.run.id}" is kept (its workflows live in the dev server's database); \`npm run demo\` resumes it.`);
     void cleanup().finally(() => process.exit(130));
   });
 
-  const uiUrl = `${state.temporal.uiUrl}/namespaces/${cfg.temporal.namespace}/workflows`;
+  const uiUrl = `${state.temporal.uiUrl}/namespaces/${cfg.temporal.namespace}/workflows/${pipelineWorkflowId(cfg.run.id)}`;
   console.log(`Web UI: ${uiUrl}`);
-  const handle = await startPrepare(client, cfg);
-  const report = await followStage<PrepareReport>(handle);
-  printPrepareReport(report, cfg);
-  const checklistHandle = await startChecklist(client, cfg);
-  const checklistReport = await followStage<ChecklistReport>(checklistHandle);
-  printChecklistReport(checklistReport, cfg);
-  let sftReport: SftReport | undefined;
-  if (cfg.sft.enabled) {
-    sftReport = await followStage<SftReport>(await startSft(client, cfg));
-    printSftReport(sftReport, cfg);
+  const handle = await startRun(client, store, cfg);
+  try {
+    printRunEnd(await followPipeline(client, handle), cfg);
+  } catch (e) {
+    console.error(`\nthe demo run failed: ${e instanceof Error ? (e.cause instanceof Error ? e.cause.message : e.message) : String(e)}`);
+    console.error(`\`npx cm2 logs ${cfg.run.id}\` shows what happened; \`npm run demo\` resumes the run.`);
+    process.exitCode = 1;
   }
-  let rlResult: RlResult | undefined;
-  if (cfg.sft.enabled && cfg.rl.enabled) {
-    rlResult = await followStage<RlResult>(await startRl(client, cfg));
-    printRlResult(rlResult, cfg);
-  }
-
-  const reportDir = path.join(projectRoot, '.cm2', 'reports', cfg.run.id);
-  mkdirSync(reportDir, { recursive: true });
-  const reportPath = path.join(reportDir, 'report.json');
-  writeFileSync(reportPath, JSON.stringify({ prepare: report, checklist: checklistReport, sft: sftReport, rl: rlResult }, null, 2));
+  const reportPath = await writeLocalReport(client, store, cfg, cfg.run.id);
   console.log(`\ndemo finished in ${((Date.now() - t0) / 1000).toFixed(0)}s`);
   console.log(`Web UI: ${uiUrl}`);
   console.log(`report: ${reportPath}`);
   stopping = true;
   await cleanup();
-  if (!alreadyUp && opts.stopInfra) console.log('(local infrastructure stopped; `npx cm2 infra up` starts it again with the run history kept)');
-  else console.log('(local infrastructure left running for the Web UI; stop it with `npx cm2 infra down`)');
+  if (stopInfraToo) console.log('(the local Temporal server and MinIO were stopped; `npx cm2 infra up` brings them and the Web UI back, with this run\'s history)');
+  else console.log('(local infrastructure left running; stop it with `npx cm2 infra down`)');
 }

@@ -36,6 +36,53 @@ const program = new Command('cm2')
   .description('CM2: RL with checklist rewards for multi-turn, multi-step tool use, as a durable Temporal pipeline')
   .showHelpAfterError();
 
+const pipelineCmd = () => require('./pipelineCommand') as typeof import('./pipelineCommand');
+
+program.command('run')
+  .description('start a whole CM2 run (prepare → checklist → SFT → RL) as the cm2Pipeline workflow, and follow it')
+  .requiredOption('-c, --config <file>', 'config file')
+  .option('--run <id>', 'run id (overrides run.id of the config)')
+  .option('--no-wait', 'start (or attach to) the run and return')
+  .action(async (opts: { config: string; run?: string; wait: boolean }) => pipelineCmd().runCommand(commandConfig(opts.config, opts.run), opts.wait));
+
+program.command('resume')
+  .description('start a stopped, failed or interrupted run again from its recorded input (finished stages are skipped)')
+  .argument('<run>', 'run id')
+  .option('-c, --config <file>', 'config file (Temporal and S3 addresses)', 'config/demo.yaml')
+  .option('--no-wait', 'return once it is started')
+  .action(async (run: string, opts: { config: string; wait: boolean }) => pipelineCmd().resumeCommand(commandConfig(opts.config, run), run, opts.wait));
+
+program.command('status')
+  .description('runs (no argument) or the stages of one run: state, time, counts, held-out rewards')
+  .argument('[run]', 'run id')
+  .option('-c, --config <file>', 'config file (Temporal and S3 addresses)', 'config/demo.yaml')
+  .option('--json', 'machine-readable')
+  .action(async (run: string | undefined, opts: { config: string; json?: boolean }) => pipelineCmd().statusCommand(commandConfig(opts.config, run), run, opts.json ?? false));
+
+for (const action of ['pause', 'unpause', 'stop'] as const) {
+  program.command(action)
+    .description(action === 'pause' ? 'pause a run (RL between steps; otherwise before the next stage)' : action === 'unpause' ? 'continue a paused run' : 'stop a run gracefully (`cm2 resume` continues it)')
+    .argument('<run>', 'run id')
+    .option('-c, --config <file>', 'config file (Temporal address)', 'config/demo.yaml')
+    .action(async (run: string, opts: { config: string }) => pipelineCmd().controlCommand(commandConfig(opts.config, run), run, action));
+}
+
+program.command('logs')
+  .description('what happened in a run: stages, activities, retries, failures, signals (from Temporal history)')
+  .argument('<run>', 'run id')
+  .option('-c, --config <file>', 'config file (Temporal address)', 'config/demo.yaml')
+  .option('-f, --follow', 'keep printing until the run ends')
+  .action(async (run: string, opts: { config: string; follow?: boolean }) => pipelineCmd().logsCommand(commandConfig(opts.config, run), run, opts.follow ?? false));
+
+program.command('report')
+  .description('write the HTML report of a run (plots: SFT loss, RL reward, judge pass rates, failures, cost, time)')
+  .argument('<run>', 'run id')
+  .option('-c, --config <file>', 'config file (Temporal and S3 addresses)', 'config/demo.yaml')
+  .option('-o, --out <file>', 'output HTML file (default .cm2/reports/<run>/report.html)')
+  .option('--compare <runs>', 'comma-separated RL runs to draw next to this one (e.g. one per granularity)')
+  .action(async (run: string, opts: { config: string; out?: string; compare?: string }) =>
+    pipelineCmd().reportCommand(commandConfig(opts.config, run), run, { ...(opts.out ? { out: opts.out } : {}), ...(opts.compare ? { compare: opts.compare.split(',').map((s) => s.trim()).filter(Boolean) } : {}) }));
+
 program.command('infra')
   .description('start, stop or inspect the local Temporal dev server and MinIO')
   .argument('<action>', 'up | down | status | install')
@@ -136,9 +183,9 @@ program.command('demo')
   .description('start the local infrastructure and workers, run the pipeline on the demo tool world, print the Web UI URL and the report path')
   .option('-c, --config <file>', 'config file', 'config/demo.yaml')
   .option('--run <id>', 'run id (default: run.id of the config; a finished run is reused, a new id starts afresh)')
-  .option('--stop-infra', 'stop the local infrastructure afterwards (default: leave it running so the Web UI can be browsed)')
-  .action(async (opts: { config: string; run?: string; stopInfra?: boolean }) =>
-    (require('./demo') as typeof import('./demo')).demoCommand(opts.config, { stopInfra: opts.stopInfra ?? false, runId: opts.run }));
+  .option('--keep-infra', 'leave the local Temporal server (Web UI) and MinIO running afterwards (default: stop what the demo started)')
+  .action(async (opts: { config: string; run?: string; keepInfra?: boolean }) =>
+    (require('./demo') as typeof import('./demo')).demoCommand(opts.config, { keepInfra: opts.keepInfra ?? false, runId: opts.run }));
 
 const model = program.command('model').description('the tfjs Qwen2/Qwen3 model on HF checkpoints');
 model.command('logits')

@@ -10,7 +10,8 @@ import { connectClient } from '../infra/temporal';
 import type { PrepareReport } from '../activities/prepare';
 import type { ChecklistReport } from '../activities/checklist';
 import { runKey } from '../infra/store';
-import { checklistWorkflow, prepareProgressQuery, prepareWorkflow, rlWorkflow, sftWorkflow } from '../workflows';
+import { checklistWorkflow, cm2Pipeline, prepareProgressQuery, prepareWorkflow, rlWorkflow, sftWorkflow } from '../workflows';
+import type { PipelineInput } from '../workflows/pipeline';
 import type { RlResult, RlWorkflowInput } from '../workflows/rl';
 import type { ChecklistWorkflowInput, PrepareWorkflowInput, SftWorkflowInput, StageProgress } from '../workflows/types';
 import type { SftReport } from '../activities/sft';
@@ -131,7 +132,7 @@ export function formatProgress(p: StageProgress): string {
  * The latest heartbeat of the workflow's running activity, as `key=value` text (e.g. the SFT step and loss), or ''.
  * Long activities report their progress there; the workflow itself cannot see it.
  */
-async function heartbeatOf(handle: WorkflowHandle): Promise<string> {
+export async function heartbeatOf(handle: WorkflowHandle): Promise<string> {
   try {
     const pending = (await handle.describe()).raw.pendingActivities ?? [];
     const payload = pending[0]?.heartbeatDetails?.payloads?.[0];
@@ -191,4 +192,40 @@ export async function runStageCommand<R>(
   console.log(`workflow id: ${handle.workflowId}`);
   console.log(`Web UI:      ${cfg.temporal.uiUrl}/namespaces/${cfg.temporal.namespace}/workflows/${handle.workflowId}`);
   if (wait) print(await followStage<R>(handle), cfg);
+}
+
+export const pipelineWorkflowId = (runId: string) => `cm2-${runId}`;
+
+/** The pipeline's input: every enabled stage's resolved input (plain JSON, no secrets). */
+export function pipelineInput(cfg: Cm2Config): PipelineInput {
+  const rlEnabled = cfg.rl.enabled && (cfg.sft.enabled || cfg.rl.policyPrefix !== undefined);
+  return {
+    runId: cfg.run.id,
+    stages: {
+      prepare: prepareInput(cfg),
+      checklist: checklistInput(cfg),
+      ...(cfg.sft.enabled ? { sft: sftInput(cfg) } : {}),
+      ...(rlEnabled ? { rl: rlInput(cfg) } : {}),
+    },
+    taskQueues: { workflows: cfg.temporal.taskQueues.workflows, api: cfg.temporal.taskQueues.api },
+    activity: cfg.temporal.activity,
+  };
+}
+
+/**
+ * Starts the pipeline of a run (`cm2-<run>`), or attaches to it when it is running. A finished or failed run
+ * started again re-enters: finished stages are skipped (S3 markers), the first unfinished one resumes.
+ */
+export function startPipeline(client: Client, cfg: Cm2Config, input: PipelineInput = pipelineInput(cfg)): Promise<WorkflowHandle<typeof cm2Pipeline>> {
+  return client.workflow.start(cm2Pipeline, {
+    taskQueue: cfg.temporal.taskQueues.workflows,
+    workflowId: pipelineWorkflowId(input.runId),
+    args: [input],
+    workflowIdConflictPolicy: WorkflowIdConflictPolicy.USE_EXISTING,
+    typedSearchAttributes: [
+      { key: CM2_RUN_ID, value: input.runId },
+      { key: CM2_STAGE, value: 'pipeline' },
+    ],
+    staticSummary: `CM2 run ${input.runId}`,
+  });
 }

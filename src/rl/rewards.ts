@@ -89,3 +89,20 @@ export function trajectoryReward(variants: ChecklistVariant[], verdicts: Rollout
   if (failed || refTurns <= 0) return 0;
   return turnRewards(variants, verdicts).reduce((a, b) => a + b, 0) / refTurns;
 }
+
+/**
+ * Judge pass counts per `focus_on` over the reached turns of a rollout, added into `into` (for the report): an item
+ * passes when some judged step of its turn passed it. Judge failures count as not passed.
+ */
+export function addPassByFocus(variants: ChecklistVariant[], verdicts: RolloutVerdicts, into: Record<string, { passed: number; total: number }>): void {
+  variants.forEach((variant, v) => {
+    for (const tv of verdicts[v] ?? []) {
+      if (tv.steps.length === 0) continue;
+      (variant[tv.turn] ?? []).forEach((item, c) => {
+        const slot = (into[item.focus_on] ??= { passed: 0, total: 0 });
+        slot.total++;
+        if (tv.steps.some((step) => step[c]?.ok && step[c]?.pass)) slot.passed++;
+      });
+    }
+  });
+}

@@ -11,6 +11,7 @@
 import path from 'node:path';
 import { NativeConnection, Worker, type WorkerOptions } from '@temporalio/worker';
 import { createChecklistActivities } from '../activities/checklist';
+import { createPipelineActivities } from '../activities/pipeline';
 import { createPrepareActivities } from '../activities/prepare';
 import { createRlActivities } from '../activities/rl';
 import { createSftActivities } from '../activities/sft';
@@ -61,7 +62,7 @@ export async function startWorkers(cfg: Cm2Config, queues: QueueKind[] = ALL_QUE
       ...common,
       connection,
       taskQueue: cfg.temporal.taskQueues.api,
-      activities: { ...createPrepareActivities({ store }), ...createChecklistActivities({ store }), ...rlApi },
+      activities: { ...createPrepareActivities({ store }), ...createChecklistActivities({ store }), ...rlApi, ...createPipelineActivities({ store }) },
       maxConcurrentActivityTaskExecutions: opts.apiConcurrency ?? 8,
     }));
   }

@@ -212,7 +212,7 @@ export async function rlWorkflow(input: RlWorkflowInput): Promise<RlResult> {
     const point: RlEvalPoint = { step: state.step, rewardMean: adv.rewardMean, rewardStd: adv.rewardStd, failed: adv.failed, rollouts: adv.rollouts };
     state.evals.push(point);
     progress.counts[`eval_reward_x1000_step_${state.step}`] = Math.round(adv.rewardMean * 1000);
-    await api.rlRecordStep({ runId: input.runId, step: state.step, row: { kind: 'eval', ...point, judge: ep.judgeStats, endReasons: adv.endReasons, seconds: ep.time } });
+    await api.rlRecordStep({ runId: input.runId, step: state.step, row: { kind: 'eval', ...point, passByFocus: adv.passByFocus, judge: ep.judgeStats, endReasons: adv.endReasons, seconds: ep.time } });
   };
 
   let stepsThisRun = 0;
@@ -261,6 +261,7 @@ export async function rlWorkflow(input: RlWorkflowInput): Promise<RlResult> {
       meanTurns: adv.meanTurns,
       endReasons: adv.endReasons,
       toolSources: adv.toolSources,
+      passByFocus: adv.passByFocus,
       judge: ep.judgeStats,
       tokens: { policy: adv.policyTokens, generated: ep.generated },
       loss: train.loss,

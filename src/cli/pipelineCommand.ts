@@ -1,0 +1,508 @@
+/**
+ * `cm2 run | resume | status | pause | unpause | stop | logs | report`: whole CM2 runs (the `cm2Pipeline` workflow).
+ *
+ * Status is read from what outlives workers: Temporal's descriptions of the pipeline and stage workflows, the
+ * stages' S3 markers and the RL metrics in S3, so `cm2 status` works with no worker running (queries, which need a
+ * worker, only add live progress when one answers within a few seconds).
+ */
+import { mkdirSync, writeFileSync } from 'node:fs';
+import path from 'node:path';
+import { WorkflowNotFoundError, type Client, type WorkflowHandle } from '@temporalio/client';
+import { z } from 'zod';
+import { markerKey, StageMarker } from '../activities/pipeline';
+import { projectRoot } from '../infra/binaries';
+import type { Cm2Config } from '../infra/config';
+import { NotFoundError, ObjectStore, runKey } from '../infra/store';
+import { connectClient, InfraNotRunningError } from '../infra/temporal';
+import { collectReport, readRlRows, type StageInfo } from '../report/collect';
+import { renderReport } from '../report/html';
+import { PIPELINE_STAGES, pipelineStatusQuery, stageWorkflowId, summarize, type PipelineInput, type PipelineResult, type PipelineStatus } from '../workflows/pipeline';
+import { pauseSignal, resumeSignal, stopSignal, type RlResult } from '../workflows/rl';
+import type { StageProgress } from '../workflows/types';
+import { stageProgressQuery } from '../workflows/util';
+import { formatProgress, heartbeatOf, pipelineInput, pipelineWorkflowId, startPipeline } from './stages';
+
+export const inputKey = (runId: string) => runKey(runId, 'pipeline', 'input.json');
+
+/** Temporal client and S3 store, with a clear message when either server is not running. */
+export async function connect(cfg: Cm2Config): Promise<{ client: Client; store: ObjectStore }> {
+  const client = await connectClient(cfg);
+  const store = ObjectStore.fromConfig(cfg.s3);
+  try {
+    await store.ensureBucket();
+  } catch (e) {
+    const code = (e as { code?: string }).code ?? '';
+    if (/ECONNREFUSED|ENOTFOUND|ECONNRESET|ETIMEDOUT/.test(code + String((e as Error).message))) throw new InfraNotRunningError('the S3 server (MinIO)', cfg.s3.endpoint, e);
+    throw e;
+  }
+  return { client, store };
+}
+
+/** A query answered within `ms` (a closed workflow with no worker never answers), else undefined. */
+async function quickQuery<T>(handle: WorkflowHandle, query: string | { name: string }, ms = 3000): Promise<T | undefined> {
+  let timer: NodeJS.Timeout | undefined;
+  try {
+    return await Promise.race([
+      handle.query<T>(typeof query === 'string' ? query : query.name),
+      new Promise<undefined>((resolve) => (timer = setTimeout(() => resolve(undefined), ms))),
+    ]);
+  } catch {
+    return undefined;
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
+async function describe(client: Client, workflowId: string) {
+  try {
+    return await client.workflow.getHandle(workflowId).describe();
+  } catch (e) {
+    if (e instanceof WorkflowNotFoundError) return undefined;
+    throw e;
+  }
+}
+
+async function getOptional<T>(fn: () => Promise<T>): Promise<T | undefined> {
+  try {
+    return await fn();
+  } catch (e) {
+    if (e instanceof NotFoundError) return undefined;
+    throw e;
+  }
+}
+
+export interface StageRow {
+  name: string;
+  /** completed | running | paused | stopped | failed | pending | disabled | terminated */
+  state: string;
+  workflowId: string;
+  /** Temporal's status of the stage workflow's latest execution, if any. */
+  temporalStatus?: string;
+  startedAt?: string;
+  closedAt?: string;
+  seconds?: number;
+  summary: Record<string, number | string>;
+  progress?: StageProgress;
+  error?: string;
+}
+
+export interface RunStatus {
+  runId: string;
+  pipeline: { workflowId: string; status: string; state?: string; startedAt?: string; closedAt?: string } | null;
+  stages: StageRow[];
+  /** Held-out mean checklist reward of the SFT policy (RL step 0) and of the latest RL policy. */
+  heldOut: { sft: number | null; rl: number | null; rlStep: number | null };
+  reportKey?: string;
+}
+
+const iso = (d: Date | undefined) => (d ? d.toISOString() : undefined);
+
+/** The state of a run and of each stage, from Temporal and S3 (no worker needed). */
+export async function runStatus(client: Client, store: ObjectStore, runId: string): Promise<RunStatus> {
+  const input = await getOptional(() => store.getJson<PipelineInput>(inputKey(runId)));
+  const pipe = await describe(client, pipelineWorkflowId(runId));
+  const live = pipe?.status.name === 'RUNNING' ? await quickQuery<PipelineStatus>(client.workflow.getHandle(pipelineWorkflowId(runId)), pipelineStatusQuery) : undefined;
+  const stages: StageRow[] = [];
+  for (const name of PIPELINE_STAGES) {
+    const workflowId = stageWorkflowId(runId, name);
+    const row: StageRow = { name, state: 'pending', workflowId, summary: {} };
+    const enabled = input ? input.stages[name] !== undefined : true;
+    const marker = await getOptional(() => store.getJson(markerKey(runId, name), StageMarker));
+    const d = await describe(client, workflowId);
+    if (d) {
+      row.temporalStatus = d.status.name;
+      row.startedAt = iso(d.startTime);
+      row.closedAt = iso(d.closeTime);
+    }
+    if (marker) {
+      row.state = 'completed';
+      row.summary = summarize(name, marker.result);
+      row.startedAt = new Date(marker.startedAt).toISOString();
+      row.closedAt = new Date(marker.closedAt).toISOString();
+      row.seconds = (marker.closedAt - marker.startedAt) / 1000;
+    } else if (d) {
+      const s = d.status.name;
+      const state = d.typedSearchAttributes.get({ name: 'Cm2State', type: 'KEYWORD' } as never) as string | undefined;
+      if (s === 'RUNNING') {
+        row.state = state === 'paused' ? 'paused' : 'running';
+        row.progress = await quickQuery<StageProgress>(client.workflow.getHandle(workflowId), stageProgressQuery);
+      } else if (s === 'COMPLETED') {
+        const result = await client.workflow.getHandle(workflowId).result().catch(() => undefined);
+        row.summary = summarize(name, result);
+        row.state = name === 'rl' && (result as RlResult | undefined)?.stopped ? 'stopped' : 'completed';
+      } else if (s === 'FAILED' || s === 'TIMED_OUT') row.state = 'failed';
+      else if (s === 'TERMINATED' || s === 'CANCELLED') row.state = 'stopped';
+      else row.state = s.toLowerCase();
+      if (d.startTime && (d.closeTime || s === 'RUNNING')) row.seconds = ((d.closeTime ?? new Date()).getTime() - d.startTime.getTime()) / 1000;
+      const liveStage = live?.stages.find((x) => x.name === name);
+      if (liveStage?.error) row.error = liveStage.error;
+    } else if (!enabled) row.state = 'disabled';
+    if (row.state === 'failed' && !row.error && d) {
+      try {
+        await client.workflow.getHandle(workflowId).result();
+      } catch (e) {
+        row.error = errorText(e);
+      }
+    }
+    stages.push(row);
+  }
+  const rows = await readRlRows(store, runId);
+  const evals = rows.filter((r): r is Extract<typeof r, { kind: 'eval' }> => r.kind === 'eval');
+  const first = evals.find((e) => e.step === 0);
+  const last = evals.filter((e) => e.step > 0).sort((a, b) => a.step - b.step).pop();
+  const reportExists = await store.exists(runKey(runId, 'report', 'report.html'));
+  return {
+    runId,
+    pipeline: pipe
+      ? {
+          workflowId: pipe.workflowId,
+          status: pipe.status.name,
+          ...(live?.state ? { state: live.state } : {}),
+          ...(iso(pipe.startTime) ? { startedAt: iso(pipe.startTime)! } : {}),
+          ...(iso(pipe.closeTime) ? { closedAt: iso(pipe.closeTime)! } : {}),
+        }
+      : null,
+    stages,
+    heldOut: { sft: first?.rewardMean ?? null, rl: last?.rewardMean ?? null, rlStep: last?.step ?? null },
+    ...(reportExists ? { reportKey: runKey(runId, 'report', 'report.html') } : {}),
+  };
+}
+
+function errorText(e: unknown): string {
+  const parts: string[] = [];
+  let cur: unknown = e;
+  while (cur instanceof Error && parts.length < 5) {
+    if (cur.message && !parts.includes(cur.message)) parts.push(cur.message);
+    cur = cur.cause;
+  }
+  return parts.join(': ');
+}
+
+const fmtSeconds = (s?: number) => (s === undefined ? '' : s < 120 ? `${s.toFixed(0)}s` : s < 7200 ? `${(s / 60).toFixed(1)}m` : `${(s / 3600).toFixed(1)}h`);
+const fmtValue = (v: number | string) => (typeof v === 'number' && !Number.isInteger(v) ? v.toFixed(4) : String(v));
+
+export function formatStatus(s: RunStatus, cfg: Cm2Config): string {
+  const lines: string[] = [];
+  lines.push(`run ${s.runId}: ${s.pipeline ? `${s.pipeline.status.toLowerCase()}${s.pipeline.state && s.pipeline.state !== s.pipeline.status.toLowerCase() ? ` (${s.pipeline.state})` : ''}` : 'no pipeline workflow (stages run one by one?)'}`);
+  const table = [['STAGE', 'STATE', 'TIME', 'DETAIL']];
+  for (const st of s.stages) {
+    const detail = st.progress
+      ? formatProgress(st.progress).replace(/^\[[^\]]+\]\s*/, '')
+      : Object.entries(st.summary).filter(([k]) => !/Key$|policy/.test(k)).map(([k, v]) => `${k}=${fmtValue(v)}`).join(' ');
+    table.push([st.name, st.state, fmtSeconds(st.seconds), (st.error ? `ERROR: ${st.error} ` : '') + detail]);
+  }
+  const widths = [0, 1, 2].map((i) => Math.max(...table.map((r) => r[i]!.length)));
+  for (const r of table) lines.push(`  ${r.slice(0, 3).map((c, i) => c.padEnd(widths[i]!)).join('  ')}  ${r[3]}`);
+  const h = s.heldOut;
+  if (h.sft !== null || h.rl !== null) {
+    lines.push(`held-out mean checklist reward: SFT ${h.sft?.toFixed(4) ?? '–'}  →  RL ${h.rl?.toFixed(4) ?? '–'}${h.rlStep !== null ? ` (step ${h.rlStep})` : ''}`);
+  }
+  lines.push(`Web UI: ${cfg.temporal.uiUrl}/namespaces/${cfg.temporal.namespace}/workflows?query=${encodeURIComponent(`Cm2RunId="${s.runId}"`)}`);
+  if (s.reportKey) lines.push(`report: s3://${cfg.s3.bucket}/${s.reportKey}  (\`cm2 report ${s.runId}\` writes it locally)`);
+  return lines.join('\n');
+}
+
+/** Follows a pipeline: a progress line of the current stage, a line per finished stage. */
+export async function followPipeline(client: Client, handle: WorkflowHandle, print: (line: string, permanent: boolean) => void = defaultPrint()): Promise<PipelineResult> {
+  let finished = false;
+  const seen = new Map<string, string>();
+  let last = '';
+  const stageLines = (st: PipelineStatus) => {
+    for (const s of st.stages) {
+      if (seen.get(s.name) === s.state) continue;
+      seen.set(s.name, s.state);
+      if (s.state === 'completed' || s.state === 'skipped' || s.state === 'failed' || s.state === 'stopped') {
+        const summary = Object.entries(s.summary).filter(([k]) => !/Key$|policy/.test(k)).map(([k, v]) => `${k}=${fmtValue(v)}`).join(' ');
+        const secs = s.startedAt !== undefined && s.closedAt !== undefined ? ` in ${fmtSeconds((s.closedAt - s.startedAt) / 1000)}` : '';
+        print(`✓ ${s.name} ${s.state}${s.state === 'skipped' ? ' (finished earlier)' : secs}${summary ? `: ${summary}` : ''}${s.error ? ` — ${s.error}` : ''}`, true);
+      }
+    }
+  };
+  const poll = (async () => {
+    while (!finished) {
+      const st = await quickQuery<PipelineStatus>(handle, pipelineStatusQuery, 2000);
+      if (st && !finished) {
+        stageLines(st);
+        if (st.current) {
+          const stageHandle = client.workflow.getHandle(stageWorkflowId(st.runId, st.current));
+          const p = await quickQuery<StageProgress>(stageHandle, stageProgressQuery, 2000);
+          const beat = await heartbeatOf(stageHandle);
+          const line = p ? `${formatProgress(p)}${beat ? `  ${beat}` : ''}${st.paused ? '  PAUSED' : ''}` : `[${st.current}] starting`;
+          if (line !== last && !finished) print(line, false);
+          last = line;
+        }
+      }
+      await new Promise((r) => setTimeout(r, 1000));
+    }
+  })();
+  try {
+    const result = (await handle.result()) as PipelineResult;
+    finished = true;
+    await poll;
+    stageLines(result);
+    return result;
+  } finally {
+    finished = true;
+    await poll;
+  }
+}
+
+function defaultPrint(): (line: string, permanent: boolean) => void {
+  let transient = false;
+  return (line, permanent) => {
+    if (!process.stdout.isTTY) return console.log(line);
+    const cols = (process.stdout.columns || 120) - 1;
+    if (permanent) {
+      process.stdout.write(`${transient ? '\r' + ' '.repeat(cols) + '\r' : ''}${line}\n`);
+      transient = false;
+    } else {
+      process.stdout.write(`\r${line.slice(0, cols).padEnd(cols)}`);
+      transient = true;
+    }
+  };
+}
+
+/** Starts (or attaches to) a run's pipeline and records its input in S3 for `cm2 resume`. */
+export async function startRun(client: Client, store: ObjectStore, cfg: Cm2Config, input: PipelineInput = pipelineInput(cfg)): Promise<WorkflowHandle> {
+  await store.putJson(inputKey(input.runId), input);
+  return startPipeline(client, cfg, input);
+}
+
+export function printRunEnd(result: PipelineResult, cfg: Cm2Config): void {
+  const h = result.heldOut;
+  console.log(`run ${result.runId}: ${result.state}`);
+  if (h.sft !== undefined || h.rl !== undefined) console.log(`held-out mean checklist reward: SFT ${h.sft?.toFixed(4) ?? '–'} → RL ${h.rl?.toFixed(4) ?? '–'}${h.rlStep !== undefined ? ` (step ${h.rlStep})` : ''}`);
+  if (result.reportKey) console.log(`report in S3: s3://${cfg.s3.bucket}/${result.reportKey}`);
+}
+
+export async function runCommand(cfg: Cm2Config, wait: boolean): Promise<void> {
+  const { client, store } = await connect(cfg);
+  const handle = await startRun(client, store, cfg);
+  console.log(`run ${cfg.run.id}: workflow ${handle.workflowId}`);
+  console.log(`Web UI: ${cfg.temporal.uiUrl}/namespaces/${cfg.temporal.namespace}/workflows/${handle.workflowId}`);
+  if (!wait) return;
+  await finish(client, store, cfg, cfg.run.id, handle);
+}
+
+/** Follows a run to its end, prints its outcome and writes the local report; a failed run sets exit code 1. */
+export async function finish(client: Client, store: ObjectStore, cfg: Cm2Config, runId: string, handle: WorkflowHandle): Promise<PipelineResult | undefined> {
+  let result: PipelineResult | undefined;
+  try {
+    result = await followPipeline(client, handle);
+    printRunEnd(result, cfg);
+  } catch (e) {
+    console.error(`run ${runId} failed: ${errorText(e)}`);
+    console.error(`details: \`cm2 logs ${runId}\` or the Web UI; after fixing the cause: \`cm2 resume ${runId}\``);
+    process.exitCode = 1;
+  }
+  console.log(`report: ${await writeLocalReport(client, store, cfg, runId)}`);
+  return result;
+}
+
+/** Starts a stopped, failed or terminated run again from its recorded input (finished stages are skipped). */
+export async function resumeCommand(cfg: Cm2Config, runId: string, wait: boolean): Promise<void> {
+  const { client, store } = await connect(cfg);
+  const input = await getOptional(() => store.getJson<PipelineInput>(inputKey(runId)));
+  if (!input) throw new InfraNotRunningError(`the recorded input of run "${runId}" (s3://${cfg.s3.bucket}/${inputKey(runId)})`, cfg.s3.endpoint, new Error('not found: start it with `cm2 run --config FILE --run ' + runId + '`'));
+  const before = await describe(client, pipelineWorkflowId(runId));
+  const handle = await startPipeline(client, cfg, input);
+  console.log(before?.status.name === 'RUNNING' ? `run ${runId} is running: following it` : `run ${runId} resumed (finished stages are skipped)`);
+  if (!wait) return;
+  await finish(client, store, cfg, runId, handle);
+}
+
+export async function statusCommand(cfg: Cm2Config, runId: string | undefined, json: boolean): Promise<void> {
+  const { client, store } = await connect(cfg);
+  if (runId) {
+    const s = await runStatus(client, store, runId);
+    console.log(json ? JSON.stringify(s, null, 2) : formatStatus(s, cfg));
+    return;
+  }
+  const runs = new Map<string, { runId: string; status: string; state?: string; startedAt?: string; closedAt?: string }>();
+  for await (const w of client.workflow.list({ query: `Cm2Stage = "pipeline"` })) {
+    const id = w.workflowId.replace(/^cm2-/, '');
+    if (runs.has(id)) continue; // newest first
+    const state = w.typedSearchAttributes.get({ name: 'Cm2State', type: 'KEYWORD' } as never) as string | undefined;
+    runs.set(id, { runId: id, status: w.status.name, ...(state ? { state } : {}), ...(iso(w.startTime) ? { startedAt: iso(w.startTime)! } : {}), ...(iso(w.closeTime) ? { closedAt: iso(w.closeTime)! } : {}) });
+    if (runs.size >= 50) break;
+  }
+  if (json) {
+    const full = [];
+    for (const r of runs.values()) full.push(await runStatus(client, store, r.runId));
+    console.log(JSON.stringify(full, null, 2));
+    return;
+  }
+  if (runs.size === 0) {
+    console.log('no runs yet: `cm2 run --config config/demo.yaml` starts one');
+    return;
+  }
+  const table = [['RUN', 'STATUS', 'STATE', 'STARTED', 'TIME']];
+  for (const r of runs.values()) {
+    const secs = r.startedAt ? ((r.closedAt ? Date.parse(r.closedAt) : Date.now()) - Date.parse(r.startedAt)) / 1000 : undefined;
+    table.push([r.runId, r.status.toLowerCase(), r.state ?? '', r.startedAt?.replace('T', ' ').slice(0, 19) ?? '', fmtSeconds(secs)]);
+  }
+  const widths = table[0]!.map((_, i) => Math.max(...table.map((row) => row[i]!.length)));
+  for (const row of table) console.log(row.map((c, i) => c.padEnd(widths[i]!)).join('  '));
+}
+
+export async function controlCommand(cfg: Cm2Config, runId: string, action: 'pause' | 'unpause' | 'stop'): Promise<void> {
+  const { client } = await connect(cfg);
+  const d = await describe(client, pipelineWorkflowId(runId));
+  if (!d || d.status.name !== 'RUNNING') {
+    console.error(`run ${runId} is not running${d ? ` (${d.status.name.toLowerCase()})` : ''}${action !== 'unpause' ? '' : `; \`cm2 resume ${runId}\` starts it again`}`);
+    process.exitCode = 1;
+    return;
+  }
+  const handle = client.workflow.getHandle(pipelineWorkflowId(runId));
+  await handle.signal(action === 'pause' ? pauseSignal : action === 'unpause' ? resumeSignal : stopSignal);
+  console.log(
+    action === 'pause'
+      ? `run ${runId}: pause requested (RL pauses between steps; other stages finish their current work, the next stage waits)`
+      : action === 'unpause'
+        ? `run ${runId}: running again`
+        : `run ${runId}: stop requested (RL stops after the step in flight; \`cm2 resume ${runId}\` continues later)`,
+  );
+}
+
+/** Writes the HTML report of a run under .cm2/reports/<run>/ (or `out`) and returns its path. */
+export async function writeLocalReport(client: Client, store: ObjectStore, cfg: Cm2Config, runId: string, opts: { out?: string; compare?: string[] } = {}): Promise<string> {
+  const status = await runStatus(client, store, runId);
+  const stages: StageInfo[] = status.stages.filter((s) => s.state !== 'disabled').map((s) => ({
+    name: s.name,
+    state: s.state,
+    workflowId: s.workflowId,
+    ...(s.seconds !== undefined ? { seconds: s.seconds } : {}),
+    ...(s.error ? { detail: s.error } : {}),
+  }));
+  const uiUrl = `${cfg.temporal.uiUrl}/namespaces/${cfg.temporal.namespace}/workflows?query=${encodeURIComponent(`Cm2RunId="${runId}"`)}`;
+  const data = await collectReport(store, runId, { stages, uiUrl, extraRlRuns: opts.compare ?? [] });
+  const out = opts.out ?? path.join(projectRoot, '.cm2', 'reports', runId, 'report.html');
+  mkdirSync(path.dirname(out), { recursive: true });
+  writeFileSync(out, renderReport(data));
+  writeFileSync(out.replace(/\.html?$/, '') + '.json', JSON.stringify(data, null, 2));
+  return out;
+}
+
+export async function reportCommand(cfg: Cm2Config, runId: string, opts: { out?: string; compare?: string[] }): Promise<void> {
+  const { client, store } = await connect(cfg);
+  console.log(await writeLocalReport(client, store, cfg, runId, opts));
+}
+
+// ---------- logs ----------
+
+const HistoryEvent = z.looseObject({ eventId: z.unknown(), eventTime: z.unknown() });
+const tsMs = (t: unknown): number => {
+  const o = t as { seconds?: number | { toNumber(): number } | string; nanos?: number } | null;
+  if (!o) return 0;
+  const s = typeof o.seconds === 'object' && o.seconds !== null ? o.seconds.toNumber() : Number(o.seconds ?? 0);
+  return s * 1000 + (o.nanos ?? 0) / 1e6;
+};
+const failureText = (f: unknown): string => {
+  const parts: string[] = [];
+  let cur = f as { message?: string; cause?: unknown } | null | undefined;
+  while (cur && parts.length < 4) {
+    if (cur.message && !parts.includes(cur.message)) parts.push(cur.message);
+    cur = cur.cause as typeof cur;
+  }
+  return parts.join(': ');
+};
+
+export interface LogLine {
+  time: number;
+  source: string;
+  text: string;
+}
+
+/** Human lines for the events of one workflow history (pure; `source` names the workflow). */
+export function historyLines(source: string, events: readonly Record<string, unknown>[]): LogLine[] {
+  const out: LogLine[] = [];
+  const activityType = new Map<string, string>();
+  const startedAt = new Map<string, number>();
+  for (const raw of events) {
+    const ev = HistoryEvent.parse(raw) as Record<string, unknown>;
+    const time = tsMs(ev['eventTime']);
+    const attr = (name: string) => ev[name] as Record<string, unknown> | null | undefined;
+    const push = (text: string) => out.push({ time, source, text });
+    const id = String(ev['eventId']);
+    let a;
+    if ((a = attr('workflowExecutionStartedEventAttributes'))) push(`started (${(a['workflowType'] as { name?: string } | undefined)?.name ?? 'workflow'}${(a['continuedExecutionRunId'] as string | undefined) ? ', continued as new' : ''})`);
+    else if ((a = attr('activityTaskScheduledEventAttributes'))) {
+      const type = (a['activityType'] as { name?: string } | undefined)?.name ?? '?';
+      activityType.set(id, type);
+      startedAt.set(id, time);
+    } else if ((a = attr('activityTaskStartedEventAttributes'))) {
+      const attempt = Number(a['attempt'] ?? 1);
+      if (attempt > 1) push(`${activityType.get(String(a['scheduledEventId'])) ?? 'activity'} attempt ${attempt} (earlier attempts failed: ${failureText(a['lastFailure']) || 'see the Web UI'})`);
+    } else if ((a = attr('activityTaskCompletedEventAttributes'))) {
+      const sid = String(a['scheduledEventId']);
+      const t0 = startedAt.get(sid);
+      push(`${activityType.get(sid) ?? 'activity'} done${t0 !== undefined ? ` in ${fmtSeconds((time - t0) / 1000)}` : ''}`);
+    } else if ((a = attr('activityTaskFailedEventAttributes'))) push(`${activityType.get(String(a['scheduledEventId'])) ?? 'activity'} FAILED: ${failureText(a['failure'])}`);
+    else if ((a = attr('activityTaskTimedOutEventAttributes'))) push(`${activityType.get(String(a['scheduledEventId'])) ?? 'activity'} timed out: ${failureText(a['failure'])}`);
+    else if ((a = attr('workflowExecutionSignaledEventAttributes'))) push(`signal ${String(a['signalName'])}`);
+    else if ((a = attr('workflowExecutionUpdateAcceptedEventAttributes'))) push(`update ${String((a['acceptedRequest'] as { input?: { name?: string } } | undefined)?.input?.name ?? '')} accepted`);
+    else if ((a = attr('startChildWorkflowExecutionInitiatedEventAttributes'))) push(`stage ${String(a['workflowId'])} starting`);
+    else if ((a = attr('childWorkflowExecutionCompletedEventAttributes'))) push(`stage ${String((a['workflowExecution'] as { workflowId?: string } | undefined)?.workflowId)} completed`);
+    else if ((a = attr('childWorkflowExecutionFailedEventAttributes'))) push(`stage ${String((a['workflowExecution'] as { workflowId?: string } | undefined)?.workflowId)} FAILED: ${failureText(a['failure'])}`);
+    else if ((a = attr('childWorkflowExecutionCanceledEventAttributes'))) push(`stage ${String((a['workflowExecution'] as { workflowId?: string } | undefined)?.workflowId)} cancelled`);
+    else if ((a = attr('childWorkflowExecutionTerminatedEventAttributes'))) push(`stage ${String((a['workflowExecution'] as { workflowId?: string } | undefined)?.workflowId)} terminated`);
+    else if (attr('workflowExecutionCompletedEventAttributes')) push('completed');
+    else if ((a = attr('workflowExecutionFailedEventAttributes'))) push(`FAILED: ${failureText(a['failure'])}`);
+    else if (attr('workflowExecutionContinuedAsNewEventAttributes')) push('continued as new (history kept small)');
+    else if ((a = attr('workflowExecutionTerminatedEventAttributes'))) push(`terminated${a['reason'] ? `: ${String(a['reason'])}` : ''}`);
+    else if (attr('workflowExecutionCanceledEventAttributes')) push('cancelled');
+    else if ((a = attr('workflowTaskFailedEventAttributes'))) push(`workflow task failed (a worker problem, retried): ${failureText(a['failure'])}`);
+  }
+  return out;
+}
+
+/** Every execution (continue-as-new chains included) of the run's workflows, oldest first, as log lines. */
+export async function runLogLines(client: Client, runId: string): Promise<LogLine[]> {
+  const ids = [pipelineWorkflowId(runId), ...PIPELINE_STAGES.map((s) => stageWorkflowId(runId, s))];
+  const lines: LogLine[] = [];
+  for (const workflowId of ids) {
+    const executions: string[] = [];
+    for await (const w of client.workflow.list({ query: `WorkflowId = "${workflowId}"` })) executions.push(w.runId);
+    for (const execRunId of executions) {
+      const history = await client.workflow.getHandle(workflowId, execRunId).fetchHistory();
+      lines.push(...historyLines(workflowId === pipelineWorkflowId(runId) ? 'pipeline' : workflowId.slice(`cm2-${runId}-`.length), (history.events ?? []) as unknown as Record<string, unknown>[]));
+    }
+    // Retries in progress are not in history until they end: show them from the description.
+    const d = await describe(client, workflowId);
+    for (const p of d?.raw.pendingActivities ?? []) {
+      if ((p.attempt ?? 1) > 1) {
+        lines.push({ time: Date.now(), source: workflowId === pipelineWorkflowId(runId) ? 'pipeline' : workflowId.slice(`cm2-${runId}-`.length), text: `now: ${p.activityType?.name ?? 'activity'} attempt ${p.attempt}, last failure: ${failureText(p.lastFailure)}` });
+      }
+    }
+  }
+  return lines.sort((a, b) => a.time - b.time);
+}
+
+export async function logsCommand(cfg: Cm2Config, runId: string, follow: boolean): Promise<void> {
+  const { client } = await connect(cfg);
+  const print = (l: LogLine) => console.log(`${new Date(l.time).toISOString().replace('T', ' ').slice(0, 19)}  ${l.source.padEnd(9)} ${l.text}`);
+  const key = (l: LogLine) => `${l.time}|${l.source}|${l.text}`;
+  const shown = new Set<string>();
+  for (;;) {
+    const lines = await runLogLines(client, runId);
+    if (lines.length === 0 && shown.size === 0) {
+      console.log(`no workflows of run ${runId} (\`cm2 status\` lists the runs)`);
+      return;
+    }
+    for (const l of lines) {
+      if (l.text.startsWith('now: ')) continue;
+      if (!shown.has(key(l))) {
+        shown.add(key(l));
+        print(l);
+      }
+    }
+    const now = lines.filter((l) => l.text.startsWith('now: '));
+    if (!follow) {
+      for (const l of now) print(l);
+      return;
+    }
+    const d = await describe(client, pipelineWorkflowId(runId));
+    if (d && d.status.name !== 'RUNNING') return;
+    await new Promise((r) => setTimeout(r, 2000));
+  }
+}

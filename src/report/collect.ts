@@ -1,0 +1,243 @@
+/**
+ * Gathers the numbers of a run from S3 into `ReportData` (src/report/types.ts) for the HTML report: the stage
+ * reports (prepare, checklist, SFT), the RL metrics JSONL, BFCL results. Every source is optional: a run that is
+ * still going, or one with stages disabled, gives a report with what exists. Reading only; the shaping is pure
+ * (`buildReport`), so it is tested without servers.
+ */
+import { z } from 'zod';
+import { NotFoundError, runKey, type ObjectStore } from '../infra/store';
+import type { ReportData } from './types';
+
+export interface StageInfo {
+  name: string;
+  state: string;
+  seconds?: number;
+  workflowId?: string;
+  detail?: string;
+}
+
+const Usage = z.looseObject({ calls: z.number(), promptTokens: z.number(), completionTokens: z.number(), costUsd: z.number() });
+const PrepareReport = z.looseObject({
+  total: z.number(),
+  importErrors: z.number(),
+  steps: z.array(z.looseObject({ name: z.string(), in: z.number(), kept: z.number(), failed: z.number(), reasons: z.record(z.string(), z.number()), usage: Usage })),
+  coldStart: z.looseObject({ count: z.number() }),
+  rl: z.looseObject({ count: z.number() }),
+});
+const ChecklistReport = z.looseObject({
+  annotator: z.string(),
+  failed: z.number(),
+  failureReasons: z.record(z.string(), z.number()),
+  usage: Usage,
+});
+const Share = z.looseObject({ wellFormedShare: z.number(), correctNameShare: z.number() });
+const SftReport = z.looseObject({
+  train: z.looseObject({ losses: z.array(z.number()), seconds: z.number().optional() }),
+  base: Share.optional(),
+  sft: Share.optional(),
+});
+const JudgeStats = z.looseObject({ calls: z.number().default(0), cacheHits: z.number().default(0), failed: z.number().default(0), promptTokens: z.number().default(0), completionTokens: z.number().default(0), costUsd: z.number().default(0) });
+const PassByFocus = z.record(z.string(), z.object({ passed: z.number(), total: z.number() }));
+const RlRow = z.union([
+  z.looseObject({
+    kind: z.literal('step'),
+    step: z.number(),
+    granularity: z.string(),
+    reward: z.object({ mean: z.number(), std: z.number() }),
+    failedSamples: z.number(),
+    rollouts: z.number(),
+    kl: z.number().optional(),
+    loss: z.number().optional(),
+    judge: JudgeStats.optional(),
+    tokens: z.looseObject({ policy: z.number().optional(), generated: z.number().optional() }).optional(),
+    passByFocus: PassByFocus.optional(),
+    seconds: z.record(z.string(), z.number()).optional(),
+  }),
+  z.looseObject({ kind: z.literal('eval'), step: z.number(), rewardMean: z.number(), judge: JudgeStats.optional(), seconds: z.record(z.string(), z.number()).optional() }),
+]);
+export type RlRow = z.infer<typeof RlRow>;
+const BfclResult = z.looseObject({
+  policy: z.string(),
+  overall: z.object({ accuracy: z.number(), correct: z.number(), total: z.number() }),
+  categories: z.record(z.string(), z.object({ accuracy: z.number(), correct: z.number(), total: z.number() })),
+});
+
+export interface RunSources {
+  prepare?: z.infer<typeof PrepareReport>;
+  checklist?: z.infer<typeof ChecklistReport>;
+  sft?: z.infer<typeof SftReport>;
+  /** RL metrics rows per run; `series` names the run's lines (its granularity unless several runs share one). */
+  rl: Array<{ runId: string; rows: RlRow[] }>;
+  bfcl: z.infer<typeof BfclResult>[];
+}
+
+async function optional<T>(fn: () => Promise<T>): Promise<T | undefined> {
+  try {
+    return await fn();
+  } catch (e) {
+    if (e instanceof NotFoundError) return undefined;
+    throw e;
+  }
+}
+
+export async function readRlRows(store: ObjectStore, runId: string): Promise<RlRow[]> {
+  const text = await optional(() => store.getText(runKey(runId, 'rl', 'metrics.jsonl')));
+  if (!text) return [];
+  const rows: RlRow[] = [];
+  for (const line of text.split('\n')) {
+    if (!line.trim()) continue;
+    const parsed = RlRow.safeParse(JSON.parse(line));
+    if (parsed.success) rows.push(parsed.data);
+  }
+  return rows;
+}
+
+/** Reads what exists of a run (and of extra RL runs to compare, e.g. one per granularity). */
+export async function readSources(store: ObjectStore, runId: string, extraRlRuns: readonly string[] = []): Promise<RunSources> {
+  const [prepare, checklist, sft] = await Promise.all([
+    optional(() => store.getJson(runKey(runId, 'prepare', 'report.json'), PrepareReport)),
+    optional(() => store.getJson(runKey(runId, 'checklists', 'report.json'), ChecklistReport)),
+    optional(() => store.getJson(runKey(runId, 'sft', 'report.json'), SftReport)),
+  ]);
+  const rl = await Promise.all([runId, ...extraRlRuns].map(async (id) => ({ runId: id, rows: await readRlRows(store, id) })));
+  const bfclKeys = (await store.list(runKey(runId, 'eval', 'bfcl'))).filter((k) => k.endsWith('.summary.json'));
+  const bfcl = (await Promise.all(bfclKeys.map((k) => optional(() => store.getJson(k, BfclResult))))).filter((x): x is z.infer<typeof BfclResult> => x !== undefined);
+  return {
+    ...(prepare ? { prepare } : {}),
+    ...(checklist ? { checklist } : {}),
+    ...(sft ? { sft } : {}),
+    rl: rl.filter((r) => r.rows.length > 0),
+    bfcl,
+  };
+}
+
+const add = (into: Record<string, number>, key: string, v: number) => {
+  if (v) into[key] = (into[key] ?? 0) + v;
+};
+
+/** Shapes the sources into the report's input (pure). */
+export function buildReport(runId: string, src: RunSources, opts: { stages: StageInfo[]; uiUrl?: string; generatedAt?: string }): ReportData {
+  const data: ReportData = {
+    runId,
+    generatedAt: opts.generatedAt ?? new Date().toISOString(),
+    ...(opts.uiUrl ? { uiUrl: opts.uiUrl } : {}),
+    stages: opts.stages.map((s) => ({ name: s.name, state: s.state, ...(s.seconds !== undefined ? { seconds: s.seconds } : {}), ...(s.workflowId ? { workflowId: s.workflowId } : {}), ...(s.detail ? { detail: s.detail } : {}) })),
+    heldOut: {},
+    failures: [],
+    usage: [],
+    phases: [],
+  };
+  const stageSeconds = new Map(opts.stages.map((s) => [s.name, s.seconds]));
+
+  if (src.prepare) {
+    const p = src.prepare;
+    const filterSteps = p.steps.filter((s) => s.name === 'rule_filter' || s.name.startsWith('llm_filter'));
+    data.data = {
+      imported: p.total,
+      kept: filterSteps.length ? filterSteps[filterSteps.length - 1]!.kept : p.total,
+      coldStart: p.coldStart.count,
+      rl: p.rl.count,
+      funnel: [{ step: 'imported', kept: p.total }, ...p.steps.map((s) => ({ step: s.name, kept: s.kept }))],
+    };
+    const reasons: Record<string, number> = {};
+    add(reasons, 'import_error', p.importErrors);
+    for (const s of p.steps) add(reasons, `${s.name}: failed`, s.failed);
+    const count = Object.values(reasons).reduce((a, b) => a + b, 0);
+    data.failures.push({ stage: 'prepare', count, reasons });
+    for (const s of p.steps) if (s.usage.calls > 0) data.usage.push({ stage: 'prepare', role: s.name, calls: s.usage.calls, promptTokens: s.usage.promptTokens, completionTokens: s.usage.completionTokens, costUsd: s.usage.costUsd });
+    if (!p.steps.some((s) => s.usage.calls > 0)) data.usage.push({ stage: 'prepare', calls: 0, promptTokens: 0, completionTokens: 0, costUsd: 0 });
+    const sec = stageSeconds.get('prepare');
+    if (sec !== undefined) data.phases.push({ stage: 'prepare', phase: 'prepare', seconds: sec });
+  }
+  if (src.checklist) {
+    const c = src.checklist;
+    data.failures.push({ stage: 'checklist', count: c.failed, reasons: c.failureReasons });
+    data.usage.push({ stage: 'checklist', role: c.annotator, calls: c.usage.calls, promptTokens: c.usage.promptTokens, completionTokens: c.usage.completionTokens, costUsd: c.usage.costUsd });
+    const sec = stageSeconds.get('checklist');
+    if (sec !== undefined) data.phases.push({ stage: 'checklist', phase: 'annotate', seconds: sec });
+  }
+  if (src.sft) {
+    const s = src.sft;
+    data.sft = {
+      losses: s.train.losses,
+      ...(s.base ? { base: { wellFormedShare: s.base.wellFormedShare, correctNameShare: s.base.correctNameShare } } : {}),
+      ...(s.sft ? { final: { wellFormedShare: s.sft.wellFormedShare, correctNameShare: s.sft.correctNameShare } } : {}),
+    };
+    const total = stageSeconds.get('sft');
+    const train = s.train.seconds;
+    if (train !== undefined) data.phases.push({ stage: 'sft', phase: 'train', seconds: train });
+    if (total !== undefined && train !== undefined && total > train) data.phases.push({ stage: 'sft', phase: 'eval + orchestration', seconds: total - train });
+  }
+
+  if (src.rl.length) {
+    const firstGranularity = (run: { rows: RlRow[] }) => run.rows.find((x): x is Extract<RlRow, { kind: 'step' }> => x.kind === 'step')?.granularity;
+    const distinct = new Set(src.rl.map(firstGranularity)).size === src.rl.length;
+    // One run: its granularity; runs to compare: their granularities when those differ, else their ids.
+    const seriesName = (run: { runId: string; rows: RlRow[] }) =>
+      (src.rl.length === 1 || distinct ? firstGranularity(run) : undefined) ?? run.runId;
+    const steps: NonNullable<ReportData['rl']>['steps'] = [];
+    const evals: NonNullable<ReportData['rl']>['evals'] = [];
+    const focus: Record<string, { passed: number; total: number }> = {};
+    const rlPhases: Record<string, number> = {};
+    const judge = { calls: 0, promptTokens: 0, completionTokens: 0, costUsd: 0 };
+    let failed = 0;
+    for (const run of src.rl) {
+      const series = seriesName(run);
+      for (const row of run.rows) {
+        if (row.judge) {
+          judge.calls += row.judge.calls;
+          judge.promptTokens += row.judge.promptTokens;
+          judge.completionTokens += row.judge.completionTokens;
+          judge.costUsd += row.judge.costUsd;
+        }
+        if (row.kind === 'eval') {
+          evals.push({ series, step: row.step, rewardMean: row.rewardMean });
+          for (const [k, v] of Object.entries(row.seconds ?? {})) add(rlPhases, `eval ${k}`, v);
+          continue;
+        }
+        failed += row.failedSamples;
+        steps.push({
+          series,
+          step: row.step,
+          rewardMean: row.reward.mean,
+          rewardStd: row.reward.std,
+          failedSamples: row.failedSamples,
+          rollouts: row.rollouts,
+          ...(row.kl !== undefined ? { kl: row.kl } : {}),
+          ...(row.loss !== undefined ? { loss: row.loss } : {}),
+          judgeCalls: row.judge?.calls ?? 0,
+          cacheHits: row.judge?.cacheHits ?? 0,
+          ...(row.tokens?.generated !== undefined ? { tokens: row.tokens.generated } : {}),
+        });
+        for (const [k, v] of Object.entries(row.passByFocus ?? {})) {
+          const slot = (focus[k] ??= { passed: 0, total: 0 });
+          slot.passed += v.passed;
+          slot.total += v.total;
+        }
+        for (const [k, v] of Object.entries(row.seconds ?? {})) if (k !== 'total') add(rlPhases, k, v);
+      }
+    }
+    data.rl = {
+      steps,
+      evals,
+      passByFocus: Object.entries(focus).sort(([a], [b]) => a.localeCompare(b)).map(([f, v]) => ({ focus: f, passed: v.passed, total: v.total })),
+    };
+    for (const [phase, seconds] of Object.entries(rlPhases)) data.phases.push({ stage: 'rl', phase, seconds });
+    data.usage.push({ stage: 'rl', role: 'judge', ...judge });
+    data.failures.push({ stage: 'rl', count: failed, reasons: failed ? { 'failed samples (judge or tool environment)': failed } : {} });
+    // Held-out reward of this run's own RL: step 0 = the SFT policy, the latest evaluation = the latest RL policy.
+    const ownRun = src.rl.find((r) => r.runId === runId);
+    const own = ownRun ? evals.filter((e) => e.series === seriesName(ownRun)) : [];
+    const first = own.find((e) => e.step === 0);
+    const last = own.length ? own.reduce((a, b) => (b.step >= a.step ? b : a)) : undefined;
+    if (first) data.heldOut.sft = first.rewardMean;
+    if (last && last.step > 0) data.heldOut.rl = last.rewardMean;
+  }
+  if (src.bfcl.length) data.bfcl = src.bfcl.map((b) => ({ policy: b.policy, overall: b.overall, categories: b.categories }));
+  return data;
+}
+
+export async function collectReport(store: ObjectStore, runId: string, opts: { stages: StageInfo[]; uiUrl?: string; extraRlRuns?: string[] }): Promise<ReportData> {
+  const src = await readSources(store, runId, opts.extraRlRuns ?? []);
+  return buildReport(runId, src, { stages: opts.stages, ...(opts.uiUrl ? { uiUrl: opts.uiUrl } : {}) });
+}

@@ -1,0 +1,531 @@
+/**
+ * The run report page (`cm2 report RUN`): `renderReport(data)` turns a `ReportData` (src/report/types.ts) into one
+ * self-contained HTML5 page — inline CSS and SVG (src/report/svg.ts), no JavaScript, no external assets — so it
+ * opens offline, attaches to an issue and prints. Pure and deterministic: no I/O, no clock, no locale.
+ *
+ * Sections, in order: header (run id, generation time, config file, Web UI link), held-out reward SFT → RL,
+ * stages, data funnel, SFT (loss, tool-call shares), RL training (reward per step ± std per series, KL, policy
+ * loss, every step in a collapsible table), held-out evaluations, judge pass rate per `focus_on`, failures, LLM
+ * usage and cost, time per phase, BFCL. A section whose input is absent or empty says "no data".
+ *
+ * Formats: rewards with 4 decimals, shares and rates in percent, costs in $ with 4 decimals, times as durations.
+ * All data text is HTML-escaped; the Web UI link is only a link when it is http(s).
+ */
+import { barChart, escapeXml as esc, formatInt, formatNumber, formatSeconds, formatValue, groupedBarChart, lineChart, stackedBarChart, type LineSeries } from './svg';
+import type { ReportData, ReportRlStep } from './types';
+
+// ---------------------------------------------------------------------------------------------------------------
+// Formatting
+
+const reward = (v: number | undefined): string => (v === undefined || !Number.isFinite(v) ? '–' : v.toFixed(4));
+const pct = (v: number | undefined): string => (v === undefined ? '–' : formatValue(v, 'percent'));
+const usd = (v: number): string => formatValue(v, 'usd');
+const ratio = (a: number, b: number): number => (b > 0 ? a / b : Number.NaN);
+
+/** "+0.1234" / "-0.0100" / "±0.0000", with a class for colour. */
+function signed(v: number, digits = 4): { text: string; cls: string } {
+  if (!Number.isFinite(v)) return { text: '–', cls: '' };
+  const s = Math.abs(v).toFixed(digits);
+  if (Number(s) === 0) return { text: `±${s}`, cls: '' };
+  return v > 0 ? { text: `+${s}`, cls: 'up' } : { text: `-${s}`, cls: 'down' };
+}
+
+const NO_DATA = '<p class="nodata">no data</p>';
+
+function section(id: string, title: string, body: string): string {
+  return `<section id="${id}">\n<h2>${esc(title)}</h2>\n${body}\n</section>`;
+}
+
+function figure(svg: string, caption?: string): string {
+  return `<figure>\n${svg}\n${caption ? `<figcaption>${esc(caption)}</figcaption>\n` : ''}</figure>`;
+}
+
+interface Column {
+  head: string;
+  num?: boolean;
+}
+
+/** A table; cells are already-escaped HTML. */
+function table(columns: readonly Column[], rows: readonly (readonly string[])[], foot?: readonly string[]): string {
+  const cell = (tag: 'td' | 'th', col: Column | undefined, html: string): string => `<${tag}${col?.num ? ' class="num"' : ''}>${html}</${tag}>`;
+  const head = `<tr>${columns.map((col) => cell('th', col, esc(col.head))).join('')}</tr>`;
+  const body = rows.map((r) => `<tr>${r.map((h, i) => cell('td', columns[i], h)).join('')}</tr>`).join('\n');
+  const footer = foot ? `\n<tfoot><tr>${foot.map((h, i) => cell('td', columns[i], h)).join('')}</tr></tfoot>` : '';
+  return `<table>\n<thead>${head}</thead>\n<tbody>\n${body}\n</tbody>${footer}\n</table>`;
+}
+
+/** Items in first-appearance order (deterministic, follows the collector's order). */
+function distinct(values: readonly string[]): string[] {
+  return [...new Set(values)];
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// Sections
+
+const STATE_CLASS: Record<string, string> = {
+  completed: 'ok',
+  succeeded: 'ok',
+  running: 'run',
+  failed: 'bad',
+  terminated: 'bad',
+  timed_out: 'bad',
+  canceled: 'warn',
+  cancelled: 'warn',
+  paused: 'warn',
+  stopped: 'warn',
+};
+
+function header(d: ReportData): string {
+  const meta = [`generated ${esc(d.generatedAt.replace('T', ' '))}`];
+  if (d.configFile) meta.push(`config <code>${esc(d.configFile)}</code>`);
+  if (d.uiUrl) meta.push(/^https?:\/\//i.test(d.uiUrl) ? `<a href="${esc(d.uiUrl)}">Temporal Web UI</a>` : `Web UI: <code>${esc(d.uiUrl)}</code>`);
+  return `<header>\n<h1>CM2 run <code>${esc(d.runId)}</code></h1>\n<p class="meta">${meta.join(' · ')}</p>\n</header>`;
+}
+
+function nav(): string {
+  const links: Array<[string, string]> = [
+    ['stages', 'Stages'],
+    ['data', 'Data'],
+    ['sft', 'SFT'],
+    ['rl', 'RL training'],
+    ['heldout', 'Held-out'],
+    ['judge', 'Judge pass rate'],
+    ['failures', 'Failures'],
+    ['usage', 'LLM usage'],
+    ['time', 'Time'],
+    ['bfcl', 'BFCL'],
+  ];
+  return `<nav>${links.map(([id, name]) => `<a href="#${id}">${name}</a>`).join(' ')}</nav>`;
+}
+
+function headline(d: ReportData): string {
+  const { sft, rl } = d.heldOut;
+  if (sft === undefined && rl === undefined) return `<div class="headline">\n<div class="label">Held-out mean checklist reward</div>\n${NO_DATA}\n</div>`;
+  let delta = '';
+  if (sft !== undefined && rl !== undefined) {
+    const s = signed(rl - sft);
+    const rel = sft !== 0 && Number.isFinite(sft) ? ` (${signed(((rl - sft) / Math.abs(sft)) * 100, 1).text}%)` : '';
+    delta = `<div class="delta ${s.cls}">${s.text}${rel}</div>`;
+  }
+  return (
+    `<div class="headline">\n<div class="label">Held-out mean checklist reward</div>\n` +
+    `<div class="values"><span class="policy">SFT</span> <span class="big">${reward(sft)}</span> <span class="arrow">→</span> ` +
+    `<span class="policy">RL</span> <span class="big">${reward(rl)}</span></div>\n${delta}\n</div>`
+  );
+}
+
+function stagesSection(d: ReportData): string {
+  if (d.stages.length === 0) return section('stages', 'Stages', NO_DATA);
+  const rows = d.stages.map((s) => [
+    esc(s.name),
+    `<span class="state ${STATE_CLASS[s.state.toLowerCase()] ?? 'idle'}">${esc(s.state)}</span>`,
+    s.seconds === undefined ? '–' : esc(formatSeconds(s.seconds)),
+    s.workflowId ? `<code>${esc(s.workflowId)}</code>` : '',
+    s.detail ? esc(s.detail) : '',
+  ]);
+  return section('stages', 'Stages', table([{ head: 'stage' }, { head: 'state' }, { head: 'time', num: true }, { head: 'workflow' }, { head: 'detail' }], rows));
+}
+
+function dataSection(d: ReportData): string {
+  const data = d.data;
+  if (!data) return section('data', 'Data', NO_DATA);
+  const stats =
+    `<div class="stats">` +
+    [
+      ['imported', data.imported],
+      ['kept after filters', data.kept],
+      ['cold-start (SFT)', data.coldStart],
+      ['RL prompts', data.rl],
+    ]
+      .map(([k, v]) => `<div class="stat"><div class="v">${formatInt(v as number)}</div><div class="k">${esc(k as string)}</div></div>`)
+      .join('') +
+    `</div>`;
+  if (data.funnel.length === 0) return section('data', 'Data', `${stats}\n<h3>Funnel</h3>\n${NO_DATA}`);
+  const chart = barChart({
+    title: 'Examples left after each step',
+    bars: data.funnel.map((f) => ({ label: f.step, value: f.kept, note: data.imported > 0 ? formatValue(f.kept / data.imported, 'percent') : '' })),
+    horizontal: true,
+    valueFormat: (v) => formatInt(v),
+  });
+  const rows = data.funnel.map((f, i) => {
+    const prev = i > 0 ? data.funnel[i - 1]!.kept : undefined;
+    return [esc(f.step), formatInt(f.kept), pct(ratio(f.kept, data.imported)), prev === undefined ? '' : formatInt(prev - f.kept)];
+  });
+  return section('data', 'Data', `${stats}\n${figure(chart)}\n${table([{ head: 'step' }, { head: 'kept', num: true }, { head: 'of imported', num: true }, { head: 'dropped', num: true }], rows)}`);
+}
+
+function sftSection(d: ReportData): string {
+  const sft = d.sft;
+  if (!sft) return section('sft', 'SFT', NO_DATA);
+  const parts: string[] = [];
+  const evalLosses = sft.evalLosses ?? [];
+  if (sft.losses.length === 0 && evalLosses.length === 0) parts.push(`<h3>Loss</h3>\n${NO_DATA}`);
+  else {
+    const n = sft.losses.length;
+    const series: LineSeries[] = [{ name: 'training loss', points: sft.losses.map((l, i) => [i + 1, l] as const) }];
+    if (evalLosses.length) series.push({ name: 'held-out loss', points: [...evalLosses].sort((a, b) => a.step - b.step).map((e) => [e.step, e.loss] as const), smooth: 1 });
+    const smooth = n >= 20 ? Math.min(200, Math.max(2, Math.round(n / 20))) : 1;
+    parts.push(figure(lineChart({ title: 'SFT loss per optimiser step', xLabel: 'step', yLabel: 'loss', series, smooth })));
+    const finiteLosses = sft.losses.filter((l) => Number.isFinite(l));
+    if (finiteLosses.length)
+      parts.push(`<p>${formatInt(n)} steps; loss ${formatNumber(finiteLosses[0]!)} → ${formatNumber(finiteLosses[finiteLosses.length - 1]!)} (min ${formatNumber(finiteLosses.reduce((a, b) => Math.min(a, b)))}).</p>`);
+  }
+  if (sft.base || sft.final) {
+    const row = (name: string, key: 'wellFormedShare' | 'correctNameShare'): string[] => {
+      const b = sft.base?.[key];
+      const f = sft.final?.[key];
+      const ch = b !== undefined && f !== undefined ? signed((f - b) * 100, 1) : undefined;
+      return [esc(name), pct(b), pct(f), ch ? `<span class="${ch.cls}">${ch.text} pt</span>` : '–'];
+    };
+    parts.push(
+      `<h3>Tool calls on held-out prompts</h3>\n${table(
+        [{ head: 'share' }, { head: 'base model', num: true }, { head: 'SFT policy', num: true }, { head: 'change', num: true }],
+        [row('well-formed tool calls', 'wellFormedShare'), row('correct tool name', 'correctNameShare')],
+      )}`,
+    );
+  } else parts.push(`<h3>Tool calls on held-out prompts</h3>\n${NO_DATA}`);
+  return section('sft', 'SFT', parts.join('\n'));
+}
+
+/** RL step rows grouped by series (first-appearance order), each sorted by step. */
+function bySeries<T extends { series: string; step: number }>(rows: readonly T[]): Array<{ name: string; rows: T[] }> {
+  return distinct(rows.map((r) => r.series)).map((name) => ({ name, rows: rows.filter((r) => r.series === name).sort((a, b) => a.step - b.step) }));
+}
+
+const sum = (xs: readonly number[]): number => xs.reduce((a, b) => a + b, 0);
+
+function rlSection(d: ReportData): string {
+  const steps = d.rl?.steps ?? [];
+  if (steps.length === 0) return section('rl', 'RL training', NO_DATA);
+  const groups = bySeries(steps);
+  const parts: string[] = [];
+  parts.push(
+    figure(
+      lineChart({
+        title: 'Training reward per RL step (mean ± std over rollouts)',
+        xLabel: 'RL step',
+        yLabel: 'mean checklist reward',
+        yMin: 0,
+        yMax: 1,
+        series: groups.map((g) => ({
+          name: g.name,
+          points: g.rows.map((r) => [r.step, r.rewardMean] as const),
+          band: g.rows.map((r) => [r.step, r.rewardMean - r.rewardStd, r.rewardMean + r.rewardStd] as const),
+        })),
+      }),
+    ),
+  );
+  const optional = (key: 'kl' | 'loss', title: string, yLabel: string): void => {
+    const series = groups
+      .map((g) => ({ name: g.name, points: g.rows.filter((r) => r[key] !== undefined).map((r) => [r.step, r[key]!] as const) }))
+      .filter((s) => s.points.length > 0);
+    if (series.length) parts.push(figure(lineChart({ title, xLabel: 'RL step', yLabel, series })));
+  };
+  optional('kl', 'KL to the reference policy per RL step', 'KL');
+  optional('loss', 'Policy loss per RL step', 'loss');
+
+  const summary = groups.map((g) => {
+    const first = g.rows[0]!;
+    const last = g.rows[g.rows.length - 1]!;
+    const best = g.rows.reduce((a, b) => (b.rewardMean > a.rewardMean ? b : a));
+    const tokens = g.rows.some((r) => r.tokens !== undefined) ? formatNumber(sum(g.rows.map((r) => r.tokens ?? 0))) : '–';
+    return [
+      esc(g.name),
+      formatInt(g.rows.length),
+      formatInt(last.step),
+      reward(first.rewardMean),
+      reward(last.rewardMean),
+      `${reward(best.rewardMean)} <span class="muted">@${formatInt(best.step)}</span>`,
+      formatInt(sum(g.rows.map((r) => r.rollouts))),
+      formatInt(sum(g.rows.map((r) => r.failedSamples))),
+      formatInt(sum(g.rows.map((r) => r.judgeCalls))),
+      formatInt(sum(g.rows.map((r) => r.cacheHits))),
+      tokens,
+    ];
+  });
+  parts.push(
+    table(
+      [
+        { head: 'series' },
+        { head: 'steps', num: true },
+        { head: 'last step', num: true },
+        { head: 'first reward', num: true },
+        { head: 'last reward', num: true },
+        { head: 'best reward', num: true },
+        { head: 'rollouts', num: true },
+        { head: 'failed samples', num: true },
+        { head: 'judge calls', num: true },
+        { head: 'cache hits', num: true },
+        { head: 'generated tokens', num: true },
+      ],
+      summary,
+    ),
+  );
+  const stepRow = (r: ReportRlStep): string[] => [
+    esc(r.series),
+    formatInt(r.step),
+    reward(r.rewardMean),
+    reward(r.rewardStd),
+    formatInt(r.rollouts),
+    formatInt(r.failedSamples),
+    r.kl === undefined ? '–' : formatNumber(r.kl),
+    r.loss === undefined ? '–' : formatNumber(r.loss),
+    formatInt(r.judgeCalls),
+    formatInt(r.cacheHits),
+    r.tokens === undefined ? '–' : formatInt(r.tokens),
+  ];
+  parts.push(
+    `<details>\n<summary>All ${formatInt(steps.length)} RL steps</summary>\n${table(
+      [
+        { head: 'series' },
+        { head: 'step', num: true },
+        { head: 'reward', num: true },
+        { head: 'std', num: true },
+        { head: 'rollouts', num: true },
+        { head: 'failed', num: true },
+        { head: 'KL', num: true },
+        { head: 'loss', num: true },
+        { head: 'judge calls', num: true },
+        { head: 'cache hits', num: true },
+        { head: 'tokens', num: true },
+      ],
+      groups.flatMap((g) => g.rows.map(stepRow)),
+    )}\n</details>`,
+  );
+  return section('rl', 'RL training', parts.join('\n'));
+}
+
+function heldOutSection(d: ReportData): string {
+  const evals = d.rl?.evals ?? [];
+  if (evals.length === 0) return section('heldout', 'Held-out evaluations', NO_DATA);
+  const groups = bySeries(evals);
+  const chart = lineChart({
+    title: 'Held-out mean checklist reward (step 0 = SFT policy)',
+    xLabel: 'RL step',
+    yLabel: 'mean checklist reward',
+    yMin: 0,
+    yMax: 1,
+    series: groups.map((g) => ({ name: g.name, points: g.rows.map((e) => [e.step, e.rewardMean] as const) })),
+  });
+  const rows = groups.map((g) => {
+    const first = g.rows[0]!;
+    const last = g.rows[g.rows.length - 1]!;
+    const ch = signed(last.rewardMean - first.rewardMean);
+    return [esc(g.name), formatInt(g.rows.length), `${reward(first.rewardMean)} <span class="muted">@${formatInt(first.step)}</span>`, `${reward(last.rewardMean)} <span class="muted">@${formatInt(last.step)}</span>`, `<span class="${ch.cls}">${ch.text}</span>`];
+  });
+  return section(
+    'heldout',
+    'Held-out evaluations',
+    `${figure(chart)}\n${table([{ head: 'series' }, { head: 'evaluations', num: true }, { head: 'first', num: true }, { head: 'latest', num: true }, { head: 'change', num: true }], rows)}`,
+  );
+}
+
+function judgeSection(d: ReportData): string {
+  const focus = d.rl?.passByFocus ?? [];
+  if (focus.length === 0) return section('judge', 'Judge pass rate per focus_on', NO_DATA);
+  const chart = barChart({
+    title: 'Checklist items judged passed, per focus_on',
+    bars: focus.map((f) => ({ label: f.focus, value: ratio(f.passed, f.total), note: `${formatInt(f.passed)}/${formatInt(f.total)}` })),
+    horizontal: true,
+    valueFormat: 'percent',
+    yMax: 1,
+  });
+  const rows = focus.map((f) => [esc(f.focus), formatInt(f.passed), formatInt(f.total), pct(ratio(f.passed, f.total))]);
+  const passed = sum(focus.map((f) => f.passed));
+  const total = sum(focus.map((f) => f.total));
+  return section(
+    'judge',
+    'Judge pass rate per focus_on',
+    `${figure(chart, 'Summed over the training steps of all series.')}\n${table(
+      [{ head: 'focus_on' }, { head: 'passed', num: true }, { head: 'judged', num: true }, { head: 'pass rate', num: true }],
+      rows,
+      ['all', formatInt(passed), formatInt(total), pct(ratio(passed, total))],
+    )}`,
+  );
+}
+
+function failuresSection(d: ReportData): string {
+  const steps = d.rl?.steps ?? [];
+  if (d.failures.length === 0 && steps.length === 0) return section('failures', 'Failures', NO_DATA);
+  const parts: string[] = ['<h3>Per stage</h3>'];
+  if (d.failures.length === 0) parts.push(NO_DATA);
+  else {
+    const rows = d.failures.map((f) => {
+      const reasons = Object.entries(f.reasons).sort(([a, x], [b, y]) => y - x || (a < b ? -1 : a > b ? 1 : 0));
+      const list = reasons.length ? `<ul class="reasons">${reasons.map(([r, n]) => `<li>${esc(r)}: ${formatInt(n)}</li>`).join('')}</ul>` : '<span class="muted">none</span>';
+      const examples = f.examples?.length
+        ? `<details><summary>${formatInt(f.examples.length)} examples</summary><ul class="examples">${f.examples.map((e) => `<li><code>${esc(e.id)}</code> ${esc(e.reason)}</li>`).join('')}</ul></details>`
+        : '';
+      return [esc(f.stage), formatInt(f.count), list + examples];
+    });
+    parts.push(table([{ head: 'stage' }, { head: 'failed', num: true }, { head: 'reasons' }], rows));
+  }
+  parts.push('<h3>Failed samples per RL step</h3>');
+  if (steps.length === 0) parts.push(NO_DATA);
+  else
+    parts.push(
+      figure(
+        lineChart({
+          title: 'Failed samples per RL step (judge or tool-environment failure; reward 0)',
+          xLabel: 'RL step',
+          yLabel: 'failed samples',
+          yMin: 0,
+          yInteger: true,
+          series: bySeries(steps).map((g) => ({ name: g.name, points: g.rows.map((r) => [r.step, r.failedSamples] as const) })),
+        }),
+      ),
+    );
+  return section('failures', 'Failures', parts.join('\n'));
+}
+
+function usageSection(d: ReportData): string {
+  if (d.usage.length === 0) return section('usage', 'LLM usage and cost', NO_DATA);
+  const label = (u: ReportData['usage'][number]): string => (u.role ? `${u.stage} / ${u.role}` : u.stage);
+  const labels = d.usage.map(label);
+  const cost = barChart({ title: 'LLM cost per stage', bars: d.usage.map((u) => ({ label: label(u), value: u.costUsd })), horizontal: true, valueFormat: 'usd' });
+  const tokens = stackedBarChart({
+    title: 'LLM tokens per stage',
+    categories: labels,
+    stacks: [
+      { name: 'prompt tokens', values: d.usage.map((u) => u.promptTokens) },
+      { name: 'completion tokens', values: d.usage.map((u) => u.completionTokens) },
+    ],
+    horizontal: true,
+  });
+  const rows = d.usage.map((u) => [esc(u.stage), u.role ? esc(u.role) : '', formatInt(u.calls), formatInt(u.promptTokens), formatInt(u.completionTokens), usd(u.costUsd)]);
+  const total = (k: 'calls' | 'promptTokens' | 'completionTokens' | 'costUsd'): number => sum(d.usage.map((u) => u[k]));
+  return section(
+    'usage',
+    'LLM usage and cost',
+    `${figure(cost)}\n${figure(tokens)}\n${table(
+      [{ head: 'stage' }, { head: 'role' }, { head: 'calls', num: true }, { head: 'prompt tokens', num: true }, { head: 'completion tokens', num: true }, { head: 'cost', num: true }],
+      rows,
+      ['total', '', formatInt(total('calls')), formatInt(total('promptTokens')), formatInt(total('completionTokens')), usd(total('costUsd'))],
+    )}`,
+  );
+}
+
+function timeSection(d: ReportData): string {
+  if (d.phases.length === 0) return section('time', 'Time per phase', NO_DATA);
+  const stages = distinct(d.phases.map((p) => p.stage));
+  const phases = distinct(d.phases.map((p) => p.phase));
+  const secondsOf = (stage: string, phase: string): number => sum(d.phases.filter((p) => p.stage === stage && p.phase === phase).map((p) => p.seconds));
+  const chart = stackedBarChart({
+    title: 'Wall-clock time per phase',
+    categories: stages,
+    stacks: phases.map((phase) => ({ name: phase, values: stages.map((stage) => secondsOf(stage, phase)) })),
+    horizontal: true,
+    valueFormat: 'seconds',
+  });
+  const stageTotal = new Map(stages.map((s) => [s, sum(d.phases.filter((p) => p.stage === s).map((p) => p.seconds))]));
+  const rows = d.phases.map((p) => [esc(p.stage), esc(p.phase), esc(formatSeconds(p.seconds)), pct(ratio(p.seconds, stageTotal.get(p.stage) ?? 0))]);
+  return section(
+    'time',
+    'Time per phase',
+    `${figure(chart)}\n${table([{ head: 'stage' }, { head: 'phase' }, { head: 'time', num: true }, { head: 'share of stage', num: true }], rows, ['total', '', esc(formatSeconds(sum(d.phases.map((p) => p.seconds)))), ''])}`,
+  );
+}
+
+function bfclSection(d: ReportData): string {
+  const results = d.bfcl ?? [];
+  if (results.length === 0) return section('bfcl', 'BFCL', NO_DATA);
+  const categories = distinct(results.flatMap((r) => Object.keys(r.categories)));
+  const acc = (r: (typeof results)[number], cat: string): { accuracy: number; correct: number; total: number } | undefined => (cat === 'overall' ? r.overall : r.categories[cat]);
+  const rowsOf = ['overall', ...categories.filter((cat) => cat !== 'overall')];
+  const chart = groupedBarChart({
+    title: 'BFCL accuracy per category',
+    categories: rowsOf,
+    groups: results.map((r) => ({ name: r.policy, values: rowsOf.map((cat) => acc(r, cat)?.accuracy ?? Number.NaN) })),
+    horizontal: true,
+    valueFormat: 'percent',
+    yMax: 1,
+  });
+  const rows = rowsOf.map((cat) => [
+    esc(cat),
+    ...results.map((r) => {
+      const a = acc(r, cat);
+      return a ? `${pct(a.accuracy)} <span class="muted">${formatInt(a.correct)}/${formatInt(a.total)}</span>` : '–';
+    }),
+  ]);
+  return section('bfcl', 'BFCL', `${figure(chart)}\n${table([{ head: 'category' }, ...results.map((r) => ({ head: r.policy, num: true }))], rows)}`);
+}
+
+const CSS = `
+:root { color-scheme: light; }
+* { box-sizing: border-box; }
+body { margin: 0 auto; max-width: 1080px; padding: 16px 24px 48px; font: 14px/1.45 system-ui, -apple-system, "Segoe UI", Helvetica, Arial, sans-serif; color: #222; background: #fff; }
+h1 { font-size: 22px; margin: 8px 0 2px; }
+h2 { font-size: 18px; margin: 32px 0 8px; padding-bottom: 4px; border-bottom: 1px solid #ddd; }
+h3 { font-size: 15px; margin: 18px 0 6px; }
+code { font: 12.5px ui-monospace, SFMono-Regular, Menlo, Consolas, monospace; background: #f4f4f4; padding: 1px 4px; border-radius: 3px; }
+a { color: #1f5fa8; }
+.meta, .muted, figcaption { color: #666; }
+.muted { font-size: 12px; }
+nav { margin: 10px 0 4px; font-size: 13px; }
+nav a { margin-right: 10px; }
+figure { margin: 12px 0; }
+figure svg { max-width: 100%; height: auto; display: block; }
+figcaption { font-size: 12px; margin-top: 2px; }
+table { border-collapse: collapse; margin: 8px 0; font-size: 13px; }
+th, td { border-bottom: 1px solid #e4e4e4; padding: 4px 10px; text-align: left; vertical-align: top; }
+th { background: #f6f6f6; font-weight: 600; }
+td.num, th.num { text-align: right; font-variant-numeric: tabular-nums; }
+tfoot td { font-weight: 600; border-top: 2px solid #ccc; }
+.nodata { color: #999; font-style: italic; }
+.headline { margin: 18px 0; padding: 14px 18px; border: 1px solid #cfe0f3; background: #f3f8fd; border-radius: 6px; }
+.headline .label { font-size: 13px; color: #555; }
+.headline .values { margin-top: 4px; }
+.headline .big { font-size: 28px; font-weight: 600; font-variant-numeric: tabular-nums; }
+.headline .policy { color: #555; margin-left: 6px; }
+.headline .arrow { font-size: 22px; color: #888; margin: 0 8px; }
+.headline .delta { font-size: 16px; font-weight: 600; }
+.up { color: #1a7f37; }
+.down { color: #c62828; }
+.state { display: inline-block; padding: 0 8px; border-radius: 10px; font-size: 12px; background: #eee; color: #555; }
+.state.ok { background: #dcf3e2; color: #1a7f37; }
+.state.run { background: #dbe9fb; color: #1f5fa8; }
+.state.bad { background: #fbdcdc; color: #c62828; }
+.state.warn { background: #fdf0d5; color: #8a5a00; }
+.stats { display: flex; flex-wrap: wrap; gap: 12px; margin: 8px 0; }
+.stat { border: 1px solid #e4e4e4; border-radius: 6px; padding: 8px 14px; min-width: 130px; }
+.stat .v { font-size: 20px; font-weight: 600; font-variant-numeric: tabular-nums; }
+.stat .k { font-size: 12px; color: #666; }
+ul.reasons, ul.examples { margin: 0; padding-left: 18px; }
+details { margin: 8px 0; }
+summary { cursor: pointer; color: #1f5fa8; }
+footer { margin-top: 40px; font-size: 12px; color: #888; }
+@media print { nav { display: none; } details { display: block; } }
+`;
+
+/** The complete HTML page for one run. */
+export function renderReport(data: ReportData): string {
+  const body = [
+    header(data),
+    nav(),
+    headline(data),
+    stagesSection(data),
+    dataSection(data),
+    sftSection(data),
+    rlSection(data),
+    heldOutSection(data),
+    judgeSection(data),
+    failuresSection(data),
+    usageSection(data),
+    timeSection(data),
+    bfclSection(data),
+    `<footer>CM2 run report · ${esc(data.runId)} · generated ${esc(data.generatedAt)}</footer>`,
+  ].join('\n');
+  return `<!DOCTYPE html>
+<html lang="en">
+<head>
+<meta charset="utf-8">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<title>CM2 run ${esc(data.runId)}</title>
+<style>${CSS}</style>
+</head>
+<body>
+${body}
+</body>
+</html>
+`;
+}
