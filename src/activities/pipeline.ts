@@ -11,7 +11,7 @@ import { collectReport, type StageInfo } from '../report/collect';
 import { renderReport } from '../report/html';
 import { parseInput } from './shards';
 
-const Stage = z.enum(['prepare', 'checklist', 'sft', 'rl']);
+const Stage = z.enum(['prepare', 'checklist', 'sft', 'rl', 'eval']);
 
 export const StageMarker = z.object({
   stage: Stage,

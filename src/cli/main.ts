@@ -167,6 +167,31 @@ rl.command('set')
     await (require('./rlCommand') as typeof import('./rlCommand')).rlControlCommand(commandConfig(opts.config, run), 'set', patch);
   });
 
+program.command('eval').description('evaluate a policy on benchmarks (docs/eval.md)').command('bfcl')
+  .description('BFCL v4 function-calling accuracy of a policy (local checkpoint, s3://BUCKET/PREFIX, openai:MODEL@URL, reference) or of precomputed answers, without Temporal')
+  .option('--policy <p>', 'checkpoint folder | s3://BUCKET/PREFIX (policy folder or RL checkpoint) | openai:MODEL@URL | reference')
+  .option('--endpoint <url>', 'OpenAI-compatible base URL (native tool calling), with --model')
+  .option('--model <name>', 'model name for --endpoint')
+  .option('--api-key-env <var>', 'environment variable holding the endpoint\'s API key')
+  .option('--answers <file>', 'score precomputed outputs: JSONL of {"id", "result": [{"func": {"arg": value}}]}')
+  .option('--underscore-names', 'the answers write a.b as a_b (OpenAI-style tool names)')
+  .option('--category <list>', 'comma-separated categories, or all (default: simple_python,simple_java,simple_javascript,multiple,parallel,parallel_multiple,irrelevance)')
+  .option('--limit <n>', 'first N examples of each category')
+  .option('--data <dir>', 'BFCL data folder (default: CM2_BFCL_DIR or shared/benchmarks/bfcl)')
+  .option('--out <file>', 'results JSON: categories, overall, per-example verdicts and failure reasons')
+  .option('-c, --config <file>', 'config file (S3 address for s3:// policies; sft.tokenizerDir for RL checkpoints)', 'config/demo.yaml')
+  .option('--tokenizer <dir>', 'tokenizer folder when the checkpoint has none')
+  .option('--max-new-tokens <n>', 'generated tokens per example (default 256)')
+  .option('--batch-size <n>', 'generation batch size (default 8)')
+  .addOption(new Option('--backend <name>', 'tfjs backend').choices(['auto', 'tfjs-node-gpu', 'tfjs-node', 'wasm', 'cpu']).default('auto'))
+  .option('--concurrency <n>', 'concurrent endpoint requests (default 8)')
+  .option('--temperature <x>', 'endpoint sampling temperature (default 0)')
+  .option('--no-thinking', 'append an empty think block to the generation prompt')
+  .option('--json', 'print the summary as JSON')
+  .action(async (opts: import('./evalCommand').EvalBfclCommandOptions & { config: string }) => {
+    await (require('./evalCommand') as typeof import('./evalCommand')).evalBfclMain(opts, () => commandConfig(opts.config, 'eval'));
+  });
+
 program.command('filter')
   .description('run the rule-based filters on a local file, without Temporal')
   .requiredOption('--input <file>', 'JSONL, JSON array or parquet')

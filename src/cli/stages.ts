@@ -206,6 +206,18 @@ export function pipelineInput(cfg: Cm2Config): PipelineInput {
       checklist: checklistInput(cfg),
       ...(cfg.sft.enabled ? { sft: sftInput(cfg) } : {}),
       ...(rlEnabled ? { rl: rlInput(cfg) } : {}),
+      ...(cfg.eval.enabled && (cfg.sft.enabled || rlEnabled)
+        ? {
+            eval: {
+              runId: cfg.run.id,
+              bfcl: cfg.eval.bfcl,
+              startToCloseTimeout: cfg.eval.startToCloseTimeout,
+              tokenizerDir: cfg.sft.tokenizerDir,
+              taskQueues: { gpu: cfg.temporal.taskQueues.gpu },
+              activity: cfg.temporal.activity,
+            },
+          }
+        : {}),
     },
     taskQueues: { workflows: cfg.temporal.taskQueues.workflows, api: cfg.temporal.taskQueues.api },
     activity: cfg.temporal.activity,

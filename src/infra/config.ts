@@ -289,6 +289,22 @@ export const RlConfig = z.object({
 });
 export type RlConfig = z.infer<typeof RlConfig>;
 
+/** The evaluation stage of a run: BFCL accuracy of the SFT and RL policies (the `cm2 eval bfcl` harness as an activity). */
+export const EvalConfig = z.object({
+  enabled: z.boolean().default(true).describe('Evaluate the SFT and the final RL policy on BFCL at the end of `cm2 run`.'),
+  bfcl: z.object({
+    categories: z.array(z.string().min(1)).min(1).default(['simple_python', 'multiple', 'irrelevance'])
+      .describe('BFCL categories (files `BFCL_v4_<category>.json` in `dataDir`).'),
+    limit: z.number().int().positive().optional().describe('Examples per category (the first N); unset = all.'),
+    dataDir: z.string().min(1).optional().describe('BFCL data folder on the gpu workers; default `CM2_BFCL_DIR` or the shared benchmark folder.'),
+    maxNewTokens: z.number().int().positive().default(256).describe('Generated tokens per example (greedy).'),
+    batchSize: z.number().int().positive().default(8).describe('Examples per generation batch.'),
+  }).prefault({}).describe('BFCL function-calling accuracy (docs/eval.md).'),
+  /** Per attempt of the evaluation activity. */
+  startToCloseTimeout: z.string().default('6h').describe('Per attempt of an evaluation activity.'),
+});
+export type EvalConfig = z.infer<typeof EvalConfig>;
+
 export const Cm2Config = z.object({
   run: z.object({
     /** Run id: namespaces every S3 key and names the workflows. */
@@ -306,6 +322,7 @@ export const Cm2Config = z.object({
     .describe('Stage 3, cold-start SFT of the policy (`cm2 sft run`; spec §4.3). Defaults are sized for the demo model on 2 CPU cores.'),
   rl: RlConfig.prefault({})
     .describe('Stage 5, RL with checklist rewards (`cm2 rl run`; spec §6). Defaults are those of the reference script `traj_n48.sh` where it has one, sized down where the demo needs it.'),
+  eval: EvalConfig.prefault({}).describe('Evaluation at the end of a run (`cm2 run`): BFCL accuracy of the SFT and RL policies.'),
 });
 export type Cm2Config = z.infer<typeof Cm2Config>;
 export type DataConfig = z.infer<typeof DataConfig>;

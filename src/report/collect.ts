@@ -57,7 +57,7 @@ const RlRow = z.union([
 ]);
 export type RlRow = z.infer<typeof RlRow>;
 const BfclResult = z.looseObject({
-  policy: z.string(),
+  label: z.string(),
   overall: z.object({ accuracy: z.number(), correct: z.number(), total: z.number() }),
   categories: z.record(z.string(), z.object({ accuracy: z.number(), correct: z.number(), total: z.number() })),
 });
@@ -233,7 +233,7 @@ export function buildReport(runId: string, src: RunSources, opts: { stages: Stag
     if (first) data.heldOut.sft = first.rewardMean;
     if (last && last.step > 0) data.heldOut.rl = last.rewardMean;
   }
-  if (src.bfcl.length) data.bfcl = src.bfcl.map((b) => ({ policy: b.policy, overall: b.overall, categories: b.categories }));
+  if (src.bfcl.length) data.bfcl = src.bfcl.map((b) => ({ policy: b.label, overall: b.overall, categories: b.categories }));
   return data;
 }
 

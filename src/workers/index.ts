@@ -11,6 +11,7 @@
 import path from 'node:path';
 import { NativeConnection, Worker, type WorkerOptions } from '@temporalio/worker';
 import { createChecklistActivities } from '../activities/checklist';
+import { createEvalActivities } from '../activities/eval';
 import { createPipelineActivities } from '../activities/pipeline';
 import { createPrepareActivities } from '../activities/prepare';
 import { createRlActivities } from '../activities/rl';
@@ -67,7 +68,7 @@ export async function startWorkers(cfg: Cm2Config, queues: QueueKind[] = ALL_QUE
     }));
   }
   // Model work (SFT, rollouts, train steps) lands on the gpu queue, one slot per accelerator.
-  const gpuActivities = { ...createSftActivities({ store }), rlRollout, rlTrain };
+  const gpuActivities = { ...createSftActivities({ store }), rlRollout, rlTrain, ...createEvalActivities({ store }) };
   if (queues.includes('gpu') && Object.keys(gpuActivities).length > 0) {
     workers.push(await Worker.create({
       ...common,

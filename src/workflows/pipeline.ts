@@ -8,6 +8,8 @@
  * `temporal workflow start` with the same workflow id) skips every marked stage and re-enters the first unfinished
  * one, whose own activities skip the work already in S3 (shards, annotated examples, SFT/RL checkpoints).
  *
+ * Stages: prepare → checklist → sft → rl → eval (BFCL accuracy of the SFT and final RL policies).
+ *
  * Steering: signals `pause` / `resume` / `stop` (the same names as the RL workflow's). Pause holds the pipeline at
  * the next stage boundary and is forwarded to the RL stage, which pauses between steps; stop ends the pipeline
  * after the current stage's current unit of work (RL: after the step in flight, with its checkpoint; other stages
@@ -35,10 +37,12 @@ import { checklistWorkflow } from './checklist';
 import { prepareWorkflow } from './prepare';
 import { pauseSignal, resumeSignal, rlWorkflow, stopSignal, type RlResult, type RlWorkflowInput } from './rl';
 import { sftWorkflow } from './sft';
+import { evalWorkflow, type EvalResult, type EvalWorkflowInput } from './eval';
+import type { EvalPolicy } from '../activities/eval';
 import type { ActivityTimeouts, ChecklistWorkflowInput, PrepareWorkflowInput, SftWorkflowInput } from './types';
 import { stageActivities } from './util';
 
-export const PIPELINE_STAGES = ['prepare', 'checklist', 'sft', 'rl'] as const;
+export const PIPELINE_STAGES = ['prepare', 'checklist', 'sft', 'rl', 'eval'] as const;
 export type PipelineStage = (typeof PIPELINE_STAGES)[number];
 
 export interface PipelineInput {
@@ -49,6 +53,8 @@ export interface PipelineInput {
     checklist?: ChecklistWorkflowInput;
     sft?: SftWorkflowInput;
     rl?: RlWorkflowInput;
+    /** The evaluation stage without its policies (the SFT and final RL policies are added when it starts). */
+    eval?: Omit<EvalWorkflowInput, 'policies'>;
   };
   taskQueues: { workflows: string; api: string };
   activity: ActivityTimeouts;
@@ -139,6 +145,9 @@ export function summarize(stage: PipelineStage, result: unknown): Record<string,
       if (rl.stopped) put('stopped', 'yes');
       break;
     }
+    case 'eval':
+      for (const b of (r as Partial<EvalResult>).bfcl ?? []) put(`bfcl_${b.label}`, b.overall.accuracy);
+      break;
   }
   return out;
 }
@@ -234,6 +243,16 @@ export async function cm2Pipeline(input: PipelineInput): Promise<PipelineResult>
     staticSummary: `CM2 ${name} of run ${input.runId}`,
   });
 
+  // The policies the evaluation stage scores: the SFT output and the final RL policy (from results or markers).
+  const policies: Array<{ label: string; policy: EvalPolicy }> = [];
+  const notePolicy = (name: PipelineStage, result: unknown) => {
+    if (name === 'sft' && input.stages.sft) policies.push({ label: 'sft', policy: { kind: 'hf', prefix: `runs/${input.runId}/sft/final` } });
+    if (name === 'rl') {
+      const p = (result as Partial<RlResult> | undefined)?.policy;
+      if (p && p.kind === 'ckpt') policies.push({ label: 'rl', policy: p });
+    }
+  };
+
   try {
     for (const stage of stages) {
       if (stage.state === 'disabled') continue;
@@ -250,6 +269,7 @@ export async function cm2Pipeline(input: PipelineInput): Promise<PipelineResult>
         stage.startedAt = marker.startedAt;
         stage.closedAt = marker.closedAt;
         if (stage.name === 'rl') applyHeldOut(status, stage.summary);
+        notePolicy(stage.name, marker.result);
         details();
         continue;
       }
@@ -267,6 +287,9 @@ export async function cm2Pipeline(input: PipelineInput): Promise<PipelineResult>
         case 'rl':
           result = await runStage(stage, () => startChild(rlWorkflow, { ...childOptions('rl'), args: [input.stages.rl!] }));
           break;
+        case 'eval':
+          result = await runStage(stage, () => startChild(evalWorkflow, { ...childOptions('eval'), args: [{ ...input.stages.eval!, policies }] }));
+          break;
       }
       if (result === undefined) break; // stopped
       stage.summary = summarize(stage.name, result);
@@ -278,6 +301,7 @@ export async function cm2Pipeline(input: PipelineInput): Promise<PipelineResult>
         break;
       }
       stage.state = 'completed';
+      notePolicy(stage.name, result);
       await acts.pipelineRecordStage({ runId: input.runId, stage: stage.name, result, startedAt: stage.startedAt ?? stage.closedAt, closedAt: stage.closedAt });
       details();
     }

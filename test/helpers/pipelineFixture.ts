@@ -24,6 +24,7 @@ export const tinyPipeline = (over: { rlSteps?: number } = {}) => ({
   checklist: { variants: 1, shardSize: 8, shardConcurrency: 2 },
   sft: tinySft,
   rl: tinyRl({ steps: over.rlSteps ?? 2, eval: { prompts: 2, every: 2 }, continueAsNewEvery: 2 }),
+  eval: { bfcl: { categories: ['simple_python', 'irrelevance'], limit: 2, maxNewTokens: 16, batchSize: 4 } },
   temporal: { activity: { heartbeatTimeout: '10s', maxRetryInterval: '1s' } },
 });
 

@@ -64,7 +64,7 @@ test('cm2 run → pause/unpause/stop in RL → resume → status, logs, report; 
     const stopped = await client.workflow.getHandle(pipelineWorkflowId(runId)).result();
     assert.equal(stopped.state, 'stopped');
     let s = await status();
-    assert.deepEqual(s.stages.map((x) => [x.name, x.state]), [['prepare', 'completed'], ['checklist', 'completed'], ['sft', 'completed'], ['rl', 'stopped']]);
+    assert.deepEqual(s.stages.map((x) => [x.name, x.state]), [['prepare', 'completed'], ['checklist', 'completed'], ['sft', 'completed'], ['rl', 'stopped'], ['eval', 'pending']]);
     const stepsAtStop = Number(s.stages[3]!.summary['steps']);
     assert.ok(stepsAtStop < 3, `stopped early (${stepsAtStop} steps)`);
 
@@ -75,7 +75,10 @@ test('cm2 run → pause/unpause/stop in RL → resume → status, logs, report; 
     assert.match(resumed.out, /report: .*report\.html/);
     s = await status();
     assert.equal(s.pipeline?.status, 'COMPLETED');
-    assert.deepEqual(s.stages.map((x) => x.state), ['completed', 'completed', 'completed', 'completed']);
+    assert.deepEqual(s.stages.map((x) => x.state), ['completed', 'completed', 'completed', 'completed', 'completed']);
+    // BFCL accuracy of both policies (the tiny policies score what they score; the stage must run and report).
+    assert.equal(typeof s.stages[4]!.summary['bfcl_sft'], 'number');
+    assert.equal(typeof s.stages[4]!.summary['bfcl_rl'], 'number');
     assert.equal(s.stages[3]!.summary['steps'], 3);
     assert.equal(typeof s.heldOut.sft, 'number', 'held-out reward of the SFT policy');
     assert.equal(typeof s.heldOut.rl, 'number', 'held-out reward of the latest RL policy');
@@ -100,6 +103,7 @@ test('cm2 run → pause/unpause/stop in RL → resume → status, logs, report; 
     const html = readFileSync(out, 'utf8');
     assert.ok(html.startsWith('<!DOCTYPE html>') || html.startsWith('<!doctype html>'));
     assert.ok((html.match(/<svg/g) ?? []).length >= 4, 'plots');
+    assert.match(html, /BFCL/);
     assert.ok(existsSync(out.replace(/\.html$/, '.json')));
 
     // A second resume of the finished run redoes nothing: no stage workflow runs again.
@@ -111,7 +115,7 @@ test('cm2 run → pause/unpause/stop in RL → resume → status, logs, report; 
     const before = await Promise.all(['prepare', 'checklist', 'sft'].map(executions));
     const again = await cm2(['resume', runId, '--config', file]);
     assert.equal(again.code, 0, again.out);
-    assert.match(again.out, /rl skipped/);
+    assert.match(again.out, /eval skipped/);
     assert.deepEqual(await Promise.all(['prepare', 'checklist', 'sft'].map(executions)), before);
   } finally {
     await worker.kill('SIGTERM');

@@ -20,6 +20,8 @@ describe('stage summaries', () => {
     assert.deepEqual(rl, { steps: 4, heldOutSft: 0.1, heldOutRl: 0.3, heldOutStep: 4, policy: 'm' });
     assert.equal(summarize('rl', { steps: 1, stopped: true, evals: [] })['stopped'], 'yes');
     assert.deepEqual(summarize('checklist', undefined), {});
+    const acc = (a: number) => ({ accuracy: a, correct: 0, total: 0 });
+    assert.deepEqual(summarize('eval', { bfcl: [{ label: 'sft', overall: acc(0.25) }, { label: 'rl', overall: acc(0.5) }] }), { bfcl_sft: 0.25, bfcl_rl: 0.5 });
   });
 });
 

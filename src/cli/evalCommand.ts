@@ -1,0 +1,186 @@
+/**
+ * `cm2 eval bfcl`: BFCL v4 function-calling accuracy of a policy, locally (no Temporal; see docs/eval.md).
+ *
+ *   cm2 eval bfcl --policy DIR                  a local HF checkpoint folder of the project's model
+ *   cm2 eval bfcl --policy s3://BUCKET/PREFIX   an SFT policy folder (…/sft/final) or an RL checkpoint (…/step-N) in S3
+ *   cm2 eval bfcl --policy openai:MODEL@URL     an OpenAI-compatible endpoint with native tool calling
+ *                 (or --endpoint URL --model MODEL; --api-key-env VAR names the variable holding the key)
+ *   cm2 eval bfcl --policy reference            every example's own reference answer (checks the harness)
+ *   cm2 eval bfcl --answers FILE.jsonl          score precomputed outputs: {"id", "result": [{"f": {"a": 1}}]} per line
+ *
+ * with `--category a,b` (or `all`; default: the seven categories CM2 reports), `--limit N`, `--data DIR`, `--out FILE`.
+ */
+import { existsSync, readFileSync, writeFileSync } from 'node:fs';
+import path from 'node:path';
+import { loadStoredModel, type EvalPolicy } from '../activities/eval';
+import { loadChatTokenizer } from '../chat/tokenize';
+import { DEFAULT_CATEGORIES, parseCategoryList } from '../eval/bfcl/categories';
+import { BfclDataError, BfclInputError, parseAnswers } from '../eval/bfcl/data';
+import { stringifyPyJson } from '../eval/bfcl/pyValue';
+import { AnswersPolicy, availableCategories, defaultDataDir, EndpointConfig, EndpointPolicy, evaluateBfcl, ModelPolicy, ReferencePolicy, type Policy } from '../eval/bfcl/runner';
+import { formatSummary, type BfclResults } from '../eval/bfcl/score';
+import { projectRoot } from '../infra/binaries';
+import type { Cm2Config } from '../infra/config';
+import { ObjectStore } from '../infra/store';
+import { selectBackend, type BackendPref } from '../model/backend';
+import { loadHfCheckpoint } from '../model/checkpoint';
+import type { QwenModel } from '../model/qwen';
+
+export interface EvalBfclCommandOptions {
+  policy?: string;
+  endpoint?: string;
+  model?: string;
+  apiKeyEnv?: string;
+  answers?: string;
+  /** The answers call `a.b` as `a_b` (they come from an OpenAI-style endpoint). */
+  underscoreNames?: boolean;
+  category?: string;
+  limit?: string;
+  data?: string;
+  out?: string;
+  tokenizer?: string;
+  maxNewTokens?: string;
+  batchSize?: string;
+  backend?: string;
+  concurrency?: string;
+  temperature?: string;
+  /** commander's `--no-thinking`: false appends an empty think block. */
+  thinking?: boolean;
+  json?: boolean;
+  quiet?: boolean;
+}
+
+const int = (v: string | undefined, name: string, min = 1): number | undefined => {
+  if (v === undefined) return undefined;
+  const n = Number(v);
+  if (!Number.isInteger(n) || n < min) throw new BfclInputError(`--${name}: expected an integer ≥ ${min}, got '${v}'`);
+  return n;
+};
+
+/** `openai:MODEL@URL` → endpoint parts (the model may contain `@`; the URL starts at the last `@http`). */
+export function parseEndpointSpec(spec: string): { model: string; baseUrl: string } {
+  const body = spec.slice('openai:'.length);
+  const at = body.lastIndexOf('@http');
+  if (at <= 0) throw new BfclInputError(`--policy ${spec}: expected openai:MODEL@URL, e.g. openai:qwen3-8b@http://localhost:8000/v1`);
+  return { model: body.slice(0, at), baseUrl: body.slice(at + 1) };
+}
+
+/** `s3://bucket/key/prefix` → bucket and prefix (no trailing slash). */
+export function parseS3Ref(ref: string): { bucket: string; prefix: string } {
+  const m = /^s3:\/\/([^/]+)\/(.+?)\/?$/.exec(ref);
+  if (!m) throw new BfclInputError(`--policy ${ref}: expected s3://BUCKET/PREFIX`);
+  return { bucket: m[1]!, prefix: m[2]! };
+}
+
+interface Loaded {
+  policy: Policy;
+  dispose: () => void;
+}
+
+async function modelPolicy(model: QwenModel, tok: ReturnType<typeof loadChatTokenizer>, description: Record<string, unknown>, opts: EvalBfclCommandOptions): Promise<Loaded> {
+  const policy = new ModelPolicy(model, tok, description, {
+    maxNewTokens: int(opts.maxNewTokens, 'max-new-tokens') ?? 256,
+    batchSize: int(opts.batchSize, 'batch-size') ?? 8,
+    ...(opts.thinking === false ? { enableThinking: false } : {}),
+  });
+  return { policy, dispose: () => model.dispose() };
+}
+
+/** Resolves the policy options into a runnable policy. `config` is loaded only for S3 references. */
+async function resolvePolicy(opts: EvalBfclCommandOptions, config: () => Cm2Config, log: (l: string) => void): Promise<Loaded> {
+  const given = [opts.policy, opts.endpoint, opts.answers].filter((x) => x !== undefined).length;
+  if (given !== 1) throw new BfclInputError('give exactly one of --policy, --endpoint (with --model) or --answers');
+  const none = () => undefined;
+  if (opts.answers !== undefined) {
+    const file = opts.answers;
+    if (!existsSync(file)) throw new BfclInputError(`--answers ${file}: no such file`);
+    return { policy: new AnswersPolicy(parseAnswers(readFileSync(file, 'utf8'), file), file, opts.underscoreNames ?? false), dispose: none };
+  }
+  const spec = opts.policy;
+  if (spec === 'reference') return { policy: new ReferencePolicy(), dispose: none };
+  if (opts.endpoint !== undefined || spec?.startsWith('openai:')) {
+    const { model, baseUrl } = opts.endpoint !== undefined ? { model: opts.model ?? '', baseUrl: opts.endpoint } : parseEndpointSpec(spec!);
+    if (!model) throw new BfclInputError('--endpoint needs --model NAME');
+    const parsed = EndpointConfig.safeParse({
+      baseUrl,
+      model,
+      ...(opts.apiKeyEnv ? { apiKeyEnv: opts.apiKeyEnv } : {}),
+      ...(opts.concurrency ? { concurrency: int(opts.concurrency, 'concurrency') } : {}),
+      ...(opts.temperature ? { temperature: Number(opts.temperature) } : {}),
+    });
+    if (!parsed.success) throw new BfclInputError(`endpoint: ${parsed.error.issues.map((i) => `${i.path.join('.')}: ${i.message}`).join('; ')}`);
+    return { policy: new EndpointPolicy(parsed.data), dispose: none };
+  }
+  await selectBackend((opts.backend ?? 'auto') as BackendPref, log);
+  if (spec!.startsWith('s3://')) {
+    const cfg = config();
+    const { bucket, prefix } = parseS3Ref(spec!);
+    const store = ObjectStore.fromConfig({ ...cfg.s3, bucket });
+    let ref: Exclude<EvalPolicy, { kind: 'endpoint' }>;
+    // A checkpoint folder (manifest.json, files verified against it) or a policy folder (config.json + weights).
+    const manifestKey = prefix.endsWith('manifest.json') ? prefix : `${prefix}/manifest.json`;
+    if (await store.exists(manifestKey)) ref = { kind: 'ckpt', manifestKey, step: Number(/step-(\d+)/.exec(manifestKey)?.[1] ?? 0) };
+    else if (await store.exists(`${prefix}/config.json`)) ref = { kind: 'hf', prefix };
+    else throw new BfclInputError(`${spec}: neither ${prefix}/config.json (a policy folder) nor ${manifestKey} (a checkpoint) exists in bucket ${bucket}`);
+    const tokenizerDir = opts.tokenizer ?? (ref.kind === 'ckpt' ? cfg.sft.tokenizerDir : undefined);
+    const { model, tok } = await loadStoredModel(store, ref, tokenizerDir);
+    return modelPolicy(model, tok, { ...ref, bucket }, opts);
+  }
+  const dir = path.resolve(spec!);
+  if (!existsSync(path.join(dir, 'config.json'))) throw new BfclInputError(`--policy ${spec}: not a checkpoint folder (no config.json); for S3 use s3://BUCKET/PREFIX`);
+  const tokDir = opts.tokenizer ?? dir;
+  if (!existsSync(path.join(tokDir, 'tokenizer.json'))) throw new BfclInputError(`no tokenizer.json in ${tokDir}: give --tokenizer DIR (the demo tokenizer is ${path.join(projectRoot, 'assets', 'demo-tokenizer')})`);
+  const tok = loadChatTokenizer(tokDir);
+  return modelPolicy(loadHfCheckpoint(dir), tok, { kind: 'checkpoint', dir }, opts);
+}
+
+/** Runs the evaluation, writes `--out`, prints the summary. Returns the results. */
+export async function evalBfclCommand(opts: EvalBfclCommandOptions, config: () => Cm2Config): Promise<BfclResults> {
+  const log = (l: string) => {
+    if (!opts.quiet) console.error(l);
+  };
+  const dataDir = opts.data ? path.resolve(opts.data) : defaultDataDir();
+  const categories = parseCategoryList(opts.category ?? DEFAULT_CATEGORIES.join(','), (opts.category ?? '').split(',').includes('all') ? availableCategories(dataDir) : []);
+  const limit = int(opts.limit, 'limit');
+  const { policy, dispose } = await resolvePolicy(opts, config, log);
+  let results: BfclResults;
+  try {
+    let last = 0;
+    results = await evaluateBfcl(policy, {
+      categories,
+      dataDir,
+      ...(limit !== undefined ? { limit } : {}),
+      log,
+      onProgress: (category, done, total) => {
+        if (Date.now() - last > 5000 || done === total) {
+          last = Date.now();
+          log(`${category}: ${done}/${total}`);
+        }
+      },
+    });
+  } finally {
+    dispose();
+  }
+  if (policy instanceof AnswersPolicy) {
+    const unused = policy.unused();
+    if (unused.length > 0) log(`${unused.length} answer(s) not scored (ids not among the evaluated examples), e.g. ${unused.slice(0, 3).join(', ')}`);
+  }
+  if (opts.out) {
+    writeFileSync(opts.out, `${stringifyPyJson(results, 1)}\n`);
+    log(`results: ${opts.out}`);
+  }
+  if (opts.json) console.log(JSON.stringify({ categories: results.categories, overall: results.overall, seconds: results.seconds }));
+  else console.log(`${formatSummary(results)}\n(${results.seconds.toFixed(1)}s)`);
+  return results;
+}
+
+/** The command's entry point: input and data errors are reported in one line (exit code 2), others thrown. */
+export async function evalBfclMain(opts: EvalBfclCommandOptions, config: () => Cm2Config): Promise<void> {
+  try {
+    await evalBfclCommand(opts, config);
+  } catch (e) {
+    if (!(e instanceof BfclInputError || e instanceof BfclDataError)) throw e;
+    console.error(`cm2 eval bfcl: ${e.message}`);
+    process.exitCode = 2;
+  }
+}
