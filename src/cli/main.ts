@@ -177,7 +177,7 @@ program.command('eval').description('evaluate a policy on benchmarks (docs/eval.
   .option('--underscore-names', 'the answers write a.b as a_b (OpenAI-style tool names)')
   .option('--category <list>', 'comma-separated categories, or all (default: simple_python,simple_java,simple_javascript,multiple,parallel,parallel_multiple,irrelevance)')
   .option('--limit <n>', 'first N examples of each category')
-  .option('--data <dir>', 'BFCL data folder (default: CM2_BFCL_DIR or shared/benchmarks/bfcl)')
+  .option('--data <dir>', 'BFCL data folder (default: CM2_BFCL_DIR, the shared benchmark folder, or assets/bfcl)')
   .option('--out <file>', 'results JSON: categories, overall, per-example verdicts and failure reasons')
   .option('-c, --config <file>', 'config file (S3 address for s3:// policies; sft.tokenizerDir for RL checkpoints)', 'config/demo.yaml')
   .option('--tokenizer <dir>', 'tokenizer folder when the checkpoint has none')

@@ -44,8 +44,9 @@ import { exampleMessages, exampleTools } from './tools';
  */
 export function defaultDataDir(env: NodeJS.ProcessEnv = process.env): string {
   if (env['CM2_BFCL_DIR']) return env['CM2_BFCL_DIR'];
-  const candidates = [path.join(projectRoot, 'shared', 'benchmarks', 'bfcl'), path.join(projectRoot, '..', 'shared', 'benchmarks', 'bfcl')];
-  return candidates.find((d) => existsSync(d)) ?? candidates[0]!;
+  // A checkout next to the shared benchmark folder uses it; otherwise the copy vendored in assets/bfcl (same files).
+  const candidates = [path.join(projectRoot, 'shared', 'benchmarks', 'bfcl'), path.join(projectRoot, '..', 'shared', 'benchmarks', 'bfcl'), path.join(projectRoot, 'assets', 'bfcl')];
+  return candidates.find((d) => existsSync(d)) ?? candidates[2]!;
 }
 
 /** The categories a data folder can evaluate. */
