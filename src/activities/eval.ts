@@ -19,7 +19,7 @@ import { defaultDataDir, EndpointConfig, EndpointPolicy, evaluateBfcl, ModelPoli
 import { Accuracy, formatSummary } from '../eval/bfcl/score';
 import { projectRoot } from '../infra/binaries';
 import { readCheckpoint } from '../infra/checkpoints';
-import { NotFoundError, runKey, storeCache, type ObjectStore } from '../infra/store';
+import { ifExists, NotFoundError, runKey, storeCache, type ObjectStore } from '../infra/store';
 import { selectBackend, backendPrefs, type BackendPref } from '../model/backend';
 import { parseQwenConfig } from '../model/config';
 import { QwenModel } from '../model/qwen';
@@ -79,14 +79,7 @@ export function policyLabel(policy: EvalPolicy): string {
 
 const resolveDir = (dir: string) => (path.isAbsolute(dir) ? dir : path.join(projectRoot, dir));
 
-async function optionalJson(store: ObjectStore, key: string): Promise<Record<string, unknown> | undefined> {
-  try {
-    return JSON.parse(await store.getText(key)) as Record<string, unknown>;
-  } catch (e) {
-    if (e instanceof NotFoundError) return undefined;
-    throw e;
-  }
-}
+const optionalJson = (store: ObjectStore, key: string) => ifExists(async () => JSON.parse(await store.getText(key)) as Record<string, unknown>);
 
 /**
  * A policy in S3 and its tokenizer: an HF folder (config.json, model.safetensors, tokenizer files as the SFT stage

@@ -6,7 +6,7 @@
  * and `report.json` (the data the page was drawn from).
  */
 import { z } from 'zod';
-import { NotFoundError, runKey, type ObjectStore } from '../infra/store';
+import { ifExists, runKey, type ObjectStore } from '../infra/store';
 import { collectReport, type StageInfo } from '../report/collect';
 import { renderReport } from '../report/html';
 import { parseInput } from './shards';
@@ -53,12 +53,7 @@ export function createPipelineActivities({ store }: PipelineDeps) {
     /** The marker of a finished stage, or null. */
     async pipelineStageMarker(raw: z.input<typeof StageMarkerInput>): Promise<StageMarker | null> {
       const input = parseInput(StageMarkerInput, raw, 'pipelineStageMarker');
-      try {
-        return await store.getJson(markerKey(input.runId, input.stage), StageMarker);
-      } catch (e) {
-        if (e instanceof NotFoundError) return null;
-        throw e;
-      }
+      return (await ifExists(() => store.getJson(markerKey(input.runId, input.stage), StageMarker))) ?? null;
     },
 
     /** Marks a stage finished (one whole-object write: atomic). */

@@ -27,12 +27,12 @@ import { readCheckpoint, stepFolder, writeCheckpoint, CheckpointManifest } from 
 import { RlConfig, RlHyperparameters } from '../infra/config';
 import { LlmConfig, isOnline } from '../infra/llm/config';
 import { LlmClient, canonicalJson } from '../infra/llm/client';
-import { NotFoundError, runKey, sha256, storeCache, type ObjectStore } from '../infra/store';
+import { ifExists, runKey, sha256, storeCache, type ObjectStore } from '../infra/store';
 import { selectBackend } from '../model/backend';
 import { parseQwenConfig } from '../model/config';
 import { QwenModel } from '../model/qwen';
 import { parseSafetensors, serializeSafetensors } from '../model/safetensors';
-import type { AdamWState } from '../train/adamw';
+import { parseAdamWState, serializeAdamWState, type AdamWState } from '../train/adamw';
 import { takeBatch, type DataCursor } from '../train/rng';
 import { computeAdvantages } from '../rl/advantages';
 import { GrpoTrainer, type GrpoSequence } from '../rl/grpo';
@@ -240,7 +240,7 @@ export function createRlActivities(deps: RlDeps) {
     const config = parseQwenConfig(JSON.parse(files['config.json']!.toString('utf8')));
     const weights = parseSafetensors(files['model.safetensors']!).tensors;
     const model = QwenModel.fromWeights(config, new Map([...weights].map(([k, t]) => [k, t.data])));
-    return { model, optimizer: optimizerState(files['optimizer.safetensors']!), manifest };
+    return { model, optimizer: parseAdamWState(files['optimizer.safetensors']!), manifest };
   };
   /** A cached model for read-only use (rollouts, reference log-probs). Keeps at most the two most recent. */
   const cachedModel = async (p: PolicyRef): Promise<QwenModel> => {
@@ -489,7 +489,7 @@ export function createRlActivities(deps: RlDeps) {
           {
             'config.json': Buffer.from(JSON.stringify(config)),
             'model.safetensors': weights,
-            'optimizer.safetensors': optimizerBytes(trainer.optimizer.state(), model),
+            'optimizer.safetensors': serializeAdamWState(trainer.optimizer.state(), model.namedVariables()),
           },
           { ...input.state, hp: input.hp, train: { ...result, checkpointSeconds: 0 } },
         );
@@ -504,12 +504,8 @@ export function createRlActivities(deps: RlDeps) {
     async rlRecordStep(raw: z.input<typeof RlRecordInput>): Promise<{ key: string; rows: number }> {
       const input = parseInput(RlRecordInput, raw, 'rlRecordStep');
       const key = rlKey(input.runId, 'metrics.jsonl');
-      let rows: Record<string, unknown>[] = [];
-      try {
-        rows = (await store.getText(key)).split('\n').filter((l) => l.trim() !== '').map((l) => JSON.parse(l) as Record<string, unknown>);
-      } catch (e) {
-        if (!(e instanceof NotFoundError)) throw e;
-      }
+      const text = (await ifExists(() => store.getText(key))) ?? '';
+      let rows = text.split('\n').filter((l) => l.trim() !== '').map((l) => JSON.parse(l) as Record<string, unknown>);
       rows = rows.filter((r) => Number(r['step']) < input.step || (r['kind'] !== input.row['kind'] && Number(r['step']) <= input.step));
       rows.push({ step: input.step, ...input.row });
       await store.putJsonl(key, rows);
@@ -551,14 +547,7 @@ export function judgeConfigOf(rl: RlConfig): JudgeConfig {
 function verdictCache(store: ObjectStore) {
   const prefix = 'cache/judge';
   return {
-    async get(key: string) {
-      try {
-        return await store.getJson(`${prefix}/${key}.json`, z.object({ pass: z.boolean(), ok: z.boolean() }));
-      } catch (e) {
-        if (e instanceof NotFoundError) return undefined;
-        throw e;
-      }
-    },
+    get: (key: string) => ifExists(() => store.getJson(`${prefix}/${key}.json`, z.object({ pass: z.boolean(), ok: z.boolean() }))),
     async put(key: string, v: { pass: boolean; ok: boolean }) {
       await store.putJson(`${prefix}/${key}.json`, v);
     },
@@ -606,23 +595,6 @@ export function summarise(rollouts: readonly Rollout[], checklists: ReadonlyMap<
   }
   return { rewards, failed, byGranularity };
 }
-
-const optimizerBytes = (state: AdamWState, model: QwenModel): Uint8Array => {
-  const tensors = new Map<string, { shape: number[]; data: Float32Array }>();
-  for (const [name, v] of model.namedVariables()) {
-    tensors.set(`m.${name}`, { shape: [...v.shape], data: state.m.get(name)! });
-    tensors.set(`v.${name}`, { shape: [...v.shape], data: state.v.get(name)! });
-  }
-  return serializeSafetensors(tensors, { step: String(state.step) });
-};
-
-const optimizerState = (bytes: Uint8Array): AdamWState => {
-  const file = parseSafetensors(bytes);
-  const m = new Map<string, Float32Array>();
-  const v = new Map<string, Float32Array>();
-  for (const [key, t] of file.tensors) (key.startsWith('m.') ? m : v).set(key.slice(2), t.data);
-  return { step: Number(file.metadata?.['step'] ?? 0), m, v };
-};
 
 /** Prompt indices for a step: the data cursor over the training part (after the held-out prefix). */
 export function stepPrompts(cursor: DataCursor, data: RlData, count: number, seed: number): { indices: number[]; next: DataCursor } {

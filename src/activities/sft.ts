@@ -26,7 +26,7 @@ import { parseSafetensors, serializeSafetensors } from '../model/safetensors';
 import { applySpecialTokenInit, SPECIAL_TOKEN_SOURCES } from '../model/specialTokens';
 import { evaluateToolCalls, type ToolCallEval } from '../train/evaluate';
 import { SftTrainer, type TrainerState } from '../train/sft';
-import type { AdamWState } from '../train/adamw';
+import { parseAdamWState, serializeAdamWState } from '../train/adamw';
 import { heartbeat, once, parseInput } from './shards';
 
 export const SftTrainInput = z.object({ runId: z.string(), sft: SftConfig, sourceKey: z.string().min(1) });
@@ -95,24 +95,6 @@ export function baseModel(sft: SftConfig, tok: ChatTokenizer): QwenModel {
   return model;
 }
 
-const optimizerBytes = (state: AdamWState, model: QwenModel): Uint8Array => {
-  const vars = model.namedVariables();
-  const tensors = new Map<string, { shape: number[]; data: Float32Array }>();
-  for (const [name, v] of vars) {
-    tensors.set(`m.${name}`, { shape: [...v.shape], data: state.m.get(name)! });
-    tensors.set(`v.${name}`, { shape: [...v.shape], data: state.v.get(name)! });
-  }
-  return serializeSafetensors(tensors, { step: String(state.step) });
-};
-
-const optimizerState = (bytes: Uint8Array): AdamWState => {
-  const file = parseSafetensors(bytes);
-  const m = new Map<string, Float32Array>();
-  const v = new Map<string, Float32Array>();
-  for (const [key, t] of file.tensors) (key.startsWith('m.') ? m : v).set(key.slice(2), t.data);
-  return { step: Number(file.metadata?.['step'] ?? 0), m, v };
-};
-
 const cancelled = (): boolean => {
   try {
     return Context.current().cancellationSignal.aborted;
@@ -156,7 +138,7 @@ export async function runSft(store: ObjectStore, input: z.infer<typeof SftTrainI
       const { manifest, files } = await readCheckpoint(store, latest.manifestKey);
       const weights = parseSafetensors(files['model.safetensors']!).tensors;
       model.assignWeights(new Map([...weights].map(([k, t]) => [k, t.data])));
-      trainer.restore(manifest.state['trainer'] as TrainerState, optimizerState(files['optimizer.safetensors']!));
+      trainer.restore(manifest.state['trainer'] as TrainerState, parseAdamWState(files['optimizer.safetensors']!));
       log(`resumed from checkpoint step ${manifest.step}/${trainer.total}`);
     }
     const resumedFrom = trainer.state.step;
@@ -165,7 +147,7 @@ export async function runSft(store: ObjectStore, input: z.infer<typeof SftTrainI
     const save = async () => {
       await writeCheckpoint(store, prefix, trainer.state.step, {
         'model.safetensors': serializeSafetensors(model.namedWeights(), { format: 'pt' }),
-        'optimizer.safetensors': optimizerBytes(trainer.optimizer.state(), model),
+        'optimizer.safetensors': serializeAdamWState(trainer.optimizer.state(), model.namedVariables()),
       }, { trainer: trainer.state });
     };
     while (!trainer.done) {

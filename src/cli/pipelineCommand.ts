@@ -12,7 +12,7 @@ import { z } from 'zod';
 import { markerKey, StageMarker } from '../activities/pipeline';
 import { projectRoot } from '../infra/binaries';
 import type { Cm2Config } from '../infra/config';
-import { NotFoundError, ObjectStore, runKey } from '../infra/store';
+import { ifExists, ObjectStore, runKey } from '../infra/store';
 import { connectClient, InfraNotRunningError } from '../infra/temporal';
 import { collectReport, readRlRows, type StageInfo } from '../report/collect';
 import { renderReport } from '../report/html';
@@ -62,15 +62,6 @@ async function describe(client: Client, workflowId: string) {
   }
 }
 
-async function getOptional<T>(fn: () => Promise<T>): Promise<T | undefined> {
-  try {
-    return await fn();
-  } catch (e) {
-    if (e instanceof NotFoundError) return undefined;
-    throw e;
-  }
-}
-
 export interface StageRow {
   name: string;
   /** completed | running | paused | stopped | failed | pending | disabled | terminated */
@@ -99,7 +90,7 @@ const iso = (d: Date | undefined) => (d ? d.toISOString() : undefined);
 
 /** The state of a run and of each stage, from Temporal and S3 (no worker needed). */
 export async function runStatus(client: Client, store: ObjectStore, runId: string): Promise<RunStatus> {
-  const input = await getOptional(() => store.getJson<PipelineInput>(inputKey(runId)));
+  const input = await ifExists(() => store.getJson<PipelineInput>(inputKey(runId)));
   const pipe = await describe(client, pipelineWorkflowId(runId));
   const live = pipe?.status.name === 'RUNNING' ? await quickQuery<PipelineStatus>(client.workflow.getHandle(pipelineWorkflowId(runId)), pipelineStatusQuery) : undefined;
   const stages: StageRow[] = [];
@@ -107,7 +98,7 @@ export async function runStatus(client: Client, store: ObjectStore, runId: strin
     const workflowId = stageWorkflowId(runId, name);
     const row: StageRow = { name, state: 'pending', workflowId, summary: {} };
     const enabled = input ? input.stages[name] !== undefined : true;
-    const marker = await getOptional(() => store.getJson(markerKey(runId, name), StageMarker));
+    const marker = await ifExists(() => store.getJson(markerKey(runId, name), StageMarker));
     const d = await describe(client, workflowId);
     if (d) {
       row.temporalStatus = d.status.name;
@@ -141,7 +132,7 @@ export async function runStatus(client: Client, store: ObjectStore, runId: strin
       try {
         await client.workflow.getHandle(workflowId).result();
       } catch (e) {
-        row.error = errorText(e);
+        row.error = failureText(e);
       }
     }
     stages.push(row);
@@ -166,16 +157,6 @@ export async function runStatus(client: Client, store: ObjectStore, runId: strin
     heldOut: { sft: first?.rewardMean ?? null, rl: last?.rewardMean ?? null, rlStep: last?.step ?? null },
     ...(reportExists ? { reportKey: runKey(runId, 'report', 'report.html') } : {}),
   };
-}
-
-function errorText(e: unknown): string {
-  const parts: string[] = [];
-  let cur: unknown = e;
-  while (cur instanceof Error && parts.length < 5) {
-    if (cur.message && !parts.includes(cur.message)) parts.push(cur.message);
-    cur = cur.cause;
-  }
-  return parts.join(': ');
 }
 
 const fmtSeconds = (s?: number) => (s === undefined ? '' : s < 120 ? `${s.toFixed(0)}s` : s < 7200 ? `${(s / 60).toFixed(1)}m` : `${(s / 3600).toFixed(1)}h`);
@@ -291,7 +272,7 @@ export async function finish(client: Client, store: ObjectStore, cfg: Cm2Config,
     result = await followPipeline(client, handle);
     printRunEnd(result, cfg);
   } catch (e) {
-    console.error(`run ${runId} failed: ${errorText(e)}`);
+    console.error(`run ${runId} failed: ${failureText(e)}`);
     console.error(`details: \`cm2 logs ${runId}\` or the Web UI; after fixing the cause: \`cm2 resume ${runId}\``);
     process.exitCode = 1;
   }
@@ -302,7 +283,7 @@ export async function finish(client: Client, store: ObjectStore, cfg: Cm2Config,
 /** Starts a stopped, failed or terminated run again from its recorded input (finished stages are skipped). */
 export async function resumeCommand(cfg: Cm2Config, runId: string, wait: boolean): Promise<void> {
   const { client, store } = await connect(cfg);
-  const input = await getOptional(() => store.getJson<PipelineInput>(inputKey(runId)));
+  const input = await ifExists(() => store.getJson<PipelineInput>(inputKey(runId)));
   if (!input) throw new InfraNotRunningError(`the recorded input of run "${runId}" (s3://${cfg.s3.bucket}/${inputKey(runId)})`, cfg.s3.endpoint, new Error('not found: start it with `cm2 run --config FILE --run ' + runId + '`'));
   const before = await describe(client, pipelineWorkflowId(runId));
   const handle = await startPipeline(client, cfg, input);

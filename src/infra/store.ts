@@ -196,17 +196,20 @@ export class ObjectStore {
   }
 }
 
+/** The value of `read`, or undefined when the object it reads does not exist (other errors are thrown). */
+export async function ifExists<T>(read: () => Promise<T>): Promise<T | undefined> {
+  try {
+    return await read();
+  } catch (e) {
+    if (e instanceof NotFoundError) return undefined;
+    throw e;
+  }
+}
+
 /** The response-cache interface of the LLM client, backed by the store (`cache/llm/<hash>.json`). */
 export function storeCache(store: ObjectStore, prefix = 'cache/llm') {
   return {
-    async get(key: string): Promise<string | undefined> {
-      try {
-        return await store.getText(`${prefix}/${key}.json`);
-      } catch (e) {
-        if (e instanceof NotFoundError) return undefined;
-        throw e;
-      }
-    },
+    get: (key: string): Promise<string | undefined> => ifExists(() => store.getText(`${prefix}/${key}.json`)),
     async put(key: string, value: string): Promise<void> {
       await store.putText(`${prefix}/${key}.json`, value, 'application/json');
     },

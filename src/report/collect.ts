@@ -5,7 +5,7 @@
  * (`buildReport`), so it is tested without servers.
  */
 import { z } from 'zod';
-import { NotFoundError, runKey, type ObjectStore } from '../infra/store';
+import { ifExists as optional, runKey, type ObjectStore } from '../infra/store';
 import type { ReportData } from './types';
 
 export interface StageInfo {
@@ -69,15 +69,6 @@ export interface RunSources {
   /** RL metrics rows per run; `series` names the run's lines (its granularity unless several runs share one). */
   rl: Array<{ runId: string; rows: RlRow[] }>;
   bfcl: z.infer<typeof BfclResult>[];
-}
-
-async function optional<T>(fn: () => Promise<T>): Promise<T | undefined> {
-  try {
-    return await fn();
-  } catch (e) {
-    if (e instanceof NotFoundError) return undefined;
-    throw e;
-  }
 }
 
 export async function readRlRows(store: ObjectStore, runId: string): Promise<RlRow[]> {

@@ -8,6 +8,7 @@
  *   p ← p − lr·wd·p − lr · (m / (1−β1^t)) / (sqrt(v / (1−β2^t)) + ε)
  */
 import * as tf from '@tensorflow/tfjs';
+import { parseSafetensors, serializeSafetensors } from '../model/safetensors';
 
 export interface AdamWConfig {
   beta1: number;
@@ -101,4 +102,25 @@ export class AdamW {
   dispose(): void {
     for (const t of [...this.m.values(), ...this.v.values()]) t.dispose();
   }
+}
+
+/**
+ * The optimizer state as safetensors bytes (`m.<name>`, `v.<name>` with the variables' shapes; the step in the
+ * metadata), for checkpoints, and back.
+ */
+export function serializeAdamWState(state: AdamWState, variables: ReadonlyMap<string, { shape: readonly number[] }>): Uint8Array {
+  const tensors = new Map<string, { shape: number[]; data: Float32Array }>();
+  for (const [name, v] of variables) {
+    tensors.set(`m.${name}`, { shape: [...v.shape], data: state.m.get(name)! });
+    tensors.set(`v.${name}`, { shape: [...v.shape], data: state.v.get(name)! });
+  }
+  return serializeSafetensors(tensors, { step: String(state.step) });
+}
+
+export function parseAdamWState(bytes: Uint8Array): AdamWState {
+  const file = parseSafetensors(bytes);
+  const m = new Map<string, Float32Array>();
+  const v = new Map<string, Float32Array>();
+  for (const [key, t] of file.tensors) (key.startsWith('m.') ? m : v).set(key.slice(2), t.data);
+  return { step: Number(file.metadata?.['step'] ?? 0), m, v };
 }
