@@ -13,3 +13,8 @@ if (stale) {
   console.log('installing npm dependencies (npm ci)...');
   execSync(existsSync(lock) ? 'npm ci --no-audit --no-fund' : 'npm install --no-audit --no-fund', { cwd: root, stdio: 'inherit' });
 }
+
+// Then TensorFlow's native runtime for @tensorflow/tfjs-node(-gpu), from PyPI's wheel (once per machine, cached);
+// on any failure the WebAssembly backend stays in use and the reason is printed once.
+const { ensureNative } = await import('./ensure-native.mjs');
+ensureNative();

@@ -10,6 +10,7 @@
  *   cm2 sft run --config FILE             cold-start SFT (stage 3) on Temporal
  *   cm2 filter --input X --output Y --report R   rule-based filters locally, without Temporal
  *   cm2 demo                              everything on the demo tool world, offline
+ *   cm2 backend [--json]                  the tfjs backend model work uses here, and why
  *   cm2 model logits --checkpoint DIR --input-ids 1,2,3   last-position logits of a Qwen2/Qwen3 checkpoint (JSON)
  */
 import { Command, Option } from 'commander';
@@ -220,6 +221,14 @@ model.command('logits')
   .addOption(new Option('--backend <name>', 'tfjs backend').choices(['auto', 'tfjs-node-gpu', 'tfjs-node', 'wasm', 'cpu']).default('auto'))
   .action(async (opts: { checkpoint: string; inputIds: string; backend: 'auto' | 'tfjs-node-gpu' | 'tfjs-node' | 'wasm' | 'cpu' }) => {
     await (require('./modelCommand') as typeof import('./modelCommand')).modelLogitsCommand(opts);
+  });
+
+program.command('backend')
+  .description('which tfjs backend model work uses here, and why (native TensorFlow install status, the auto order)')
+  .addOption(new Option('--backend <name>', 'check this choice instead of auto').choices(['auto', 'tfjs-node-gpu', 'tfjs-node', 'wasm', 'cpu']).default('auto'))
+  .option('--json', 'machine-readable')
+  .action(async (opts: { backend: 'auto' | 'tfjs-node-gpu' | 'tfjs-node' | 'wasm' | 'cpu'; json?: boolean }) => {
+    await (require('./modelCommand') as typeof import('./modelCommand')).backendCommand(opts);
   });
 
 async function main(): Promise<void> {

@@ -1,5 +1,5 @@
 /** `cm2 model …`: inspect a Qwen2/Qwen3 HF checkpoint with the tfjs model. */
-import { selectBackend, type BackendPref } from '../model/backend';
+import { activeBackend, readNativeStatus, selectBackend, type BackendPref } from '../model/backend';
 import { loadHfCheckpoint } from '../model/checkpoint';
 
 export function parseIds(list: string): number[] {
@@ -21,4 +21,28 @@ export async function modelLogitsCommand(opts: { checkpoint: string; inputIds: s
   model.dispose();
   console.log(JSON.stringify(row));
   return row;
+}
+
+/** `cm2 backend`: activates the backend as model work would and says which one and why. */
+export async function backendCommand(opts: { backend: BackendPref; json?: boolean }): Promise<void> {
+  const native = readNativeStatus();
+  const lines: string[] = [];
+  let chosen: string | undefined;
+  let error: string | undefined;
+  try {
+    chosen = await selectBackend(opts.backend, (l) => lines.push(l));
+  } catch (e) {
+    error = (e as Error).message;
+  }
+  const active = activeBackend();
+  if (opts.json) {
+    console.log(JSON.stringify({ backend: chosen ?? null, why: active?.why ?? error, native, attempts: lines }, null, 2));
+  } else {
+    console.log(`backend: ${chosen ?? 'none'}${active ? ` (${active.why})` : ''}`);
+    console.log(`native TensorFlow: ${native.ok ? `${native.backend}, TensorFlow ${native.tensorflow}, ${native.package}, libraries in ${native.libDir}` : `not in use: ${native.reason}`}`);
+    if (!native.ok) console.log('  install or retry: node scripts/ensure-native.mjs --force   (CM2_NATIVE=cpu|gpu|off chooses)');
+    for (const l of lines) console.log(`  ${l}`);
+    if (error) console.log(`error: ${error}`);
+  }
+  if (!chosen) process.exitCode = 1;
 }

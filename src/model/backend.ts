@@ -1,19 +1,47 @@
 /**
- * Picks the TensorFlow.js backend: tfjs-node-gpu → tfjs-node → wasm → cpu in `auto` mode, or the one forced by
- * config. tfjs-node(-gpu) are optional peer dependencies; wasm and cpu always exist. The backend actually active
- * is checked with tf.getBackend() after setting it, because tfjs falls back silently (e.g. forced wasm threads).
+ * Picks the TensorFlow.js backend. `auto`: the native TensorFlow backend that `scripts/ensure-native.mjs` installed
+ * (tfjs-node-gpu when a GPU was visible, else tfjs-node; it records the outcome in node_modules/.cm2-native.json),
+ * then wasm, then cpu. A forced choice is tried as asked. The backend actually active is checked with
+ * tf.getBackend() after setting it, because tfjs falls back silently (e.g. forced wasm threads).
  */
 import * as tf from '@tensorflow/tfjs';
+import { readFileSync } from 'node:fs';
+import path from 'node:path';
 
 export type BackendPref = 'auto' | 'tfjs-node-gpu' | 'tfjs-node' | 'wasm' | 'cpu';
 export const backendPrefs: readonly BackendPref[] = ['auto', 'tfjs-node-gpu', 'tfjs-node', 'wasm', 'cpu'];
+export type BackendName = Exclude<BackendPref, 'auto'>;
 
 /** tfjs backend names registered by each choice. */
-const tfName: Record<Exclude<BackendPref, 'auto'>, string> = { 'tfjs-node-gpu': 'tensorflow', 'tfjs-node': 'tensorflow', wasm: 'wasm', cpu: 'cpu' };
+const tfName: Record<BackendName, string> = { 'tfjs-node-gpu': 'tensorflow', 'tfjs-node': 'tensorflow', wasm: 'wasm', cpu: 'cpu' };
 
 export class BackendUnavailableError extends Error {}
 
-async function tryBackend(choice: Exclude<BackendPref, 'auto'>): Promise<string | null> {
+/** What scripts/ensure-native.mjs recorded (node_modules/.cm2-native.json). */
+export interface NativeStatus {
+  ok: boolean;
+  backend: 'tfjs-node' | 'tfjs-node-gpu' | null;
+  reason?: string;
+  tensorflow?: string;
+  package?: string;
+  libDir?: string;
+  cudaLibraryDirs?: string[];
+  checkedAt?: string;
+}
+
+export const nativeStatusFile = path.resolve(__dirname, '..', '..', 'node_modules', '.cm2-native.json');
+
+export function readNativeStatus(): NativeStatus {
+  try {
+    return JSON.parse(readFileSync(nativeStatusFile, 'utf8')) as NativeStatus;
+  } catch {
+    return { ok: false, backend: null, reason: 'not installed (run `npm test` or `npm run demo` once, or `node scripts/ensure-native.mjs`)' };
+  }
+}
+
+async function tryBackend(choice: BackendName): Promise<string | null> {
+  // TensorFlow's C++ logging (oneDNN and CPU-feature notices) is noise here; the user's own setting wins.
+  if (choice.startsWith('tfjs-node')) process.env['TF_CPP_MIN_LOG_LEVEL'] ??= '2';
   // Loading the package registers its backend; a missing optional package throws here.
   if (choice === 'tfjs-node-gpu') require('@tensorflow/tfjs-node-gpu');
   else if (choice === 'tfjs-node') require('@tensorflow/tfjs-node');
@@ -23,17 +51,34 @@ async function tryBackend(choice: Exclude<BackendPref, 'auto'>): Promise<string 
   return ok && tf.getBackend() === tfName[choice] ? choice : null;
 }
 
+/** The order `auto` tries, and why native is not in it when it isn't. */
+export function autoOrder(status: NativeStatus = readNativeStatus()): { order: BackendName[]; note?: string } {
+  if (status.ok && status.backend) return { order: [status.backend, 'wasm', 'cpu'] };
+  return { order: ['wasm', 'cpu'], note: `native TensorFlow unavailable: ${status.reason ?? 'unknown reason'}` };
+}
+
+let active: { name: BackendName; why: string } | undefined;
+
+/** The backend this process activated, and why (undefined before selectBackend). */
+export function activeBackend(): { name: BackendName; why: string } | undefined {
+  return active;
+}
+
 /**
- * Activates a backend and returns its name (the choice that won, e.g. 'wasm'). `log` receives one line per attempt
- * and the final choice. A forced choice that cannot be activated throws BackendUnavailableError.
+ * Activates a backend and returns its name (the choice that won, e.g. 'tfjs-node'). `log` receives one line per
+ * failed attempt and the final choice with its reason. A forced choice that cannot be activated throws
+ * BackendUnavailableError.
  */
-export async function selectBackend(pref: BackendPref = 'auto', log: (line: string) => void = () => {}): Promise<Exclude<BackendPref, 'auto'>> {
-  const order: Exclude<BackendPref, 'auto'>[] = pref === 'auto' ? ['tfjs-node-gpu', 'tfjs-node', 'wasm', 'cpu'] : [pref];
+export async function selectBackend(pref: BackendPref = 'auto', log: (line: string) => void = () => {}): Promise<BackendName> {
+  const { order, note } = pref === 'auto' ? autoOrder() : { order: [pref] };
+  if (note) log(note);
   for (const choice of order) {
     let reason = 'tf.getBackend() reports another backend after setBackend';
     try {
       if (await tryBackend(choice)) {
-        log(`tfjs backend: ${choice}${pref === 'auto' ? ' (auto)' : ' (forced)'}`);
+        const why = pref !== 'auto' ? 'forced' : choice.startsWith('tfjs-node') ? `auto: native TensorFlow ${readNativeStatus().tensorflow ?? ''} installed`.trim() : `auto: ${note ?? 'fallback'}`;
+        active = { name: choice, why };
+        log(`tfjs backend: ${choice} (${why})`);
         return choice;
       }
     } catch (e) {
@@ -41,7 +86,7 @@ export async function selectBackend(pref: BackendPref = 'auto', log: (line: stri
     }
     if (pref !== 'auto') {
       throw new BackendUnavailableError(`tfjs backend '${choice}' is not available: ${reason}` +
-        (choice.startsWith('tfjs-node') ? ` (install @tensorflow/${choice}, an optional peer dependency)` : ''));
+        (choice.startsWith('tfjs-node') ? ` (node scripts/ensure-native.mjs installs it; status: ${readNativeStatus().reason ?? 'ok'})` : ''));
     }
     log(`tfjs backend ${choice} unavailable: ${reason}`);
   }
