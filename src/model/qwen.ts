@@ -136,6 +136,31 @@ export class QwenModel {
     return model;
   }
 
+  /**
+   * Built one tensor at a time: `load(name, shape)` gives each parameter (HF name, HF shape and layout) when it is
+   * needed, so a large checkpoint is never held whole next to the model (src/model/checkpoint.ts streams it from disk).
+   */
+  static fromLoader(config: QwenConfig, load: (name: string, shape: number[]) => Float32Array): QwenModel {
+    return new QwenModel(config, (spec) => load(spec.name, [...spec.shape]));
+  }
+
+  /**
+   * The parameters as HF names, HF shapes and HF layout, each materialised only when its `data()` is called (one at a
+   * time, for streaming saves). The array may be the backend's own memory: read it, don't keep or change it.
+   */
+  *weightEntries(): Iterable<{ name: string; shape: number[]; data: () => Float32Array }> {
+    for (const spec of this.specs) {
+      yield {
+        name: spec.name,
+        shape: [...spec.shape],
+        data: () => {
+          const data = this.w(spec.name).dataSync() as Float32Array;
+          return spec.kind === 'linear' ? transposeData(data, spec.shape[1]!, spec.shape[0]!) : data;
+        },
+      };
+    }
+  }
+
   private toInternal(spec: ParamSpec, data: Float32Array): tf.Tensor {
     if (spec.kind === 'linear') {
       const [out, inp] = spec.shape as [number, number];
