@@ -1,7 +1,8 @@
 /**
  * Picks the TensorFlow.js backend. `auto`: the native TensorFlow backend that `scripts/ensure-native.mjs` installed
  * (tfjs-node-gpu when a GPU was visible, else tfjs-node; it records the outcome in node_modules/.cm2-native.json),
- * then wasm, then cpu. A forced choice is tried as asked. The backend actually active is checked with
+ * then wasm, then cpu. A forced choice is tried as asked; the environment variable CM2_BACKEND turns `auto` into a
+ * forced choice for the whole process (e.g. a worker: CM2_BACKEND=wasm). The backend actually active is checked with
  * tf.getBackend() after setting it, because tfjs falls back silently (e.g. forced wasm threads).
  */
 import * as tf from '@tensorflow/tfjs';
@@ -70,13 +71,18 @@ export function activeBackend(): { name: BackendName; why: string } | undefined 
  * BackendUnavailableError.
  */
 export async function selectBackend(pref: BackendPref = 'auto', log: (line: string) => void = () => {}): Promise<BackendName> {
+  const fromEnv = process.env['CM2_BACKEND'];
+  if (pref === 'auto' && fromEnv && fromEnv !== 'auto') {
+    if (!(backendPrefs as readonly string[]).includes(fromEnv)) throw new BackendUnavailableError(`CM2_BACKEND=${fromEnv}: expected one of ${backendPrefs.join(', ')}`);
+    pref = fromEnv as BackendPref;
+  }
   const { order, note } = pref === 'auto' ? autoOrder() : { order: [pref] };
   if (note) log(note);
   for (const choice of order) {
     let reason = 'tf.getBackend() reports another backend after setBackend';
     try {
       if (await tryBackend(choice)) {
-        const why = pref !== 'auto' ? 'forced' : choice.startsWith('tfjs-node') ? `auto: native TensorFlow ${readNativeStatus().tensorflow ?? ''} installed`.trim() : `auto: ${note ?? 'fallback'}`;
+        const why = pref !== 'auto' ? (fromEnv === pref ? 'forced by CM2_BACKEND' : 'forced') : choice.startsWith('tfjs-node') ? `auto: native TensorFlow ${readNativeStatus().tensorflow ?? ''} installed`.trim() : `auto: ${note ?? 'fallback'}`;
         active = { name: choice, why };
         log(`tfjs backend: ${choice} (${why})`);
         return choice;

@@ -5,6 +5,7 @@
 import { randomBytes } from 'node:crypto';
 import { parseConfig, type Cm2Config } from '../../src/infra/config';
 import { ObjectStore } from '../../src/infra/store';
+import { readNativeStatus } from '../../src/model/backend';
 
 export function requireTestInfra(): void {
   if (!process.env['TEMPORAL_ADDRESS'] || !process.env['CM2_S3_ENDPOINT']) {
@@ -42,4 +43,16 @@ export function testConfig(runId: string, overrides: Record<string, unknown> = {
 
 export function testStore(cfg: Cm2Config): ObjectStore {
   return ObjectStore.fromConfig(cfg.s3);
+}
+
+/**
+ * The backends the exactness tests (exact resume, exactly-once train steps, parity) run on: the native backend when
+ * it is installed (what `auto` picks), and always wasm, the fallback, so both stay right. CM2_TEST_BACKENDS=wasm (a
+ * comma list) narrows it.
+ */
+export function exactnessBackends(): ('tfjs-node' | 'tfjs-node-gpu' | 'wasm')[] {
+  const fromEnv = process.env['CM2_TEST_BACKENDS'];
+  if (fromEnv) return fromEnv.split(',').map((s) => s.trim()).filter(Boolean) as ('tfjs-node' | 'wasm')[];
+  const native = readNativeStatus();
+  return native.ok && native.backend ? [native.backend, 'wasm'] : ['wasm'];
 }

@@ -6,7 +6,7 @@ import { tinyRl } from './rlFixture';
 const root = path.resolve(__dirname, '..', '..');
 
 export const tinySft = {
-  backend: 'wasm',
+  backend: 'auto',
   base: { kind: 'init', seed: 5, config: { model_type: 'qwen3', hidden_size: 32, intermediate_size: 64, num_hidden_layers: 2, num_attention_heads: 4, num_key_value_heads: 2, head_dim: 8, tie_word_embeddings: true, rope_theta: 10000, max_position_embeddings: 2048 } },
   epochs: 1, microBatch: 2, gradAccum: 2, maxSeqLen: 640, checkpointEvery: 2, peakLr: 5e-3,
   eval: { prompts: 2, maxNewTokens: 12 },

@@ -195,7 +195,7 @@ describe('evalBfcl', () => {
     for (const f of ['tokenizer.json', 'tokenizer_config.json']) await store.putBytes(`${prefix}/${f}`, readFileSync(path.join(root, 'assets', 'demo-tokenizer', f)));
     const { manifestKey } = await writeCheckpoint(store, runKey(cfg.run.id, 'rl', 'checkpoints'), 2, { 'config.json': Buffer.from(JSON.stringify(model.config)), 'model.safetensors': weights }, {});
     model.dispose();
-    const generation = { maxNewTokens: 8, batchSize: 2, backend: 'wasm' as const };
+    const generation = { maxNewTokens: 8, batchSize: 2, backend: 'auto' as const };
     const sft = await evalBfcl({ runId: cfg.run.id, policy: { kind: 'hf', prefix }, categories: ['simple_python', 'irrelevance'], limit: 2, dataDir, generation });
     assert.equal(sft.key, runKey(cfg.run.id, 'eval', 'bfcl', 'sft.json'));
     assert.equal(sft.overall.total, 4);
@@ -217,7 +217,7 @@ describe('evalBfcl', () => {
     model.dispose();
     for (const f of ['tokenizer.json', 'tokenizer_config.json']) copyFileSync(path.join(root, 'assets', 'demo-tokenizer', f), path.join(dir, f));
     const out = path.join(dir, 'results.json');
-    const cli = ['bin/cm2.js', 'eval', 'bfcl', '--category', 'simple_python,simple_java,irrelevance', '--limit', '2', '--max-new-tokens', '8', '--backend', 'wasm'];
+    const cli = ['bin/cm2.js', 'eval', 'bfcl', '--category', 'simple_python,simple_java,irrelevance', '--limit', '2', '--max-new-tokens', '8', '--backend', 'auto'];
     const { stdout } = await run(process.execPath, [...cli, '--policy', dir, '--out', out], { cwd: root, timeout: 300_000 });
     assert.match(stdout, /overall +\d+\.\d%/);
     const results = BfclResults.parse(JSON.parse(readFileSync(out, 'utf8')));

@@ -13,7 +13,7 @@ import { CheckpointManifest, stepFolder } from '../../src/infra/checkpoints';
 import { connectClient } from '../../src/infra/temporal';
 import { runKey, type ObjectStore } from '../../src/infra/store';
 import { checkpointPrefix } from '../../src/activities/rl';
-import { testConfig, testStore, uniqueId } from '../helpers/env';
+import { exactnessBackends, testConfig, testStore, uniqueId } from '../helpers/env';
 import { startChildWorker, writeConfigFile } from '../helpers/processes';
 import { tinyRl, writeRlFixture } from '../helpers/rlFixture';
 import { replies, startFakeOpenAI } from '../helpers/fakeOpenAI';
@@ -102,7 +102,8 @@ test('RL workflow: steps across continue-as-new, checkpoints and metrics; steere
   }
 });
 
-test('RL: a worker killed during a train step never applies an update twice or skips one (weights equal an uninterrupted run)', async () => {
+for (const backend of exactnessBackends()) test(`RL: a worker killed during a train step never applies an update twice or skips one (weights equal an uninterrupted run) [${backend}]`, async () => {
+  const env = { CM2_BACKEND: backend };
   const over = { rl: tinyRl({ steps: 3, eval: { prompts: 0 } }), temporal: { activity: { heartbeatTimeout: '4s', maxRetryInterval: '1s' } } };
   const a = testConfig(uniqueId('rla'), over);
   const b = testConfig(uniqueId('rlb'), over);
@@ -111,15 +112,16 @@ test('RL: a worker killed during a train step never applies an update twice or s
   await writeRlFixture(b, store);
   const client = await connectClient(a);
 
-  let worker = await startChildWorker(writeConfigFile(a));
+  let worker = await startChildWorker(writeConfigFile(a), undefined, env);
   let ra;
   try {
     ra = await (await startRl(client, a)).result();
+    assert.match(worker.output(), new RegExp(`tfjs backend: ${backend} `), 'the worker trained on the backend under test');
   } finally {
     await worker.kill('SIGTERM');
   }
 
-  worker = await startChildWorker(writeConfigFile(b));
+  worker = await startChildWorker(writeConfigFile(b), undefined, env);
   try {
     const hb = await startRl(client, b);
     // Kill the worker while step 2's update is running.
@@ -129,7 +131,7 @@ test('RL: a worker killed during a train step never applies an update twice or s
       await sleep(5);
     }
     await worker.kill('SIGKILL');
-    worker = await startChildWorker(writeConfigFile(b));
+    worker = await startChildWorker(writeConfigFile(b), undefined, env);
     const rb = await hb.result();
     assert.equal(rb.steps, ra.steps);
   } finally {

@@ -9,21 +9,21 @@ import { startSft, sftInput } from '../../src/cli/stages';
 import { connectClient } from '../../src/infra/temporal';
 import { runKey } from '../../src/infra/store';
 import { generateDemoDataset } from '../../src/world/generator';
-import { testConfig, testStore, uniqueId } from '../helpers/env';
+import { exactnessBackends, testConfig, testStore, uniqueId } from '../helpers/env';
 import { startChildWorker, writeConfigFile } from '../helpers/processes';
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 const tinySft = {
-  backend: 'wasm',
+  backend: 'auto',
   base: { kind: 'init', seed: 5, config: { model_type: 'qwen3', hidden_size: 32, intermediate_size: 64, num_hidden_layers: 2, num_attention_heads: 4, num_key_value_heads: 2, head_dim: 8, tie_word_embeddings: true, rope_theta: 10000, max_position_embeddings: 1024 } },
   epochs: 3, microBatch: 2, gradAccum: 2, maxSeqLen: 640, checkpointEvery: 3, peakLr: 5e-3,
   eval: { prompts: 0 },
 };
 
-test('SFT resumes after a worker kill and ends with the weights of an uninterrupted run', async () => {
+for (const backend of exactnessBackends()) test(`SFT resumes after a worker kill and ends with the weights of an uninterrupted run [${backend}]`, async () => {
   const examples = generateDemoDataset({ seed: 31, count: 40, brokenRate: 0 });
-  const cfg = testConfig(uniqueId('sft'), { sft: tinySft, temporal: { activity: { heartbeatTimeout: '5s', maxRetryInterval: '1s' } } });
+  const cfg = testConfig(uniqueId('sft'), { sft: { ...tinySft, backend }, temporal: { activity: { heartbeatTimeout: '5s', maxRetryInterval: '1s' } } });
   const store = testStore(cfg);
   await store.putJsonl(runKey(cfg.run.id, 'data', 'cold_start.jsonl'), examples);
   await store.putJsonl(runKey(cfg.run.id, 'data', 'rl.jsonl'), examples.slice(0, 4));
