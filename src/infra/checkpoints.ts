@@ -6,9 +6,16 @@
  * cursor, RNG state, metrics so far). A folder without a manifest, or whose files do not match it, is a torn
  * checkpoint (a worker died while writing) and is never loaded: `latestCheckpoint` falls back to the previous one.
  * Writing the same step again (a retried activity) overwrites the same keys with the same content.
+ *
+ * Files of any size: a checkpoint's files are given as bytes (small ones) or as local files (written by the streaming
+ * safetensors writer into a temp folder), uploaded as streams; `downloadCheckpoint` streams them back into a local
+ * folder, each verified against the manifest's sha256 and size on the way.
  */
+import { mkdtemp, readFile, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { z } from 'zod';
-import { ObjectRef, type ObjectStore } from './store';
+import { ifExists, ObjectRef, type ObjectStore } from './store';
 
 export const CheckpointManifest = z.object({
   format: z.literal('cm2-checkpoint/1'),
@@ -22,24 +29,77 @@ export type CheckpointManifest = z.infer<typeof CheckpointManifest>;
 
 export const stepFolder = (prefix: string, step: number) => `${prefix}/step-${String(step).padStart(8, '0')}`;
 
+/** A checkpoint file: bytes, or a local file (with its sha256 when the writer computed it). */
+export type CheckpointFile = Uint8Array | { path: string; sha256?: string };
+
 /** Writes the files, then the manifest. Returns the manifest's ref (the checkpoint's claim check). */
 export async function writeCheckpoint(
   store: ObjectStore,
   prefix: string,
   step: number,
-  files: Record<string, Uint8Array>,
+  files: Record<string, CheckpointFile>,
   state: Record<string, unknown>,
 ): Promise<{ manifestKey: string; manifest: CheckpointManifest }> {
   const folder = stepFolder(prefix, step);
   const refs: Record<string, ObjectRef> = {};
-  for (const [name, bytes] of Object.entries(files)) refs[name] = await store.putBytes(`${folder}/${name}`, bytes);
+  for (const [name, file] of Object.entries(files)) {
+    refs[name] = file instanceof Uint8Array
+      ? await store.putBytes(`${folder}/${name}`, file)
+      : await store.putFile(`${folder}/${name}`, file.path, file.sha256 ? { sha256: file.sha256 } : {});
+  }
   const manifest: CheckpointManifest = { format: 'cm2-checkpoint/1', step, files: refs, state, createdAt: new Date().toISOString() };
   const manifestKey = `${folder}/manifest.json`;
   await store.putJson(manifestKey, manifest);
   return { manifestKey, manifest };
 }
 
-/** Reads a checkpoint's files, verifying each against the manifest. */
+/**
+ * Downloads a checkpoint's files (all, or those named in `only`) into `dir` as `dir/<name>`, streamed and verified
+ * against the manifest. Returns the manifest and the local paths. A file named in `only` but not in the manifest is
+ * simply absent from `paths`.
+ */
+export async function downloadCheckpoint(store: ObjectStore, manifestKey: string, dir: string, only?: readonly string[]): Promise<{ manifest: CheckpointManifest; paths: Record<string, string> }> {
+  const manifest = await store.getJson(manifestKey, CheckpointManifest);
+  const paths: Record<string, string> = {};
+  for (const [name, ref] of Object.entries(manifest.files)) {
+    if (only && !only.includes(name)) continue;
+    if (name.includes('/') || name.startsWith('.')) throw new Error(`${manifestKey}: file name ${name} is not a plain file name`);
+    const path = join(dir, name);
+    await store.getVerifiedFile(ref, path);
+    paths[name] = path;
+  }
+  return { manifest, paths };
+}
+
+/**
+ * Downloads an HF model folder in S3 (`prefix/config.json` and `prefix/model.safetensors`, or the index and the shards
+ * it lists) into `dir`, streamed. Tokenizer files are not fetched. A missing object throws NotFoundError.
+ */
+export async function downloadHfFolder(store: ObjectStore, prefix: string, dir: string): Promise<void> {
+  await store.getFile(`${prefix}/config.json`, join(dir, 'config.json'));
+  const single = await ifExists(() => store.getFile(`${prefix}/model.safetensors`, join(dir, 'model.safetensors')));
+  if (single) return;
+  const indexPath = join(dir, 'model.safetensors.index.json');
+  await store.getFile(`${prefix}/model.safetensors.index.json`, indexPath);
+  const index = JSON.parse(await readFile(indexPath, 'utf8')) as { weight_map?: Record<string, string> };
+  const files = [...new Set(Object.values(index.weight_map ?? {}))];
+  for (const f of files) {
+    if (f.includes('/') || f.startsWith('.')) throw new Error(`s3 ${prefix}/model.safetensors.index.json: shard ${f} is not a plain file name`);
+    await store.getFile(`${prefix}/${f}`, join(dir, f));
+  }
+}
+
+/** Runs `fn` with a fresh temp folder (under TMPDIR), removed afterwards whatever happens. */
+export async function withTempDir<T>(fn: (dir: string) => Promise<T>, label = 'ckpt'): Promise<T> {
+  const dir = await mkdtemp(join(tmpdir(), `cm2-${label}-`));
+  try {
+    return await fn(dir);
+  } finally {
+    await rm(dir, { recursive: true, force: true });
+  }
+}
+
+/** Reads a checkpoint's files into memory, verifying each against the manifest (small checkpoints; see downloadCheckpoint). */
 export async function readCheckpoint(store: ObjectStore, manifestKey: string): Promise<{ manifest: CheckpointManifest; files: Record<string, Buffer> }> {
   const manifest = await store.getJson(manifestKey, CheckpointManifest);
   const files: Record<string, Buffer> = {};

@@ -4,8 +4,13 @@
  * Large data never travels through Temporal payloads: activities write it here and pass `ObjectRef`s
  * (claim checks: key + content hash + size). Keys of a run live under `runs/<runId>/`; writes are
  * whole-object and therefore atomic, which is what makes "output exists ⇒ step done" a safe idempotency test.
+ * Large objects (checkpoints of any size) go to and from local files as streams (`putFile`, `getFile`,
+ * `getVerifiedFile`), hashed on the way, never whole in memory.
  */
 import { createHash } from 'node:crypto';
+import { createReadStream, createWriteStream } from 'node:fs';
+import { rename, rm, stat } from 'node:fs/promises';
+import { pipeline } from 'node:stream/promises';
 import { Client } from 'minio';
 import { z } from 'zod';
 import { type S3Config, s3Credentials } from './config';
@@ -35,6 +40,23 @@ export class NotFoundError extends Error {
 function isNotFound(err: unknown): boolean {
   const code = (err as { code?: string }).code;
   return code === 'NoSuchKey' || code === 'NotFound' || code === 'NoSuchObject';
+}
+
+/** sha256 and size of a stream's bytes, consumed as they come. */
+async function hashStream(stream: NodeJS.ReadableStream): Promise<{ sha256: string; bytes: number }> {
+  const hash = createHash('sha256');
+  let bytes = 0;
+  for await (const chunk of stream) {
+    const b = typeof chunk === 'string' ? Buffer.from(chunk) : (chunk as Buffer);
+    hash.update(b);
+    bytes += b.length;
+  }
+  return { sha256: hash.digest('hex'), bytes };
+}
+
+/** sha256 and size of a local file, read as a stream. */
+export function sha256File(path: string): Promise<{ sha256: string; bytes: number }> {
+  return hashStream(createReadStream(path));
 }
 
 async function readAll(stream: NodeJS.ReadableStream): Promise<Buffer> {
@@ -106,6 +128,58 @@ export class ObjectStore {
     return data;
   }
 
+  /**
+   * Uploads a local file as a stream (multipart for large files). Its sha256 goes into the object's metadata and the
+   * returned reference; pass `sha256` when the writer already computed it (else the file is hashed first).
+   */
+  async putFile(key: string, path: string, opts: { contentType?: string; sha256?: string } = {}): Promise<ObjectRef> {
+    await this.ensureBucket();
+    const { size } = await stat(path);
+    const hash = opts.sha256 ?? (await sha256File(path)).sha256;
+    await this.client.putObject(this.bucket, key, createReadStream(path), size, { 'Content-Type': opts.contentType ?? 'application/octet-stream', 'x-amz-meta-sha256': hash });
+    return { key, sha256: hash, bytes: size };
+  }
+
+  /**
+   * Downloads an object into a local file as a stream, hashing it on the way (written to `<path>.partial`, then
+   * renamed). Returns the object's sha256 and size.
+   */
+  async getFile(key: string, path: string): Promise<{ sha256: string; bytes: number }> {
+    await this.ensureBucket();
+    const partial = `${path}.partial`;
+    const hash = createHash('sha256');
+    let bytes = 0;
+    try {
+      const body = await this.client.getObject(this.bucket, key);
+      await pipeline(
+        body,
+        async function* (source: AsyncIterable<Buffer>) {
+          for await (const chunk of source) {
+            hash.update(chunk);
+            bytes += chunk.length;
+            yield chunk;
+          }
+        },
+        createWriteStream(partial),
+      );
+      await rename(partial, path);
+    } catch (e) {
+      await rm(partial, { force: true });
+      if (isNotFound(e)) throw new NotFoundError(key);
+      throw e;
+    }
+    return { sha256: hash.digest('hex'), bytes };
+  }
+
+  /** Downloads an object into a local file and checks it against its reference (the file is removed when it differs). */
+  async getVerifiedFile(ref: ObjectRef, path: string): Promise<void> {
+    const got = await this.getFile(ref.key, path);
+    if (got.sha256 !== ref.sha256 || got.bytes !== ref.bytes) {
+      await rm(path, { force: true });
+      throw new Error(`hash mismatch for ${ref.key}: expected ${ref.sha256} (${ref.bytes} bytes), got ${got.sha256} (${got.bytes} bytes)`);
+    }
+  }
+
   putText(key: string, text: string, contentType = 'text/plain; charset=utf-8'): Promise<ObjectRef> {
     return this.putBytes(key, Buffer.from(text, 'utf8'), contentType);
   }
@@ -173,8 +247,8 @@ export class ObjectStore {
       const meta = stat.metaData as Record<string, string> | undefined;
       const hash = meta?.['sha256'] ?? meta?.['x-amz-meta-sha256'];
       if (hash && hash.length === 64) return { key, sha256: hash, bytes: stat.size };
-      const data = await this.getBytes(key);
-      return { key, sha256: sha256(data), bytes: data.length };
+      const computed = await hashStream(await this.client.getObject(this.bucket, key));
+      return { key, ...computed };
     } catch (e) {
       if (isNotFound(e)) return undefined;
       throw e;

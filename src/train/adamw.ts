@@ -1,14 +1,16 @@
 /**
  * AdamW (decoupled weight decay, Loshchilov & Hutter; the PyTorch `torch.optim.AdamW` update) over named tfjs
  * variables, with global-norm gradient clipping. Its whole state (step and both moments) is plain Float32Arrays, so a
- * checkpoint stores it exactly and a resumed run continues bit for bit.
+ * checkpoint stores it exactly and a resumed run continues bit for bit. Checkpoints stream it: `writeAdamWState` writes
+ * one moment tensor at a time to a safetensors file of any size, and `openAdamWState` gives a state whose moments are
+ * read from the file one at a time while `load` assigns them (a 0.5B model's moments are 4 GB).
  *
  * Update per parameter p with gradient g at step t (1-based):
  *   m = β1·m + (1−β1)·g;  v = β2·v + (1−β2)·g²
  *   p ← p − lr·wd·p − lr · (m / (1−β1^t)) / (sqrt(v / (1−β2^t)) + ε)
  */
 import * as tf from '@tensorflow/tfjs';
-import { parseSafetensors, serializeSafetensors } from '../model/safetensors';
+import { parseSafetensors, SafetensorsReader, serializeSafetensors, writeSafetensors, type TensorSource, type WrittenFile } from '../model/safetensors';
 
 export interface AdamWConfig {
   beta1: number;
@@ -19,8 +21,19 @@ export interface AdamWConfig {
 
 export const DEFAULT_ADAMW: AdamWConfig = { beta1: 0.9, beta2: 0.999, eps: 1e-8, weightDecay: 0.0 };
 
+/** Moments by parameter name: a Map, or a view that reads each from a file when asked. */
+export interface MomentLookup {
+  get(name: string): Float32Array | undefined;
+}
+
 export interface AdamWState {
   step: number;
+  m: MomentLookup;
+  v: MomentLookup;
+}
+
+/** A state held in memory (what `AdamW.state()` returns). */
+export interface AdamWSnapshot extends AdamWState {
   m: Map<string, Float32Array>;
   v: Map<string, Float32Array>;
 }
@@ -80,21 +93,33 @@ export class AdamW {
     return norm;
   }
 
-  /** A copy of the state (for a checkpoint). */
-  state(): AdamWState {
+  /** A copy of the state, in memory (small models; checkpoints stream it with writeAdamWState). */
+  state(): AdamWSnapshot {
     const read = (vars: Map<string, tf.Variable>) => new Map([...vars].map(([k, t]) => [k, new Float32Array(t.dataSync())]));
     return { step: this.step, m: read(this.m), v: read(this.v) };
   }
 
-  /** Restore a state saved by `state()` (same parameter names and shapes). */
+  /**
+   * The moments as tensors `m.<name>` and `v.<name>` (the variables' shapes), each read from the backend only when
+   * its `data()` is called; the array may be the backend's own memory (read it, don't keep it).
+   */
+  *momentEntries(): Iterable<TensorSource> {
+    for (const [kind, vars] of [['m', this.m], ['v', this.v]] as const) {
+      for (const [name, t] of vars) yield { name: `${kind}.${name}`, shape: [...t.shape], data: () => t.dataSync() as Float32Array };
+    }
+  }
+
+  /** Restore a state saved by `state()` or opened by `openAdamWState` (same parameter names and shapes), one moment at a time. */
   load(state: AdamWState): void {
     for (const [name, p] of this.params) {
       const m = state.m.get(name);
-      const v = state.v.get(name);
+      const v = m && state.v.get(name);
       if (!m || !v) throw new Error(`optimizer state has no moments for ${name}`);
       if (m.length !== p.size || v.length !== p.size) throw new Error(`optimizer state for ${name} has ${m.length} values, the parameter ${p.size}`);
-      this.m.get(name)!.assign(tf.tensor(m, p.shape));
-      this.v.get(name)!.assign(tf.tensor(v, p.shape));
+      tf.tidy(() => {
+        this.m.get(name)!.assign(tf.tensor(m, p.shape));
+        this.v.get(name)!.assign(tf.tensor(v, p.shape));
+      });
     }
     this.step = state.step;
   }
@@ -123,4 +148,27 @@ export function parseAdamWState(bytes: Uint8Array): AdamWState {
   const v = new Map<string, Float32Array>();
   for (const [key, t] of file.tensors) (key.startsWith('m.') ? m : v).set(key.slice(2), t.data);
   return { step: Number(file.metadata?.['step'] ?? 0), m, v };
+}
+
+/**
+ * The optimizer state as an F32 safetensors file written one moment tensor at a time (the same bytes as
+ * `serializeAdamWState`): `m.<name>`, `v.<name>`, the step in the metadata.
+ */
+export function writeAdamWState(path: string, optimizer: AdamW, opts: { chunkBytes?: number } = {}): WrittenFile {
+  return writeSafetensors(path, optimizer.momentEntries(), { metadata: { step: String(optimizer.steps) }, ...opts });
+}
+
+/**
+ * A state file written by `writeAdamWState` (or `serializeAdamWState`), opened for `AdamW.load`: each moment is read
+ * from the file when asked for. Close it after loading.
+ */
+export function openAdamWState(path: string, opts: { chunkBytes?: number } = {}): { state: AdamWState; close: () => void } {
+  const reader = SafetensorsReader.open(path, opts);
+  const step = Number(reader.metadata?.['step'] ?? NaN);
+  if (!Number.isInteger(step) || step < 0) {
+    reader.close();
+    throw new Error(`${path}: no optimizer step in the safetensors metadata (expected {"step": "<n>"})`);
+  }
+  const lookup = (kind: 'm' | 'v'): MomentLookup => ({ get: (name) => (reader.has(`${kind}.${name}`) ? reader.read(`${kind}.${name}`) : undefined) });
+  return { state: { step, m: lookup('m'), v: lookup('v') }, close: () => reader.close() };
 }
