@@ -1,23 +1,25 @@
 // Installs TensorFlow's native runtime for @tensorflow/tfjs-node (CPU) or @tensorflow/tfjs-node-gpu (CUDA) without
 // the packages' own install script, whose download of libtensorflow 2.9.1 comes from a host outside the package
-// registries. Instead:
+// registries. Instead (docs/native.md has the whole story):
 //   1. pip downloads PyPI's `tensorflow-cpu` (or, for the GPU, `tensorflow`) wheel, whose
 //      `tensorflow/libtensorflow_cc.so.2` exports TensorFlow's C API; only the two shared libraries and the C API
 //      headers are kept, in the cache (CM2_CACHE_DIR, default ~/.cache/cm2) under tensorflow/<kind>-<version>/;
-//      for the GPU the CUDA/cuDNN libraries the wheel's `and-cuda` extra names are pip-installed there too;
-//   2. the package's deps/ points at that cache (links under the names the addon links against);
+//      for the GPU the CUDA/cuDNN pip packages that the wheel's `and-cuda` extra pins are installed there too, as
+//      nvidia/<part>/lib beside lib/, where the libraries' own RUNPATH ($ORIGIN/../nvidia/<part>/lib) finds them;
+//   2. the package's deps/ points at that cache (links under the names the addon links against, and deps/nvidia);
 //   3. the addon (tfjs_binding.node) is compiled once with node-gyp and cached beside the libraries, then copied in;
-//   4. a child process loads the package and checks tf.getBackend() === 'tensorflow'.
+//   4. a child process loads the package and checks tf.getBackend() === 'tensorflow' and a matmul.
 // The outcome is written to node_modules/.cm2-native.json, which the `auto` backend choice reads (src/model/backend.ts)
 // and `cm2 backend` prints. Any failure leaves the WebAssembly fallback in place and says why, once; this script
 // never fails the command that called it.
 //
-//   node scripts/ensure-native.mjs [--force] [--quiet]
+//   node scripts/ensure-native.mjs [--force] [--quiet] [--print]
 //   CM2_NATIVE=auto (default: gpu when an NVIDIA GPU is visible, else cpu) | cpu | gpu | off
 //
-// Plain Node, no npm dependencies. Importable: `ensureNative({ quiet })` returns the status object.
+// Plain Node, no npm dependencies. Importable: `ensureNative({ quiet, force })` returns the status object; the pure
+// pieces (andCudaRequirements, parseWant, resolveKind, reusableStatus, createdGpuDevices) are unit-tested in test/unit/native.test.ts.
 import { execFileSync, spawnSync } from 'node:child_process';
-import { copyFileSync, existsSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, renameSync, rmSync, symlinkSync, unlinkSync, writeFileSync, lstatSync } from 'node:fs';
+import { copyFileSync, existsSync, lstatSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, renameSync, rmSync, symlinkSync, unlinkSync, writeFileSync } from 'node:fs';
 import { homedir, tmpdir } from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -26,15 +28,78 @@ const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 export const TF_VERSION = '2.16.2';
 const NAPI = 8; // the highest N-API version in tfjs-node's package.json; node-pre-gyp's find() picks it on Node ≥ 15
 export const statusFile = path.join(root, 'node_modules', '.cm2-native.json');
+/** A failed install is not retried by every command for this long (`--force` retries at once). */
+export const RETRY_AFTER_MS = 3600_000;
 
-const KINDS = {
+export const KINDS = {
   cpu: { pkg: '@tensorflow/tfjs-node', wheel: 'tensorflow-cpu', backend: 'tfjs-node' },
   gpu: { pkg: '@tensorflow/tfjs-node-gpu', wheel: 'tensorflow', backend: 'tfjs-node-gpu' },
 };
+export const WANTS = ['auto', 'cpu', 'gpu', 'off'];
 
-function cacheRoot() {
-  return process.env.CM2_CACHE_DIR || path.join(homedir(), '.cache', 'cm2');
+export function cacheRoot(env = process.env) {
+  return env.CM2_CACHE_DIR || path.join(homedir(), '.cache', 'cm2');
 }
+
+/** The cache folder of one build: <cache>/tensorflow/<kind>-<version>. */
+export function libraryDir(kind, env = process.env) {
+  return path.join(cacheRoot(env), 'tensorflow', `${kind}-${TF_VERSION}`);
+}
+
+// ---- pure pieces --------------------------------------------------------------------------------------------------
+
+/**
+ * The requirements a wheel's METADATA lists under its `and-cuda` extra, as pip arguments ("nvidia-cublas-cu12==12.3.4.1").
+ * Accepts both quote styles and the spellings PEP 685 treats as one name (and-cuda, and_cuda, and.cuda); other
+ * markers on the same line (e.g. a platform) are not evaluated: the wheel is installed on Linux x86-64 only.
+ */
+export function andCudaRequirements(metadata) {
+  const reqs = [];
+  for (const line of metadata.split(/\r?\n/)) {
+    const m = /^Requires-Dist:\s*([^;]+?)\s*;\s*(.+)$/.exec(line);
+    if (!m || !/\bextra\s*==\s*(['"])and[-_.]+cuda\1/i.test(m[2])) continue;
+    reqs.push(m[1].replace(/[\s()]/g, ''));
+  }
+  return reqs;
+}
+
+/** CM2_NATIVE's value: `{ want }` (auto when unset; `wasm` is a synonym of off) or `{ error }` naming the allowed values. */
+export function parseWant(value) {
+  const v = (value ?? '').trim().toLowerCase() || 'auto';
+  if (v === 'wasm') return { want: 'off' };
+  if (WANTS.includes(v)) return { want: v };
+  return { error: `CM2_NATIVE=${value} is not one of ${WANTS.join(', ')}` };
+}
+
+/**
+ * Which build to install: `{ kind: 'cpu' | 'gpu' }`, or `{ kind: null, reason }` when none is to be installed.
+ * `gpuVisible` is called only for `auto` (it may run nvidia-smi).
+ */
+export function resolveKind({ want, platform, arch, gpuVisible }) {
+  if (want === 'off') return { kind: null, reason: 'CM2_NATIVE=off' };
+  if (platform !== 'linux' || arch !== 'x64') return { kind: null, reason: `no native build for ${platform}-${arch} (the PyPI wheels used here are Linux x86-64)` };
+  if (want === 'cpu' || want === 'gpu') return { kind: want };
+  return { kind: gpuVisible() ? 'gpu' : 'cpu' };
+}
+
+/**
+ * Whether the recorded status answers this call without installing: 'ready' (the same build from the same cache
+ * folder is in place), 'failed-recently' (the same request failed less than RETRY_AFTER_MS ago), or undefined
+ * (install or check again). `addonExists` and `libDirComplete` tell whether the files the status names are still there.
+ */
+export function reusableStatus(prev, { kind, want, libDir, now = Date.now(), addonExists, libDirComplete }) {
+  if (!prev || prev.kind !== kind || prev.tensorflow !== TF_VERSION) return undefined;
+  if (prev.ok) return prev.libDir === libDir && addonExists && libDirComplete ? 'ready' : undefined;
+  const at = Date.parse(prev.checkedAt ?? '');
+  return prev.want === want && Number.isFinite(at) && now - at < RETRY_AFTER_MS ? 'failed-recently' : undefined;
+}
+
+/** The GPU devices TensorFlow reports creating in its log ("Created device /job:…/device:GPU:0 with … MB memory: -> …"). */
+export function createdGpuDevices(log) {
+  return [...log.matchAll(/Created device (\S*device:GPU:\d+) with (\d+) MB memory:?\s*->\s*(.*)$/gm)].map((m) => `${m[1]} (${m[2]} MB, ${m[3].trim()})`);
+}
+
+// ---- installing ---------------------------------------------------------------------------------------------------
 
 /** True when an NVIDIA GPU is visible to this process. */
 export function gpuVisible() {
@@ -61,8 +126,9 @@ function run(cmd, args, opts = {}) {
   return r.stdout ?? '';
 }
 
-// Python, run with the wheel's path: keeps the two libraries and the C API headers, prints the wheel's
-// `and-cuda` requirements (one per line) for the GPU build.
+const PIP = ['-m', 'pip', '--disable-pip-version-check', '--no-cache-dir']; // no second copy of GBs in pip's cache
+
+// Python, run with the wheel's path: keeps the two libraries and the C API headers, prints the wheel's METADATA.
 const EXTRACT_PY = `
 import sys, zipfile, re
 whl, dest = sys.argv[1], sys.argv[2]
@@ -73,56 +139,66 @@ for n in z.namelist():
     elif n.startswith(('tensorflow/include/tensorflow/c/', 'tensorflow/include/tsl/c/')) and n.endswith('.h'): keep.append(n)
     elif re.match(r'tensorflow/include/(tsl|tensorflow/core)/platform/ctstring.*\\.h$', n): keep.append(n)
 z.extractall(dest, keep)
-for n in z.namelist():
-    if n.endswith('.dist-info/METADATA'):
-        for line in z.read(n).decode().splitlines():
-            m = re.match(r'Requires-Dist: (.*?);\\s*extra == "and-cuda"', line)
-            if m: print(m.group(1).replace(' ', ''))
+meta = [n for n in z.namelist() if n.endswith('.dist-info/METADATA')]
+sys.stdout.write(z.read(meta[0]).decode() if meta else '')
 `;
 
 /** Fetches the wheel and lays out <cache>/tensorflow/<kind>-<ver>/{lib,include[,nvidia]}; returns that folder. */
 function ensureLibraries(kind, log) {
-  const dir = path.join(cacheRoot(), 'tensorflow', `${kind}-${TF_VERSION}`);
-  const done = path.join(dir, '.complete');
-  if (existsSync(done)) return dir;
+  const dir = libraryDir(kind);
+  if (existsSync(path.join(dir, '.complete'))) return dir;
   const py = python();
   const tmp = mkdtempSync(path.join(tmpdir(), 'cm2-tf-'));
+  const out = `${dir}.partial`;
   try {
     log(`fetching PyPI's ${KINDS[kind].wheel}==${TF_VERSION} wheel for TensorFlow's C library (once per machine)...`);
-    run(py, ['-m', 'pip', 'download', '--quiet', '--disable-pip-version-check', '--no-deps', '--only-binary=:all:',
+    run(py, [...PIP, 'download', '--quiet', '--no-deps', '--only-binary=:all:',
       '--python-version', '3.11', '--platform', 'manylinux2014_x86_64', '-d', tmp, `${KINDS[kind].wheel}==${TF_VERSION}`]);
     const whl = readdirSync(tmp).find((f) => f.endsWith('.whl'));
     if (!whl) throw new Error('pip download produced no wheel');
     const staging = path.join(tmp, 'x');
-    const reqs = run(py, ['-c', EXTRACT_PY, path.join(tmp, whl), staging]).split('\n').map((s) => s.trim()).filter(Boolean);
+    const reqs = andCudaRequirements(run(py, ['-c', EXTRACT_PY, path.join(tmp, whl), staging]));
     rmSync(path.join(tmp, whl), { force: true });
-    const out = `${dir}.partial`;
     rmSync(out, { recursive: true, force: true });
     mkdirSync(path.join(out, 'lib'), { recursive: true });
     for (const lib of ['libtensorflow_cc.so.2', 'libtensorflow_framework.so.2']) renameSync(path.join(staging, 'tensorflow', lib), path.join(out, 'lib', lib));
     renameSync(path.join(staging, 'tensorflow', 'include'), path.join(out, 'include'));
-    if (kind === 'gpu') {
-      // CUDA, cuDNN, cuBLAS… as the wheel's `and-cuda` extra pins them; laid out as site-packages/nvidia/*/lib, where
-      // the libraries' RUNPATH ($ORIGIN/../nvidia/...) and LD_LIBRARY_PATH (cm2 sets it for gpu workers) find them.
-      if (reqs.length === 0) throw new Error(`the ${KINDS[kind].wheel} wheel names no and-cuda requirements`);
-      log(`installing the CUDA libraries the wheel names (${reqs.length} pip packages, several GB, once per machine)...`);
-      run(py, ['-m', 'pip', 'install', '--quiet', '--disable-pip-version-check', '--no-deps', '--target', path.join(out, 'site'), ...reqs]);
-      writeFileSync(path.join(out, 'cuda-requirements.txt'), `${reqs.join('\n')}\n`);
-    }
+    if (kind === 'gpu') installCuda(py, reqs, out, log);
     writeFileSync(path.join(out, '.complete'), `${new Date().toISOString()}\n`);
     rmSync(dir, { recursive: true, force: true });
     renameSync(out, dir);
     return dir;
   } finally {
     rmSync(tmp, { recursive: true, force: true });
+    rmSync(out, { recursive: true, force: true }); // a failed attempt leaves no GBs behind
   }
 }
 
-/** Directories holding the pip CUDA libraries of a GPU install (for LD_LIBRARY_PATH). */
+/**
+ * CUDA, cuDNN, cuBLAS… as the wheel's `and-cuda` extra pins them, laid out as <out>/nvidia/<part>/lib, so that no
+ * LD_LIBRARY_PATH is needed: the TensorFlow libraries' RUNPATH has $ORIGIN/../nvidia/<part>/lib for the parts they
+ * dlopen (cudart, cublas, cudnn, cufft, cusolver, cusparse, cupti), where $ORIGIN is lib/ here and deps/lib in the
+ * package (glibc does not resolve the link), and the parts' own RUNPATHs ($ORIGIN/../../nvjitlink/lib…) find each other.
+ * Only the driver (libcuda.so.1) comes from the system.
+ */
+function installCuda(py, reqs, out, log) {
+  if (reqs.length === 0) throw new Error(`the ${KINDS.gpu.wheel} wheel's METADATA names no and-cuda requirements`);
+  log(`installing the CUDA libraries the wheel pins (${reqs.length} pip packages, about 3 GB, once per machine)...`);
+  const site = path.join(out, 'site');
+  run(py, [...PIP, 'install', '--quiet', '--no-deps', '--only-binary=:all:', '--target', site, ...reqs]);
+  if (!existsSync(path.join(site, 'nvidia'))) throw new Error('pip installed the and-cuda requirements but no nvidia/ folder');
+  renameSync(path.join(site, 'nvidia'), path.join(out, 'nvidia'));
+  rmSync(site, { recursive: true, force: true }); // the dist-info folders
+  // cuDNN's RUNPATH looks for nvrtc (its runtime-compiled kernels) in nvidia/nvrtc/lib, the package is cuda_nvrtc.
+  if (existsSync(path.join(out, 'nvidia', 'cuda_nvrtc')) && !existsSync(path.join(out, 'nvidia', 'nvrtc'))) symlinkSync('cuda_nvrtc', path.join(out, 'nvidia', 'nvrtc'));
+  writeFileSync(path.join(out, 'cuda-requirements.txt'), `${reqs.join('\n')}\n`);
+}
+
+/** Directories holding the pip CUDA libraries of a GPU install. */
 export function cudaLibraryDirs(libDir) {
-  const site = path.join(libDir, 'site', 'nvidia');
-  if (!existsSync(site)) return [];
-  return readdirSync(site).map((d) => path.join(site, d, 'lib')).filter((d) => existsSync(d));
+  const nvidia = path.join(libDir, 'nvidia');
+  if (!existsSync(nvidia)) return [];
+  return readdirSync(nvidia, { withFileTypes: true }).filter((d) => d.isDirectory()).map((d) => path.join(nvidia, d.name, 'lib')).filter((d) => existsSync(d)).sort();
 }
 
 function link(target, at) {
@@ -133,9 +209,13 @@ function link(target, at) {
   symlinkSync(target, at);
 }
 
+function packageDir(kind) {
+  return path.join(root, 'node_modules', ...KINDS[kind].pkg.split('/'));
+}
+
 /** Points the package's deps/ at the cached libraries and puts a compiled addon in lib/napi-v8. */
 function installInto(kind, libDir, log) {
-  const pkgDir = path.join(root, 'node_modules', ...KINDS[kind].pkg.split('/'));
+  const pkgDir = packageDir(kind);
   if (!existsSync(path.join(pkgDir, 'package.json'))) throw new Error(`${KINDS[kind].pkg} is not installed (npm ci installs it as an optional dependency)`);
   const version = JSON.parse(readFileSync(path.join(pkgDir, 'package.json'), 'utf8')).version;
   const deps = path.join(pkgDir, 'deps');
@@ -146,7 +226,8 @@ function installInto(kind, libDir, log) {
   for (const n of ['libtensorflow.so', 'libtensorflow.so.2', 'libtensorflow.so.2.9.1', 'libtensorflow_cc.so.2']) link(cc, path.join(deps, 'lib', n));
   for (const n of ['libtensorflow_framework.so', 'libtensorflow_framework.so.2', 'libtensorflow_framework.so.2.9.1']) link(fw, path.join(deps, 'lib', n));
   link(path.join(libDir, 'include'), path.join(deps, 'include'));
-  if (existsSync(path.join(libDir, 'site', 'nvidia'))) link(path.join(libDir, 'site', 'nvidia'), path.join(deps, 'nvidia'));
+  // $ORIGIN/../nvidia/<part>/lib of the libraries, seen through deps/lib (where the addon's RUNPATH finds them).
+  if (existsSync(path.join(libDir, 'nvidia'))) link(path.join(libDir, 'nvidia'), path.join(deps, 'nvidia'));
 
   const addonDir = path.join(pkgDir, 'lib', `napi-v${NAPI}`);
   const addon = path.join(addonDir, 'tfjs_binding.node');
@@ -183,66 +264,82 @@ function nodeGyp() {
   return found;
 }
 
-/** Loads the package in a child process (a crash there must not take this one down) and reads the backend. */
-function verify(kind, libDir) {
-  const env = { ...process.env, TF_CPP_MIN_LOG_LEVEL: '2' };
-  const cuda = cudaLibraryDirs(libDir);
-  if (cuda.length) env.LD_LIBRARY_PATH = [...cuda, env.LD_LIBRARY_PATH].filter(Boolean).join(':');
+/**
+ * Loads the package in a child process (a crash there must not take this one down), checks the backend and a matmul,
+ * and returns the GPU devices TensorFlow created (from its INFO log; none on a machine without a GPU, where
+ * TensorFlow's CUDA build runs on the CPU).
+ */
+function verify(kind) {
+  // The GPU build's device lines are INFO; the CPU build's INFO lines are noise. Without allow-growth TensorFlow
+  // reserves nearly all GPU memory, which fails while a worker already holds it.
+  const env = { ...process.env, TF_CPP_MIN_LOG_LEVEL: kind === 'gpu' ? '0' : '2', TF_FORCE_GPU_ALLOW_GROWTH: process.env.TF_FORCE_GPU_ALLOW_GROWTH ?? 'true' };
   const code = `const tf = require(${JSON.stringify(KINDS[kind].pkg)});
     const a = tf.tensor2d([[1, 2], [3, 4]]); const s = tf.matMul(a, a).dataSync();
     process.stdout.write(JSON.stringify({ backend: tf.getBackend(), ok: s[0] === 7 && s[3] === 22 }));`;
-  const r = spawnSync(process.execPath, ['-e', code], { cwd: root, env, encoding: 'utf8', timeout: 120_000 });
+  const r = spawnSync(process.execPath, ['-e', code], { cwd: root, env, encoding: 'utf8', timeout: 300_000 });
   let out;
   try {
     out = JSON.parse(r.stdout);
   } catch {
-    throw new Error(`loading ${KINDS[kind].pkg} failed: ${(r.stderr || r.stdout || `exit ${r.status}`).trim().split('\n').filter((l) => /rror/.test(l))[0] ?? `exit ${r.status}`}`);
+    const lines = (r.stderr || r.stdout || '').trim().split('\n');
+    throw new Error(`loading ${KINDS[kind].pkg} failed: ${lines.find((l) => /rror/.test(l)) ?? (lines.at(-1) || `exit ${r.status ?? r.signal}`)}`);
   }
   if (out.backend !== 'tensorflow' || !out.ok) throw new Error(`${KINDS[kind].pkg} loaded but reports backend ${out.backend}, matmul ok=${out.ok}`);
+  return createdGpuDevices(r.stderr ?? '');
 }
 
-function readStatus() {
+export function readStatus(file = statusFile) {
   try {
-    return JSON.parse(readFileSync(statusFile, 'utf8'));
+    return JSON.parse(readFileSync(file, 'utf8'));
   } catch {
     return undefined;
   }
 }
 
-function writeStatus(status) {
-  if (!existsSync(path.dirname(statusFile))) return status;
-  writeFileSync(statusFile, `${JSON.stringify(status, null, 2)}\n`);
+/** Writes the status beside node_modules (skipped when there is no node_modules yet); returns it. */
+export function writeStatus(status, file = statusFile) {
+  if (!existsSync(path.dirname(file))) return status;
+  writeFileSync(`${file}.tmp`, `${JSON.stringify(status, null, 2)}\n`);
+  renameSync(`${file}.tmp`, file);
   return status;
 }
 
 /** Makes the native backend ready (or records why not); returns the status object written to node_modules/.cm2-native.json. */
 export function ensureNative({ quiet = false, force = false } = {}) {
   const log = (line) => { if (!quiet) console.log(`native TensorFlow: ${line}`); };
-  const want = (process.env.CM2_NATIVE || 'auto').toLowerCase();
   const base = { tensorflow: TF_VERSION, checkedAt: new Date().toISOString() };
-  if (want === 'off' || want === 'wasm') return writeStatus({ ...base, ok: false, backend: null, reason: `CM2_NATIVE=${want}` });
-  if (process.platform !== 'linux' || process.arch !== 'x64') {
-    const st = readStatus();
-    if (!st || st.ok) log(`not available on ${process.platform}-${process.arch} (the PyPI wheels used here are Linux x86-64); using the WebAssembly backend`);
-    return writeStatus({ ...base, ok: false, backend: null, reason: `no native build for ${process.platform}-${process.arch}` });
-  }
-  const kind = want === 'gpu' || want === 'cpu' ? want : gpuVisible() ? 'gpu' : 'cpu';
   const prev = readStatus();
-  const pkgDir = path.join(root, 'node_modules', ...KINDS[kind].pkg.split('/'));
-  const addon = path.join(pkgDir, 'lib', `napi-v${NAPI}`, 'tfjs_binding.node');
-  if (!force && prev?.ok && prev.kind === kind && prev.tensorflow === TF_VERSION && existsSync(addon) && existsSync(prev.libDir ?? '/nonexistent')) return prev;
-  if (!force && prev && !prev.ok && prev.kind === kind && prev.tensorflow === TF_VERSION && prev.want === want && Date.now() - Date.parse(prev.checkedAt) < 3600_000) return prev; // failed within the hour: don't retry every command
+  // Said once: a reason that the recorded status already gives is not printed again.
+  const fallBack = (fields) => {
+    if (prev?.ok !== false || prev.reason !== fields.reason) log(`unavailable, using the WebAssembly backend: ${fields.reason}`);
+    return writeStatus({ ...base, ok: false, backend: null, ...fields });
+  };
+  const parsed = parseWant(process.env.CM2_NATIVE);
+  if (parsed.error) return fallBack({ reason: parsed.error });
+  const { want } = parsed;
+  const { kind, reason } = resolveKind({ want, platform: process.platform, arch: process.arch, gpuVisible });
+  if (!kind) return fallBack({ want, kind: null, reason });
+  const libDir = libraryDir(kind);
+  const reuse = force ? undefined : reusableStatus(prev, {
+    kind, want, libDir, addonExists: existsSync(path.join(packageDir(kind), 'lib', `napi-v${NAPI}`, 'tfjs_binding.node')),
+    libDirComplete: existsSync(path.join(libDir, '.complete')),
+  });
+  if (reuse) return prev; // ready, or failed within the hour: don't retry every command
   try {
-    const libDir = ensureLibraries(kind, log);
+    ensureLibraries(kind, log);
     const pkgVersion = installInto(kind, libDir, log);
-    verify(kind, libDir);
-    const status = { ...base, ok: true, want, kind, backend: KINDS[kind].backend, package: `${KINDS[kind].pkg}@${pkgVersion}`, libDir, cudaLibraryDirs: cudaLibraryDirs(libDir) };
-    if (!prev?.ok) log(`${status.backend} ready (TensorFlow ${TF_VERSION} from PyPI's ${KINDS[kind].wheel} wheel, libraries in ${libDir})`);
+    const gpuDevices = verify(kind);
+    const status = {
+      ...base, ok: true, want, kind, backend: KINDS[kind].backend, package: `${KINDS[kind].pkg}@${pkgVersion}`, libDir,
+      cudaLibraryDirs: cudaLibraryDirs(libDir), ...(kind === 'gpu' ? { gpuDevices } : {}),
+    };
+    if (!prev?.ok || prev.kind !== kind) log(`${status.backend} ready (TensorFlow ${TF_VERSION} from PyPI's ${KINDS[kind].wheel} wheel, libraries in ${libDir})`);
+    if (kind === 'gpu' && gpuDevices.length === 0) log('TensorFlow found no usable GPU (driver, device or CUDA libraries): tfjs-node-gpu runs on the CPU here');
     return writeStatus(status);
   } catch (e) {
     const reason = String(e?.message ?? e);
-    log(`unavailable, falling back to the WebAssembly backend: ${reason}`);
-    return writeStatus({ ...base, ok: false, want, kind, backend: null, reason });
+    log(`unavailable, using the WebAssembly backend: ${reason}`);
+    return writeStatus({ ...base, ok: false, backend: null, want, kind, reason });
   }
 }
 
