@@ -50,12 +50,14 @@ export function libraryDir(kind, env = process.env) {
 
 /**
  * The requirements a wheel's METADATA lists under its `and-cuda` extra, as pip arguments ("nvidia-cublas-cu12==12.3.4.1").
- * Accepts both quote styles and the spellings PEP 685 treats as one name (and-cuda, and_cuda, and.cuda); other
- * markers on the same line (e.g. a platform) are not evaluated: the wheel is installed on Linux x86-64 only.
+ * Reads the header fields (up to the first blank line, where the description starts); accepts both quote styles and
+ * the spellings PEP 685 treats as one name (and-cuda, and_cuda, and.cuda); other markers on the same line (e.g. a
+ * platform) are not evaluated: the wheel is installed on Linux x86-64 only.
  */
 export function andCudaRequirements(metadata) {
   const reqs = [];
   for (const line of metadata.split(/\r?\n/)) {
+    if (line === '') break;
     const m = /^Requires-Dist:\s*([^;]+?)\s*;\s*(.+)$/.exec(line);
     if (!m || !/\bextra\s*==\s*(['"])and[-_.]+cuda\1/i.test(m[2])) continue;
     reqs.push(m[1].replace(/[\s()]/g, ''));
