@@ -18,12 +18,10 @@ import { stringifyPyJson } from '../eval/bfcl/pyValue';
 import { defaultDataDir, EndpointConfig, EndpointPolicy, evaluateBfcl, ModelPolicy, type Policy } from '../eval/bfcl/runner';
 import { Accuracy, formatSummary } from '../eval/bfcl/score';
 import { projectRoot } from '../infra/binaries';
-import { readCheckpoint } from '../infra/checkpoints';
 import { ifExists, NotFoundError, runKey, storeCache, type ObjectStore } from '../infra/store';
 import { selectBackend, backendPrefs, type BackendPref } from '../model/backend';
-import { parseQwenConfig } from '../model/config';
 import { QwenModel } from '../model/qwen';
-import { parseSafetensors } from '../model/safetensors';
+import { checkpointModel, loadStoredHfModel, withCheckpoint } from './policyStore';
 import { PolicyRef } from './rl';
 import { asTemporalFailure, heartbeat, once, parseInput } from './shards';
 
@@ -96,27 +94,28 @@ export async function loadStoredModel(store: ObjectStore, ref: z.infer<typeof Po
 }
 
 async function readStoredModel(store: ObjectStore, ref: z.infer<typeof PolicyRef>, tokenizerDir?: string): Promise<{ model: QwenModel; tok: ChatTokenizer }> {
-  let config: unknown;
-  let weights: Uint8Array;
-  let tok: ChatTokenizer | undefined;
-  if (ref.kind === 'hf') {
-    config = await store.getJson(`${ref.prefix}/config.json`);
-    weights = await store.getBytes(`${ref.prefix}/model.safetensors`);
-    const tj = await optionalJson(store, `${ref.prefix}/tokenizer.json`);
-    if (tj && !tokenizerDir) tok = new ChatTokenizer(tj, (await optionalJson(store, `${ref.prefix}/tokenizer_config.json`)) ?? {});
-  } else {
-    const { files } = await readCheckpoint(store, ref.manifestKey);
-    if (!files['config.json'] || !files['model.safetensors']) throw ApplicationFailure.nonRetryable(`${ref.manifestKey}: the checkpoint has no config.json or model.safetensors`, 'BadInput');
-    config = JSON.parse(files['config.json'].toString('utf8'));
-    weights = files['model.safetensors'];
+  // Weights stream from S3 through a temp folder, one tensor at a time (an RL checkpoint's optimizer state is not fetched).
+  const model = ref.kind === 'hf'
+    ? await loadStoredHfModel(store, ref.prefix)
+    : await withCheckpoint(store, ref.manifestKey, (ckpt) => {
+      if (!ckpt.config) throw ApplicationFailure.nonRetryable(`${ref.manifestKey}: the checkpoint has no config.json or model.safetensors`, 'BadInput');
+      return checkpointModel(ckpt, ref.manifestKey);
+    }, { optimizer: false });
+  try {
+    let tok: ChatTokenizer | undefined;
+    if (ref.kind === 'hf') {
+      const tj = await optionalJson(store, `${ref.prefix}/tokenizer.json`);
+      if (tj && !tokenizerDir) tok = new ChatTokenizer(tj, (await optionalJson(store, `${ref.prefix}/tokenizer_config.json`)) ?? {});
+    }
+    if (!tok) {
+      if (!tokenizerDir) throw ApplicationFailure.nonRetryable('the policy folder has no tokenizer.json: give tokenizerDir', 'BadInput');
+      tok = loadChatTokenizer(resolveDir(tokenizerDir));
+    }
+    return { model, tok };
+  } catch (e) {
+    model.dispose();
+    throw e;
   }
-  if (!tok) {
-    if (!tokenizerDir) throw ApplicationFailure.nonRetryable('the policy folder has no tokenizer.json: give tokenizerDir', 'BadInput');
-    tok = loadChatTokenizer(resolveDir(tokenizerDir));
-  }
-  const tensors = parseSafetensors(weights).tensors;
-  const model = QwenModel.fromWeights(parseQwenConfig(config), new Map([...tensors].map(([k, t]) => [k, t.data])));
-  return { model, tok };
 }
 
 const cancellationSignal = (): AbortSignal | undefined => {

@@ -23,25 +23,25 @@ import { loadChatTokenizer, promptIds, type ChatTokenizer } from '../chat/tokeni
 import { AnnotatedExample, type ChecklistVariant } from '../checklist/schema';
 import type { Example } from '../data/schema';
 import { projectRoot } from '../infra/binaries';
-import { readCheckpoint, stepFolder, writeCheckpoint, CheckpointManifest } from '../infra/checkpoints';
+import { stepFolder, CheckpointManifest } from '../infra/checkpoints';
 import { RlConfig, RlHyperparameters } from '../infra/config';
 import { LlmConfig, isOnline } from '../infra/llm/config';
 import { LlmClient, canonicalJson } from '../infra/llm/client';
-import { ifExists, runKey, sha256, storeCache, type ObjectStore } from '../infra/store';
+import { ifExists, runKey, storeCache, type ObjectStore } from '../infra/store';
 import { selectBackend } from '../model/backend';
-import { parseQwenConfig } from '../model/config';
 import { QwenModel } from '../model/qwen';
-import { parseSafetensors, serializeSafetensors } from '../model/safetensors';
-import { parseAdamWState, serializeAdamWState, type AdamWState } from '../train/adamw';
+import type { AdamWState } from '../train/adamw';
 import { takeBatch, type DataCursor } from '../train/rng';
 import { computeAdvantages } from '../rl/advantages';
 import { GrpoTrainer, type GrpoSequence } from '../rl/grpo';
+import { promptMeanStats } from '../rl/heldOut';
 import { Judge, JudgeConfig, withJudgeDefaults } from '../rl/judge';
 import { judgePending, type StepJudgeStats } from '../rl/judgePhase';
 import { addPassByFocus, rolloutFailed, trajectoryReward } from '../rl/rewards';
 import { advanceRollouts, applyTurnDecisions, initRollouts, type RolloutLimits } from '../rl/rollout';
 import { ToolEnvironment, demoWorldExecutables, withSimulatorDefaults } from '../rl/toolEnv';
 import { Granularity, Rollout } from '../rl/types';
+import { checkpointModel, loadStoredHfModel, saveTrainingCheckpoint, withCheckpoint } from './policyStore';
 import { asTemporalFailure, heartbeat, once, parseInput } from './shards';
 
 // ---------------------------------------------------------------------------------------------------------------
@@ -120,6 +120,8 @@ export const RlAdvantagesResult = z.object({
   meanTurns: z.number(),
   /** Judge pass counts per checklist `focus_on` (items of reached turns). */
   passByFocus: z.record(z.string(), z.object({ passed: z.number().int(), total: z.number().int() })).default({}),
+  /** Mean reward over prompts with its standard error (prompts are the unit: src/rl/heldOut.ts). */
+  byPrompt: z.object({ n: z.number().int(), mean: z.number(), sd: z.number().nullable(), se: z.number().nullable() }).optional(),
   seconds: z.number(),
 });
 export type RlAdvantagesResult = z.infer<typeof RlAdvantagesResult>;
@@ -230,24 +232,32 @@ export function createRlActivities(deps: RlDeps) {
     return d.env;
   };
   const policyKey = (p: PolicyRef) => (p.kind === 'hf' ? `hf:${p.prefix}` : `ckpt:${p.manifestKey}`);
-  const loadPolicy = async (p: PolicyRef): Promise<{ model: QwenModel; optimizer?: AdamWState; manifest?: CheckpointManifest }> => {
-    if (p.kind === 'hf') {
-      const config = parseQwenConfig(await store.getJson(`${p.prefix}/config.json`));
-      const weights = parseSafetensors(await store.getBytes(`${p.prefix}/model.safetensors`)).tensors;
-      return { model: QwenModel.fromWeights(config, new Map([...weights].map(([k, t]) => [k, t.data]))) };
-    }
-    const { manifest, files } = await readCheckpoint(store, p.manifestKey);
-    const config = parseQwenConfig(JSON.parse(files['config.json']!.toString('utf8')));
-    const weights = parseSafetensors(files['model.safetensors']!).tensors;
-    const model = QwenModel.fromWeights(config, new Map([...weights].map(([k, t]) => [k, t.data])));
-    return { model, optimizer: parseAdamWState(files['optimizer.safetensors']!), manifest };
+  /**
+   * A policy from S3, streamed one tensor at a time. With `restore`, also the checkpoint's AdamW state, handed to
+   * `restore` while its file is open (the moments are read one at a time as the optimizer loads them).
+   */
+  const loadPolicy = async (p: PolicyRef, restore?: (model: QwenModel, optimizer: AdamWState) => void): Promise<QwenModel> => {
+    if (p.kind === 'hf') return loadStoredHfModel(store, p.prefix);
+    return withCheckpoint(store, p.manifestKey, (ckpt) => {
+      const model = checkpointModel(ckpt, p.manifestKey);
+      try {
+        if (restore) {
+          if (!ckpt.optimizer) throw new Error(`${p.manifestKey}: the checkpoint has no optimizer.safetensors`);
+          restore(model, ckpt.optimizer);
+        }
+      } catch (e) {
+        model.dispose();
+        throw e;
+      }
+      return model;
+    }, { optimizer: restore !== undefined });
   };
   /** A cached model for read-only use (rollouts, reference log-probs). Keeps at most the two most recent. */
   const cachedModel = async (p: PolicyRef): Promise<QwenModel> => {
     const key = policyKey(p);
     let m = models.get(key);
     if (!m) {
-      m = (await loadPolicy(p)).model;
+      m = await loadPolicy(p);
       models.set(key, m);
       while (models.size > 3) {
         const oldest = models.keys().next().value as string;
@@ -402,6 +412,7 @@ export function createRlActivities(deps: RlDeps) {
             addPassByFocus(d.checklists.get(r.uuid) ?? [], r.verdicts ?? [], acc);
             return acc;
           }, {}),
+          byPrompt: promptMeanStats(summary.rewards, rollouts.map((r) => r.group)),
           seconds: (Date.now() - t0) / 1000,
         };
       });
@@ -432,18 +443,18 @@ export function createRlActivities(deps: RlDeps) {
         const key = policyKey(input.policy);
         let model = models.get(key);
         models.delete(key);
-        let optimizer: AdamWState | undefined;
-        if (input.policy.kind === 'ckpt') {
-          const loaded = await loadPolicy(input.policy);
-          model?.dispose();
-          model = loaded.model;
-          optimizer = loaded.optimizer;
-        } else if (!model) {
-          model = (await loadPolicy(input.policy)).model;
-        }
         const reference = input.hp.klCoef > 0 ? await cachedModel(input.reference) : undefined;
-        const trainer = new GrpoTrainer(model, reference, input.rl.weightDecay);
-        if (optimizer) trainer.restore(optimizer);
+        let trainer: GrpoTrainer | undefined;
+        if (input.policy.kind === 'ckpt') {
+          model?.dispose();
+          model = await loadPolicy(input.policy, (m, optimizer) => {
+            trainer = new GrpoTrainer(m, reference, input.rl.weightDecay);
+            trainer.restore(optimizer);
+          });
+        } else if (!model) {
+          model = await loadPolicy(input.policy);
+        }
+        trainer ??= new GrpoTrainer(model, reference, input.rl.weightDecay);
         let metrics;
         try {
           metrics = await trainer.step(
@@ -466,7 +477,6 @@ export function createRlActivities(deps: RlDeps) {
         }
         const trainSeconds = (Date.now() - t0) / 1000;
         const t1 = Date.now();
-        const weights = serializeSafetensors(model.namedWeights(), { format: 'pt' });
         const result: RlTrainResult = {
           policy: { kind: 'ckpt', manifestKey, step: input.step },
           step: input.step,
@@ -479,20 +489,14 @@ export function createRlActivities(deps: RlDeps) {
           policyTokens: metrics.policyTokens,
           trainSeconds,
           checkpointSeconds: 0,
-          weightsSha256: sha256(weights),
+          weightsSha256: '',
         };
         const config = { ...model.config, architectures: [model.config.model_type === 'qwen3' ? 'Qwen3ForCausalLM' : 'Qwen2ForCausalLM'] };
-        await writeCheckpoint(
-          store,
-          prefix,
-          input.step,
-          {
-            'config.json': Buffer.from(JSON.stringify(config)),
-            'model.safetensors': weights,
-            'optimizer.safetensors': serializeAdamWState(trainer.optimizer.state(), model.namedVariables()),
-          },
-          { ...input.state, hp: input.hp, train: { ...result, checkpointSeconds: 0 } },
-        );
+        const saved = await saveTrainingCheckpoint(store, prefix, input.step, model, trainer.optimizer, ({ weightsSha256 }) => {
+          result.weightsSha256 = weightsSha256;
+          return { ...input.state, hp: input.hp, train: { ...result, checkpointSeconds: 0 } };
+        }, { config });
+        result.weightsSha256 = saved.weightsSha256;
         result.checkpointSeconds = (Date.now() - t1) / 1000;
         // The updated policy is the next rollout's policy: keep it.
         models.set(`ckpt:${manifestKey}`, model);

@@ -15,18 +15,17 @@ import { z } from 'zod';
 import { loadChatTokenizer, tokenizeForTraining, type ChatTokenizer } from '../chat/tokenize';
 import { Example } from '../data/schema';
 import { projectRoot } from '../infra/binaries';
-import { latestCheckpoint, readCheckpoint, writeCheckpoint } from '../infra/checkpoints';
+import { latestCheckpoint } from '../infra/checkpoints';
 import { SftConfig } from '../infra/config';
 import { ObjectRef, runKey, type ObjectStore } from '../infra/store';
 import { selectBackend } from '../model/backend';
 import { parseQwenConfig } from '../model/config';
 import { QwenModel } from '../model/qwen';
 import { loadHfCheckpoint } from '../model/checkpoint';
-import { parseSafetensors, serializeSafetensors } from '../model/safetensors';
 import { applySpecialTokenInit, SPECIAL_TOKEN_SOURCES } from '../model/specialTokens';
 import { evaluateToolCalls, type ToolCallEval } from '../train/evaluate';
 import { SftTrainer, type TrainerState } from '../train/sft';
-import { parseAdamWState, serializeAdamWState } from '../train/adamw';
+import { assignFromWeights, loadStoredHfModel, saveTrainingCheckpoint, uploadModelWeights, withCheckpoint } from './policyStore';
 import { heartbeat, once, parseInput } from './shards';
 
 export const SftTrainInput = z.object({ runId: z.string(), sft: SftConfig, sourceKey: z.string().min(1) });
@@ -135,20 +134,19 @@ export async function runSft(store: ObjectStore, input: z.infer<typeof SftTrainI
     const prefix = runKey(input.runId, 'sft', 'checkpoints');
     const latest = await latestCheckpoint(store, prefix, log);
     if (latest) {
-      const { manifest, files } = await readCheckpoint(store, latest.manifestKey);
-      const weights = parseSafetensors(files['model.safetensors']!).tensors;
-      model.assignWeights(new Map([...weights].map(([k, t]) => [k, t.data])));
-      trainer.restore(manifest.state['trainer'] as TrainerState, parseAdamWState(files['optimizer.safetensors']!));
-      log(`resumed from checkpoint step ${manifest.step}/${trainer.total}`);
+      const step = await withCheckpoint(store, latest.manifestKey, ({ manifest, weights, optimizer }) => {
+        if (!optimizer) throw new Error(`${latest.manifestKey}: the checkpoint has no optimizer.safetensors`);
+        assignFromWeights(model, weights);
+        trainer.restore(manifest.state['trainer'] as TrainerState, optimizer);
+        return manifest.step;
+      });
+      log(`resumed from checkpoint step ${step}/${trainer.total}`);
     }
     const resumedFrom = trainer.state.step;
     log(`${examples.length} examples (${truncated} truncated to ${sft.maxSeqLen} tokens), ${model.numParams()} parameters, ${trainer.total} steps on ${backend}`);
     let trainedTokens = 0;
     const save = async () => {
-      await writeCheckpoint(store, prefix, trainer.state.step, {
-        'model.safetensors': serializeSafetensors(model.namedWeights(), { format: 'pt' }),
-        'optimizer.safetensors': serializeAdamWState(trainer.optimizer.state(), model.namedVariables()),
-      }, { trainer: trainer.state });
+      await saveTrainingCheckpoint(store, prefix, trainer.state.step, model, trainer.optimizer, { trainer: trainer.state });
     };
     while (!trainer.done) {
       if (cancelled()) throw new Error('cancelled');
@@ -168,7 +166,7 @@ export async function runSft(store: ObjectStore, input: z.infer<typeof SftTrainI
     for (const f of ['tokenizer.json', 'tokenizer_config.json']) {
       await store.putBytes(`${finalPrefix}/${f}`, readFileSync(path.join(resolveDir(sft.tokenizerDir), f)), 'application/json');
     }
-    const modelRef = await store.putBytes(`${finalPrefix}/model.safetensors`, serializeSafetensors(model.namedWeights(), { format: 'pt' }));
+    const modelRef = await uploadModelWeights(store, `${finalPrefix}/model.safetensors`, model);
     return {
       backend,
       params: model.numParams(),
@@ -208,9 +206,7 @@ export function createSftActivities(deps: { store: ObjectStore }) {
         if (input.which === 'base') model = baseModel(sft, tok);
         else {
           if (!input.finalPrefix) throw ApplicationFailure.nonRetryable('sftEvaluate(sft) needs finalPrefix', 'BadInput');
-          const config = parseQwenConfig(await store.getJson(`${input.finalPrefix}/config.json`));
-          const weights = parseSafetensors(await store.getBytes(`${input.finalPrefix}/model.safetensors`)).tensors;
-          model = QwenModel.fromWeights(config, new Map([...weights].map(([k, t]) => [k, t.data])));
+          model = await loadStoredHfModel(store, input.finalPrefix);
         }
         try {
           const examples = (await store.getJsonl(input.evalSourceKey, Example)).slice(0, sft.eval.prompts * 2);
