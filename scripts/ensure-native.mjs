@@ -298,11 +298,15 @@ export function readStatus(file = statusFile) {
   }
 }
 
-/** Writes the status beside node_modules (skipped when there is no node_modules yet); returns it. */
+/** Writes the status into node_modules (skipped when there is no node_modules yet; a failure is reported, not thrown); returns it. */
 export function writeStatus(status, file = statusFile) {
   if (!existsSync(path.dirname(file))) return status;
-  writeFileSync(`${file}.tmp`, `${JSON.stringify(status, null, 2)}\n`);
-  renameSync(`${file}.tmp`, file);
+  try {
+    writeFileSync(`${file}.tmp`, `${JSON.stringify(status, null, 2)}\n`);
+    renameSync(`${file}.tmp`, file);
+  } catch (e) {
+    console.error(`native TensorFlow: could not record the status in ${file}: ${e?.message ?? e}`);
+  }
   return status;
 }
 
