@@ -43,6 +43,9 @@ export function readNativeStatus(): NativeStatus {
 async function tryBackend(choice: BackendName): Promise<string | null> {
   // TensorFlow's C++ logging (oneDNN and CPU-feature notices) is noise here; the user's own setting wins.
   if (choice.startsWith('tfjs-node')) process.env['TF_CPP_MIN_LOG_LEVEL'] ??= '2';
+  // Without it the first process on a GPU reserves nearly all its memory and the next one (another worker, a cm2
+  // command) runs out.
+  if (choice === 'tfjs-node-gpu') process.env['TF_FORCE_GPU_ALLOW_GROWTH'] ??= 'true';
   // Loading the package registers its backend; a missing optional package throws here.
   if (choice === 'tfjs-node-gpu') require('@tensorflow/tfjs-node-gpu');
   else if (choice === 'tfjs-node') require('@tensorflow/tfjs-node');
