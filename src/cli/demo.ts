@@ -3,107 +3,271 @@
  * local infrastructure and the workers, runs the whole pipeline (`cm2Pipeline`) on the demo tool world with the
  * offline roles, writes the HTML report, prints the Web UI URL and the report path, and stops
  * what it started (workers; the infrastructure too unless it was already running or `--keep-infra` is given).
- * Ctrl-C leaves a resumable run:
- * the workflows live in the dev server's SQLite file, and the next `npm run demo` attaches to them.
+ *
+ * Every way out stops what the demo started: the end of the run, its failure, Ctrl-C (SIGINT), SIGTERM and SIGHUP
+ * (the same as Ctrl-C), an uncaught error in the CLI. An interrupted run is resumable: its workflows live in the dev
+ * server's SQLite file, and the next `npm run demo` attaches to them.
+ *
+ * The workers are supervised: the gpu worker (a child process) is restarted with a bounded back-off when it dies
+ * (an out-of-memory kill), the in-process workflow and api workers when they fail; if the parent dies without
+ * cleaning up, the child notices (IPC channel) and stops itself.
  */
-import { spawn } from 'node:child_process';
 import path from 'node:path';
 import { DefaultLogger, Runtime } from '@temporalio/worker';
-import { loadConfig } from '../infra/config';
+import { loadConfig, type Cm2Config } from '../infra/config';
 import { ensureBinaries, projectRoot } from '../infra/binaries';
-import { defaultInfraDir, infraEnv, infraHealth, readInfraState, startInfra, stopInfra } from '../infra/localInfra';
+import { defaultInfraDir, infraEnv, infraHealth, isAlive, portsFromEnv, readInfraState, setInfraOwner, startInfra, stopInfra } from '../infra/localInfra';
 import { startWorkers } from '../workers';
-import { connect, followPipeline, printRunEnd, startRun, writeLocalReport } from './pipelineCommand';
+import { connect, followPipeline, guardedPrint, linePrinter, printRunEnd, startRun, writeLocalReport } from './pipelineCommand';
 import { pipelineWorkflowId } from './stages';
+import { SupervisedChild, SupervisedWorkers, type SuperviseOptions } from './supervisor';
+
+/** The gpu worker's output lines worth showing (SFT progress, the backend, errors). */
+const forwardGpuLine = (line: string) => /^\[sft |tfjs backend|Error|ERROR/.test(line);
 
 /**
- * `cm2 worker --queues gpu` as a child process; resolves once it polls. Its SFT progress lines are passed through,
- * the rest of its log is kept quiet.
+ * `cm2 worker --queues gpu` as a supervised child process; resolves once it polls. Its SFT progress lines are passed
+ * through, the rest of its log is kept quiet. When it dies it is restarted (bounded back-off, a message per restart).
  */
-export async function startGpuWorker(configFile: string): Promise<{ stop: () => Promise<void> }> {
-  const proc = spawn(process.execPath, [path.join(projectRoot, 'bin', 'cm2.js'), 'worker', '--config', configFile, '--queues', 'gpu'], {
-    env: process.env,
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
-  let buffered = '';
-  const forward = (chunk: Buffer) => {
-    buffered += chunk.toString();
-    const lines = buffered.split('\n');
-    buffered = lines.pop() ?? '';
-    for (const line of lines) if (/^\[sft |tfjs backend|Error|ERROR/.test(line)) console.log(`  gpu worker: ${line}`);
-  };
-  await new Promise<void>((resolve, reject) => {
-    const onData = (chunk: Buffer) => {
-      if (chunk.toString().includes('cm2 worker polling')) resolve();
-      forward(chunk);
+function gpuWorker(configFile: string, opts: Partial<SuperviseOptions> = {}): SupervisedChild {
+  return new SupervisedChild(
+    {
+      name: 'gpu worker',
+      command: process.execPath,
+      args: [path.join(projectRoot, 'bin', 'cm2.js'), 'worker', '--config', configFile, '--queues', 'gpu'],
+      env: process.env,
+      readyText: 'cm2 worker polling',
+      forward: forwardGpuLine,
+    },
+    { log: opts.log ?? ((l) => console.log(l)), ...(opts.onGiveUp ? { onGiveUp: opts.onGiveUp } : {}), ...(opts.backoff ? { backoff: opts.backoff } : {}) },
+  );
+}
+
+/**
+ * `cm2 worker --queues gpu` as a supervised child process; resolves once it polls. Its SFT progress lines are passed
+ * through, the rest of its log is kept quiet. When it dies it is restarted (bounded back-off, a message per restart).
+ */
+export async function startGpuWorker(configFile: string, opts: Partial<SuperviseOptions> = {}): Promise<SupervisedChild> {
+  const gpu = gpuWorker(configFile, opts);
+  await gpu.begin();
+  return gpu;
+}
+
+type Exit = { code: number; why: 'done' | 'failed' | 'signal' | 'crash' };
+
+/**
+ * What the demo started and how to stop it, in order. `stop` runs once, however many ways out are taken at the same
+ * time (a signal during the normal end, a crash during a stop); a part registered after the stop began is stopped
+ * at once. A second signal, or a stop that overruns `forceAfterMs`, kills the children and exits.
+ */
+class Lifecycle {
+  private readonly parts: { name: string; stop: () => Promise<void>; kill?: () => void }[] = [];
+  private stopping: Promise<void> | undefined;
+  readonly abort = new AbortController();
+  exit: Exit | undefined;
+
+  constructor(private readonly say: (line: string) => void, private readonly forceAfterMs = 45_000) {}
+
+  get stopped(): boolean {
+    return this.stopping !== undefined;
+  }
+
+  /** Registers a started part; stopped in reverse order of registration (workers before the servers they use). */
+  add(name: string, stop: () => Promise<void>, kill?: () => void): void {
+    const part = { name, stop, ...(kill ? { kill } : {}) };
+    if (this.stopping) {
+      void part.stop().catch(() => undefined);
+      return;
+    }
+    this.parts.push(part);
+  }
+
+  /** Stops everything (idempotent): workers and child processes first, in parallel; then the servers. */
+  stop(exit: Exit): Promise<void> {
+    this.exit ??= exit;
+    if (this.stopping) return this.stopping;
+    this.abort.abort();
+    const force = setTimeout(() => {
+      this.say(`stopping took longer than ${this.forceAfterMs / 1000}s: killing what is left`);
+      this.kill();
+      process.exit(this.exit?.code ?? 1);
+    }, this.forceAfterMs);
+    force.unref();
+    const servers = this.parts.filter((p) => p.name === 'servers');
+    const rest = this.parts.filter((p) => p.name !== 'servers').reverse();
+    const run = async (p: (typeof this.parts)[number]) => {
+      try {
+        await p.stop();
+      } catch (e) {
+        this.say(`could not stop the ${p.name}: ${e instanceof Error ? e.message : String(e)}`);
+      }
     };
-    proc.stdout!.on('data', onData);
-    proc.stderr!.on('data', forward);
-    proc.once('exit', (code) => reject(new Error(`the gpu worker exited with code ${code} during start`)));
-  });
-  return {
-    stop: () =>
-      new Promise<void>((resolve) => {
-        if (proc.exitCode !== null || proc.signalCode !== null) return resolve();
-        proc.once('exit', () => resolve());
-        proc.kill('SIGTERM');
-      }),
-  };
+    this.stopping = (async () => {
+      await Promise.all(rest.map(run));
+      for (const p of servers) await run(p);
+      clearTimeout(force);
+    })();
+    return this.stopping;
+  }
+
+  /** Kills the child processes at once (a forced exit). */
+  kill(): void {
+    for (const p of this.parts) {
+      try {
+        p.kill?.();
+      } catch {
+        /* best effort */
+      }
+    }
+  }
 }
 
 export async function demoCommand(configFile: string, opts: { keepInfra: boolean; runId?: string | undefined }): Promise<void> {
   const t0 = Date.now();
-  ensureBinaries((l) => console.log(l));
+  const print = guardedPrint(linePrinter());
+  const say = (line: string) => print(line, true);
+  const life = new Lifecycle(say);
+  let runId: string | undefined = opts.runId;
+
+  // Display errors on a closed stdout/stderr (a pipe whose reader went away) are not worth dying for.
+  process.stdout.on('error', () => undefined);
+  process.stderr.on('error', () => undefined);
+
+  const finish = async (exit: Exit) => {
+    await life.stop(exit);
+    process.exit(life.exit?.code ?? exit.code);
+  };
+  let signals = 0;
+  const onSignal = (signal: NodeJS.Signals) => {
+    signals++;
+    if (signals > 1) {
+      say(`${signal} again: killing what the demo started and exiting now`);
+      life.kill();
+      process.exit(life.exit?.code ?? 130);
+    }
+    say(`\n${signal === 'SIGINT' ? 'interrupted' : `${signal} received`}: stopping the workers${life.stopped ? '' : ' and what else the demo started'}; ` +
+      `${runId ? `run "${runId}" is kept (its workflows live in the dev server's database); \`npm run demo${opts.runId ? ` -- --run ${runId}` : ''}\` resumes it.` : 'nothing was started yet.'}`);
+    void finish({ code: signal === 'SIGINT' ? 130 : 128 + (signal === 'SIGTERM' ? 15 : 1), why: 'signal' });
+  };
+  // SIGTERM (kill, systemd, docker stop) and SIGHUP (a closed terminal) are treated exactly like Ctrl-C.
+  for (const sig of ['SIGINT', 'SIGTERM', 'SIGHUP'] as const) process.on(sig, () => onSignal(sig));
+  const onCrash = (kind: string) => (e: unknown) => {
+    try {
+      console.error(`\ncm2 demo: ${kind}: ${e instanceof Error ? (e.stack ?? e.message) : String(e)}`);
+      console.error(`stopping what the demo started${runId ? `; \`npm run demo${opts.runId ? ` -- --run ${runId}` : ''}\` resumes run "${runId}"` : ''}`);
+    } catch {
+      /* display only */
+    }
+    void finish({ code: 1, why: 'crash' });
+  };
+  process.on('uncaughtException', onCrash('uncaught error'));
+  process.on('unhandledRejection', onCrash('unhandled rejection'));
+
+  let cfg: Cm2Config;
+  let ownsServers: boolean;
+  try {
+    ({ cfg, ownsServers } = await setUp(configFile, opts, life, say));
+    runId = cfg.run.id;
+  } catch (e) {
+    if (life.stopped) return; // a signal arrived during set-up: its handler stops what started and exits
+    say(`\ncm2 demo: could not start: ${e instanceof Error ? e.message : String(e)}`);
+    return finish({ code: 1, why: 'failed' });
+  }
+  if (life.stopped) return;
+
+  let exit: Exit = { code: 0, why: 'done' };
+  try {
+    const { client, store } = await connect(cfg);
+    const state = readInfraState(defaultInfraDir());
+    const uiUrl = `${state?.temporal.uiUrl ?? cfg.temporal.uiUrl}/namespaces/${cfg.temporal.namespace}/workflows/${pipelineWorkflowId(cfg.run.id)}`;
+    say(`Web UI: ${uiUrl}`);
+    const handle = await startRun(client, store, cfg);
+    try {
+      printRunEnd(await followPipeline(client, handle, { print, workflowQueue: cfg.temporal.taskQueues.workflows, signal: life.abort.signal }), cfg);
+    } catch (e) {
+      if (life.stopped) return; // interrupted: the signal or crash handler finishes
+      say(`\nthe demo run failed: ${e instanceof Error ? (e.cause instanceof Error ? e.cause.message : e.message) : String(e)}`);
+      say(`\`npx cm2 logs ${cfg.run.id}\` shows what happened; \`npm run demo${opts.runId ? ` -- --run ${cfg.run.id}` : ''}\` resumes the run.`);
+      exit = { code: 1, why: 'failed' };
+    }
+    if (life.stopped) return;
+    try {
+      const reportPath = await writeLocalReport(client, store, cfg, cfg.run.id);
+      say(`\ndemo finished in ${((Date.now() - t0) / 1000).toFixed(0)}s`);
+      say(`Web UI: ${uiUrl}`);
+      say(`report: ${reportPath}`);
+    } catch (e) {
+      say(`\ncould not write the report: ${e instanceof Error ? e.message : String(e)} (\`npx cm2 report ${cfg.run.id}\` tries again)`);
+    }
+  } catch (e) {
+    if (life.stopped) return;
+    say(`\ncm2 demo: ${e instanceof Error ? e.message : String(e)}`);
+    exit = { code: 1, why: 'failed' };
+  }
+  if (life.stopped) return;
+  await life.stop(exit);
+  if (ownsServers) say('(the local Temporal server and MinIO were stopped; `npx cm2 infra up` brings them and the Web UI back, with this run\'s history)');
+  else say('(local infrastructure left running; stop it with `npx cm2 infra down`)');
+  process.exit(life.exit?.code ?? exit.code);
+}
+
+/**
+ * Binaries, servers, workers, each registered with the lifecycle before it is awaited (a signal during a start stops
+ * it too). Returns the run's config and whether the demo stops the servers at its end.
+ */
+async function setUp(configFile: string, opts: { keepInfra: boolean; runId?: string | undefined }, life: Lifecycle, say: (line: string) => void): Promise<{ cfg: Cm2Config; ownsServers: boolean }> {
+  ensureBinaries((l) => say(l));
   const dir = defaultInfraDir();
   const before = readInfraState(dir);
-  const alreadyUp = before ? Object.values(await infraHealth(before)).every(Boolean) : false;
-  const state = await startInfra({ dir, log: (l) => console.log(l) });
+  const upBefore = before ? Object.values(await infraHealth(before)).every(Boolean) : false;
+  // Servers a crashed demo left behind are adopted: this demo stops them at its end.
+  const orphaned = upBefore && before?.owner?.command === 'demo' && !isAlive(before.owner.pid);
+  const ownsServers = !opts.keepInfra && (!upBefore || orphaned);
+  const owner = { pid: process.pid, command: 'demo' };
+  const starting = startInfra({ dir, log: (l) => say(l), ...portsFromEnv(), ...(ownsServers ? { owner } : {}) });
+  if (ownsServers) {
+    life.add('servers', async () => {
+      await starting.catch(() => undefined);
+      await stopInfra(dir);
+    });
+  }
+  const state = await starting;
+  if (orphaned) {
+    setInfraOwner(dir, owner);
+    say(`(these servers were left running by a \`cm2 demo\` (pid ${before!.owner!.pid}) that is gone: this demo stops them at its end)`);
+  }
+  if (life.stopped) throw new Error('interrupted');
   for (const [k, v] of Object.entries(infraEnv(state))) process.env[k] ??= v;
   const cfg = loadConfig(configFile);
   if (opts.runId) cfg.run.id = opts.runId;
   // Worker chatter (bundle stats, state changes) would drown the progress lines; warnings and errors still show.
+  // The demo handles the shutdown signals itself (in order: follow, workers, children, servers).
   Runtime.install({
+    shutdownSignals: [],
     logger: new DefaultLogger('WARN', (entry) => {
-      if (/^No (activities|workflows) registered/.test(entry.message)) return; // by design: one worker per queue kind
-      console.error(`[${entry.level}] ${entry.message}`, entry.meta ?? '');
+      try {
+        if (/^No (activities|workflows) registered/.test(entry.message)) return; // by design: one worker per queue kind
+        console.error(`[${entry.level}] ${entry.message}`, entry.meta ?? '');
+      } catch {
+        /* a logging error must not reach the worker */
+      }
     }),
   });
+  const giveUp = (e: Error) => {
+    say(`\ncm2 demo: ${e.message}\nstopping; fix the cause, then \`npm run demo${opts.runId ? ` -- --run ${cfg.run.id}` : ''}\` resumes the run.`);
+    void life.stop({ code: 1, why: 'failed' }).then(() => process.exit(1));
+  };
   // Model work runs in its own process (as it would on a GPU machine): a training step is seconds of synchronous
   // tensor work, which must not stall the workflow and LLM workers' event loop.
-  const workers = await startWorkers(cfg, ['workflows', 'api']);
-  const gpu = cfg.sft.enabled ? await startGpuWorker(configFile) : undefined;
-  const { client, store } = await connect(cfg);
-  const stopInfraToo = !alreadyUp && !opts.keepInfra;
-
-  let stopping = false;
-  const cleanup = async () => {
-    await workers.shutdown();
-    await gpu?.stop();
-    if (stopInfraToo) await stopInfra(dir);
-  };
-  process.once('SIGINT', () => {
-    if (stopping) return;
-    stopping = true;
-    console.log(`\ninterrupted: run "${cfg.run.id}" is kept (its workflows live in the dev server's database); \`npm run demo\` resumes it.`);
-    void cleanup().finally(() => process.exit(130));
-  });
-
-  const uiUrl = `${state.temporal.uiUrl}/namespaces/${cfg.temporal.namespace}/workflows/${pipelineWorkflowId(cfg.run.id)}`;
-  console.log(`Web UI: ${uiUrl}`);
-  const handle = await startRun(client, store, cfg);
-  try {
-    printRunEnd(await followPipeline(client, handle), cfg);
-  } catch (e) {
-    console.error(`\nthe demo run failed: ${e instanceof Error ? (e.cause instanceof Error ? e.cause.message : e.message) : String(e)}`);
-    console.error(`\`npx cm2 logs ${cfg.run.id}\` shows what happened; \`npm run demo\` resumes the run.`);
-    process.exitCode = 1;
+  const workers = new SupervisedWorkers('workflow and api workers', () => startWorkers(cfg, ['workflows', 'api'], { shutdownGraceSeconds: 5 }), { log: say, onGiveUp: giveUp });
+  life.add('workers', () => workers.stop(25_000));
+  await workers.begin();
+  if (cfg.sft.enabled || cfg.rl.enabled || cfg.eval.enabled) {
+    const gpu = gpuWorker(configFile, { log: say, onGiveUp: giveUp });
+    life.add('gpu worker', () => gpu.stop(15_000), () => gpu.kill());
+    await gpu.begin();
+    say(`gpu worker started (pid ${gpu.pid})`);
   }
-  const reportPath = await writeLocalReport(client, store, cfg, cfg.run.id);
-  console.log(`\ndemo finished in ${((Date.now() - t0) / 1000).toFixed(0)}s`);
-  console.log(`Web UI: ${uiUrl}`);
-  console.log(`report: ${reportPath}`);
-  stopping = true;
-  await cleanup();
-  if (stopInfraToo) console.log('(the local Temporal server and MinIO were stopped; `npx cm2 infra up` brings them and the Web UI back, with this run\'s history)');
-  else console.log('(local infrastructure left running; stop it with `npx cm2 infra down`)');
+  if (life.stopped) throw new Error('interrupted');
+  return { cfg, ownsServers };
 }

@@ -14,13 +14,16 @@ import { projectRoot } from '../infra/binaries';
 import type { Cm2Config } from '../infra/config';
 import { ifExists, ObjectStore, runKey } from '../infra/store';
 import { connectClient, InfraNotRunningError } from '../infra/temporal';
-import { collectReport, readRlRows, type StageInfo } from '../report/collect';
+import { collectReport, heldOutSummary, readRlRows, type HeldOutSummary, type StageInfo } from '../report/collect';
+import { formatMeanSe } from '../rl/heldOut';
 import { renderReport } from '../report/html';
 import { PIPELINE_STAGES, pipelineStatusQuery, stageWorkflowId, summarize, type PipelineInput, type PipelineResult, type PipelineStatus } from '../workflows/pipeline';
 import { pauseSignal, resumeSignal, stopSignal, type RlResult } from '../workflows/rl';
 import type { StageProgress } from '../workflows/types';
 import { stageProgressQuery } from '../workflows/util';
-import { formatProgress, heartbeatOf, pipelineInput, pipelineWorkflowId, startPipeline } from './stages';
+import { crashFault, displayFault } from './faults';
+import { formatProgress, pipelineInput, pipelineWorkflowId, resultOf, sleep, startPipeline } from './stages';
+import { failureText, RunWatch } from './watch';
 
 export const inputKey = (runId: string) => runKey(runId, 'pipeline', 'input.json');
 
@@ -81,8 +84,12 @@ export interface RunStatus {
   runId: string;
   pipeline: { workflowId: string; status: string; state?: string; startedAt?: string; closedAt?: string } | null;
   stages: StageRow[];
-  /** Held-out mean checklist reward of the SFT policy (RL step 0) and of the latest RL policy. */
-  heldOut: { sft: number | null; rl: number | null; rlStep: number | null };
+  /**
+   * Held-out mean checklist reward of the SFT policy (RL step 0) and of the latest RL policy, each with its standard
+   * error across the held-out prompts; `z` = how many standard errors of the difference RL is above SFT; `evals` every
+   * evaluation (step, mean, se, n prompts).
+   */
+  heldOut: HeldOutSummary;
   reportKey?: string;
 }
 
@@ -137,10 +144,7 @@ export async function runStatus(client: Client, store: ObjectStore, runId: strin
     }
     stages.push(row);
   }
-  const rows = await readRlRows(store, runId);
-  const evals = rows.filter((r): r is Extract<typeof r, { kind: 'eval' }> => r.kind === 'eval');
-  const first = evals.find((e) => e.step === 0);
-  const last = evals.filter((e) => e.step > 0).sort((a, b) => a.step - b.step).pop();
+  const heldOut = heldOutSummary(await readRlRows(store, runId));
   const reportExists = await store.exists(runKey(runId, 'report', 'report.html'));
   return {
     runId,
@@ -154,7 +158,7 @@ export async function runStatus(client: Client, store: ObjectStore, runId: strin
         }
       : null,
     stages,
-    heldOut: { sft: first?.rewardMean ?? null, rl: last?.rewardMean ?? null, rlStep: last?.step ?? null },
+    heldOut,
     ...(reportExists ? { reportKey: runKey(runId, 'report', 'report.html') } : {}),
   };
 }
@@ -175,52 +179,104 @@ export function formatStatus(s: RunStatus, cfg: Cm2Config): string {
   const widths = [0, 1, 2].map((i) => Math.max(...table.map((r) => r[i]!.length)));
   for (const r of table) lines.push(`  ${r.slice(0, 3).map((c, i) => c.padEnd(widths[i]!)).join('  ')}  ${r[3]}`);
   const h = s.heldOut;
-  if (h.sft !== null || h.rl !== null) {
-    lines.push(`held-out mean checklist reward: SFT ${h.sft?.toFixed(4) ?? '–'}  →  RL ${h.rl?.toFixed(4) ?? '–'}${h.rlStep !== null ? ` (step ${h.rlStep})` : ''}`);
-  }
+  if (h.sft !== null || h.rl !== null) lines.push(heldOutLine(h));
   lines.push(`Web UI: ${cfg.temporal.uiUrl}/namespaces/${cfg.temporal.namespace}/workflows?query=${encodeURIComponent(`Cm2RunId="${s.runId}"`)}`);
   if (s.reportKey) lines.push(`report: s3://${cfg.s3.bucket}/${s.reportKey}  (\`cm2 report ${s.runId}\` writes it locally)`);
   return lines.join('\n');
 }
 
-/** Follows a pipeline: a progress line of the current stage, a line per finished stage. */
-export async function followPipeline(client: Client, handle: WorkflowHandle, print: (line: string, permanent: boolean) => void = defaultPrint()): Promise<PipelineResult> {
+export interface FollowOptions {
+  /** Where lines go: `permanent` ones stay, the others replace each other on a terminal. Default: stdout. */
+  print?: (line: string, permanent: boolean) => void;
+  /** The workflows task queue: named in the line when the run does not answer and nobody polls that queue. */
+  workflowQueue?: string;
+  /** Stops following (the run goes on): the returned promise rejects with an AbortError. */
+  signal?: AbortSignal;
+  intervalMs?: number;
+}
+
+/**
+ * Follows a pipeline to its end: a progress line of the current stage (with the running activity's heartbeat, its
+ * retries, and work waiting for a worker that nobody runs), a line per finished stage. Display and polling errors are
+ * caught and reported once; they never end the follow or touch the run. A lost connection to Temporal is waited out.
+ */
+export async function followPipeline(client: Client, handle: WorkflowHandle, opts: FollowOptions = {}): Promise<PipelineResult> {
+  const print = guardedPrint(opts.print ?? linePrinter());
+  const watch = new RunWatch(client.workflow);
   let finished = false;
   const seen = new Map<string, string>();
   let last = '';
+  let lastStage: string | undefined;
+  const shownNotes = new Set<string>();
   const stageLines = (st: PipelineStatus) => {
-    for (const s of st.stages) {
+    for (const s of st.stages ?? []) {
       if (seen.get(s.name) === s.state) continue;
       seen.set(s.name, s.state);
       if (s.state === 'completed' || s.state === 'skipped' || s.state === 'failed' || s.state === 'stopped') {
-        const summary = Object.entries(s.summary).filter(([k]) => !/Key$|policy/.test(k)).map(([k, v]) => `${k}=${fmtValue(v)}`).join(' ');
+        const summary = Object.entries(s.summary ?? {}).filter(([k]) => !/Key$|policy/.test(k)).map(([k, v]) => `${k}=${fmtValue(v)}`).join(' ');
         const secs = s.startedAt !== undefined && s.closedAt !== undefined ? ` in ${fmtSeconds((s.closedAt - s.startedAt) / 1000)}` : '';
         print(`✓ ${s.name} ${s.state}${s.state === 'skipped' ? ' (finished earlier)' : secs}${summary ? `: ${summary}` : ''}${s.error ? ` — ${s.error}` : ''}`, true);
       }
     }
   };
+  const show = (line: string, notes: readonly string[]) => {
+    if (finished) return;
+    // A new kind of note (retry, no worker) also gets a line of its own: a terminal's progress line may cut it off.
+    for (const n of notes) {
+      const key = n.replace(/\d+/g, '#');
+      if (!shownNotes.has(key)) {
+        shownNotes.add(key);
+        print(`! ${n}`, true);
+      }
+    }
+    if (line !== last) print(line, false);
+    last = line;
+  };
+  const tick = async () => {
+    const st = await quickQuery<PipelineStatus>(handle, pipelineStatusQuery, 2000);
+    if (finished) return;
+    if (!st) {
+      // No answer: no workflow worker, or a busy one. Say which when Temporal knows nobody polls the queue.
+      const note = opts.workflowQueue ? await watch.workflowQueue(opts.workflowQueue) : undefined;
+      if (note) show(`[${lastStage ?? 'run'}] waiting: ${note}`, [note]);
+      return;
+    }
+    crashFault(st.current);
+    stageLines(st);
+    lastStage = st.current ?? lastStage;
+    const target = st.current ? stageWorkflowId(st.runId, st.current) : handle.workflowId;
+    const p = st.current ? await quickQuery<StageProgress>(client.workflow.getHandle(target), stageProgressQuery, 2000) : undefined;
+    const look = await watch.look(target);
+    if (!st.current && look.notes.length === 0) return;
+    displayFault();
+    const head = st.current ? (p ? formatProgress(p) : `[${st.current}] starting`) : `[run] ${st.state}`;
+    show(`${head}${look.heartbeat ? `  ${look.heartbeat}` : ''}${look.notes.length ? `  ! ${look.notes.join('; ')}` : ''}${st.paused ? '  PAUSED' : ''}`, look.notes);
+  };
+  const errors = new Set<string>();
   const poll = (async () => {
     while (!finished) {
-      const st = await quickQuery<PipelineStatus>(handle, pipelineStatusQuery, 2000);
-      if (st && !finished) {
-        stageLines(st);
-        if (st.current) {
-          const stageHandle = client.workflow.getHandle(stageWorkflowId(st.runId, st.current));
-          const p = await quickQuery<StageProgress>(stageHandle, stageProgressQuery, 2000);
-          const beat = await heartbeatOf(stageHandle);
-          const line = p ? `${formatProgress(p)}${beat ? `  ${beat}` : ''}${st.paused ? '  PAUSED' : ''}` : `[${st.current}] starting`;
-          if (line !== last && !finished) print(line, false);
-          last = line;
+      try {
+        await tick();
+      } catch (e) {
+        // A display or polling error: say so (once per kind), keep following with what still works.
+        const msg = e instanceof Error ? `${e.name}: ${e.message}` : String(e);
+        if (!errors.has(msg) && errors.size < 5) {
+          errors.add(msg);
+          print(`(progress display failed: ${msg}; the run is not affected)`, true);
         }
       }
-      await new Promise((r) => setTimeout(r, 1000));
+      await sleep(opts.intervalMs ?? 1000, opts.signal);
     }
   })();
   try {
-    const result = (await handle.result()) as PipelineResult;
+    const result = await resultOf<PipelineResult>(handle, { signal: opts.signal, note: (l) => print(l, true) });
     finished = true;
     await poll;
-    stageLines(result);
+    try {
+      stageLines(result);
+    } catch {
+      /* display only */
+    }
     return result;
   } finally {
     finished = true;
@@ -228,7 +284,19 @@ export async function followPipeline(client: Client, handle: WorkflowHandle, pri
   }
 }
 
-function defaultPrint(): (line: string, permanent: boolean) => void {
+/** A printer that never throws (a closed stdout, a bad line): display errors must not end anything. */
+export function guardedPrint(print: (line: string, permanent: boolean) => void): (line: string, permanent: boolean) => void {
+  return (line, permanent) => {
+    try {
+      print(line, permanent);
+    } catch {
+      /* nothing to do: the display is best effort */
+    }
+  };
+}
+
+/** Lines to stdout: on a terminal the transient ones overwrite each other, permanent ones stay above them. */
+export function linePrinter(): (line: string, permanent: boolean) => void {
   let transient = false;
   return (line, permanent) => {
     if (!process.stdout.isTTY) return console.log(line);
@@ -249,10 +317,23 @@ export async function startRun(client: Client, store: ObjectStore, cfg: Cm2Confi
   return startPipeline(client, cfg, input);
 }
 
+/** `held-out mean checklist reward: SFT 0.0559 ± 0.0121 → RL 0.0998 ± 0.0150 (step 24; 32 prompts, ± one standard error; +2.3 SE)`. */
+export function heldOutLine(h: { sft?: number | null; sftSe?: number | null; rl?: number | null; rlSe?: number | null; rlStep?: number | null; prompts?: number | null }): string {
+  const detail: string[] = [];
+  if (h.rlStep !== undefined && h.rlStep !== null) detail.push(`step ${h.rlStep}`);
+  const anySe = (h.sftSe ?? null) !== null || (h.rlSe ?? null) !== null;
+  if (anySe) detail.push(`${h.prompts ? `${h.prompts} prompts, ` : ''}± one standard error`);
+  if (typeof h.sft === 'number' && typeof h.rl === 'number' && typeof h.sftSe === 'number' && typeof h.rlSe === 'number' && h.sftSe ** 2 + h.rlSe ** 2 > 0) {
+    const z = (h.rl - h.sft) / Math.sqrt(h.sftSe ** 2 + h.rlSe ** 2);
+    detail.push(`difference ${z >= 0 ? '+' : ''}${z.toFixed(1)} standard errors`);
+  }
+  return `held-out mean checklist reward: SFT ${formatMeanSe(h.sft, h.sftSe)} → RL ${formatMeanSe(h.rl, h.rlSe)}${detail.length ? ` (${detail.join('; ')})` : ''}`;
+}
+
 export function printRunEnd(result: PipelineResult, cfg: Cm2Config): void {
-  const h = result.heldOut;
+  const h = result.heldOut ?? {};
   console.log(`run ${result.runId}: ${result.state}`);
-  if (h.sft !== undefined || h.rl !== undefined) console.log(`held-out mean checklist reward: SFT ${h.sft?.toFixed(4) ?? '–'} → RL ${h.rl?.toFixed(4) ?? '–'}${h.rlStep !== undefined ? ` (step ${h.rlStep})` : ''}`);
+  if (h.sft !== undefined || h.rl !== undefined) console.log(heldOutLine(h));
   if (result.reportKey) console.log(`report in S3: s3://${cfg.s3.bucket}/${result.reportKey}`);
 }
 
@@ -269,7 +350,7 @@ export async function runCommand(cfg: Cm2Config, wait: boolean): Promise<void> {
 export async function finish(client: Client, store: ObjectStore, cfg: Cm2Config, runId: string, handle: WorkflowHandle): Promise<PipelineResult | undefined> {
   let result: PipelineResult | undefined;
   try {
-    result = await followPipeline(client, handle);
+    result = await followPipeline(client, handle, { workflowQueue: cfg.temporal.taskQueues.workflows });
     printRunEnd(result, cfg);
   } catch (e) {
     console.error(`run ${runId} failed: ${failureText(e)}`);
@@ -377,15 +458,6 @@ const tsMs = (t: unknown): number => {
   if (!o) return 0;
   const s = typeof o.seconds === 'object' && o.seconds !== null ? o.seconds.toNumber() : Number(o.seconds ?? 0);
   return s * 1000 + (o.nanos ?? 0) / 1e6;
-};
-const failureText = (f: unknown): string => {
-  const parts: string[] = [];
-  let cur = f as { message?: string; cause?: unknown } | null | undefined;
-  while (cur && parts.length < 4) {
-    if (cur.message && !parts.includes(cur.message)) parts.push(cur.message);
-    cur = cur.cause as typeof cur;
-  }
-  return parts.join(': ');
 };
 
 export interface LogLine {

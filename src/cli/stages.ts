@@ -2,7 +2,8 @@
  * Starting stage workflows from a config and following their progress: shared by `cm2 prepare`,
  * `cm2 demo` and the tests.
  */
-import { WorkflowIdConflictPolicy, type Client, type WorkflowHandle, type WorkflowStartOptions } from '@temporalio/client';
+import { isGrpcServiceError, ServiceError, WorkflowFailedError, WorkflowIdConflictPolicy, type Client, type WorkflowHandle, type WorkflowStartOptions } from '@temporalio/client';
+import { WorkflowNotFoundError } from '@temporalio/common';
 import type { Workflow } from '@temporalio/common';
 import { REFERENCE_CASCADE } from '../data/llmFilter';
 import type { Cm2Config } from '../infra/config';
@@ -16,6 +17,8 @@ import type { RlResult, RlWorkflowInput } from '../workflows/rl';
 import type { ChecklistWorkflowInput, PrepareWorkflowInput, SftWorkflowInput, StageProgress } from '../workflows/types';
 import type { SftReport } from '../activities/sft';
 import { CM2_RUN_ID, CM2_STAGE } from '../common/searchAttributes';
+import { displayFault } from './faults';
+import { RunWatch } from './watch';
 
 /**
  * Starts the workflow of a stage of a run (`cm2-<run>-<stage>`), or attaches to it when it is already running: the
@@ -121,57 +124,140 @@ export function startRl(client: Client, cfg: Cm2Config): Promise<WorkflowHandle<
 
 export type { RlResult };
 
-export function formatProgress(p: StageProgress): string {
-  const counts = Object.entries(p.counts).map(([k, v]) => `${k}=${v}`).join(' ');
-  const width = 20;
-  const filled = p.total ? Math.round((p.done / p.total) * width) : 0;
-  return `[${p.stage}] ${p.phase.padEnd(18)} [${'#'.repeat(filled)}${'.'.repeat(width - filled)}] ${p.done}/${p.total}  ${counts}`;
+/** A count fit for display: a finite, non-negative integer (anything else shows as 0). */
+const countOf = (v: unknown): number => (typeof v === 'number' && Number.isFinite(v) && v > 0 ? Math.floor(v) : 0);
+
+/** A progress bar of `width` cells; `done` is clamped to [0, total], so no input makes it throw. */
+export function progressBar(done: number, total: number, width = 20): string {
+  const filled = total > 0 ? Math.min(width, Math.max(0, Math.round((Math.min(done, total) / total) * width))) : 0;
+  return `[${'#'.repeat(filled)}${'.'.repeat(width - filled)}]`;
 }
 
 /**
- * The latest heartbeat of the workflow's running activity, as `key=value` text (e.g. the SFT step and loss), or ''.
- * Long activities report their progress there; the workflow itself cannot see it.
+ * One line for a stage's progress: `[stage] phase [bar] done/total  counts`. Phases that run at the same time each
+ * show their own count (`compression 3/5 + selection 2/7`). Pure and total: whatever a workflow (of any version)
+ * reports, this returns a line and never throws.
  */
-export async function heartbeatOf(handle: WorkflowHandle): Promise<string> {
-  try {
-    const pending = (await handle.describe()).raw.pendingActivities ?? [];
-    const payload = pending[0]?.heartbeatDetails?.payloads?.[0];
-    if (!payload?.data) return '';
-    const details = JSON.parse(Buffer.from(payload.data).toString('utf8')) as Record<string, unknown>;
-    return Object.entries(details).map(([k, v]) => `${k}=${typeof v === 'number' && !Number.isInteger(v) ? v.toFixed(3) : String(v)}`).join(' ');
-  } catch {
-    return '';
+export function formatProgress(p: StageProgress): string {
+  const counts = Object.entries(p?.counts ?? {}).map(([k, v]) => `${k}=${String(v)}`).join(' ');
+  const phases = Array.isArray(p?.phases) ? p.phases.filter((x) => x && typeof x.name === 'string') : [];
+  let phase: string;
+  let done: number;
+  let total: number;
+  if (phases.length > 1) {
+    phase = phases.map((x) => x.name).join(' + ');
+    done = phases.reduce((n, x) => n + Math.min(countOf(x.done), countOf(x.total)), 0);
+    total = phases.reduce((n, x) => n + countOf(x.total), 0);
+  } else {
+    phase = String(phases[0]?.name ?? p?.phase ?? '');
+    done = countOf(phases[0]?.done ?? p?.done);
+    total = countOf(phases[0]?.total ?? p?.total);
+  }
+  const each = phases.length > 1 ? ` (${phases.map((x) => `${x.name} ${Math.min(countOf(x.done), countOf(x.total))}/${countOf(x.total)}`).join(', ')})` : '';
+  return `[${String(p?.stage ?? '?')}] ${phase.padEnd(18)} ${progressBar(done, total)} ${done}/${total}${each}  ${counts}`;
+}
+
+/** Waits `ms`, or less when `signal` aborts. */
+export const sleep = (ms: number, signal?: AbortSignal) =>
+  new Promise<void>((resolve) => {
+    if (signal?.aborted) return resolve();
+    const t = setTimeout(resolve, ms);
+    signal?.addEventListener('abort', () => {
+      clearTimeout(t);
+      resolve();
+    }, { once: true });
+  });
+
+const abortError = () => Object.assign(new Error('stopped following the run'), { name: 'AbortError' });
+
+/**
+ * A workflow's result, outliving a lost connection: an error that is not the workflow's own outcome (a Temporal
+ * server that is restarting, a network hiccup) is said once and waited out. `signal` stops waiting (AbortError).
+ */
+export async function resultOf<T>(handle: WorkflowHandle, opts: { signal?: AbortSignal | undefined; note?: (line: string) => void } = {}): Promise<T> {
+  let delay = 1000;
+  let said = '';
+  for (;;) {
+    if (opts.signal?.aborted) throw abortError();
+    const pending = handle.result() as Promise<T>;
+    pending.catch(() => undefined); // may settle after we stopped waiting for it
+    try {
+      if (!opts.signal) return await pending;
+      const signal = opts.signal;
+      return await new Promise<T>((resolve, reject) => {
+        const onAbort = () => reject(abortError());
+        signal.addEventListener('abort', onAbort, { once: true });
+        pending.then(resolve, reject).finally(() => signal.removeEventListener('abort', onAbort));
+      });
+    } catch (e) {
+      if (opts.signal?.aborted) throw abortError();
+      const transient = (e instanceof ServiceError || isGrpcServiceError(e)) && !(e instanceof WorkflowNotFoundError);
+      if (!transient || e instanceof WorkflowFailedError) throw e;
+      const msg = e instanceof Error ? (e.cause instanceof Error ? e.cause.message : e.message) : String(e);
+      if (msg !== said) {
+        said = msg;
+        try {
+          opts.note?.(`lost contact with the Temporal server (${msg}); still following the run`);
+        } catch {
+          /* display only */
+        }
+      }
+      await sleep(delay, opts.signal);
+      delay = Math.min(10_000, delay * 2);
+    }
   }
 }
 
-/** Waits for a stage workflow, printing its progress (queried once a second) as it changes. */
+/**
+ * Waits for a stage workflow, printing its progress (queried once a second) as it changes, with the running
+ * activity's heartbeat and retries. Display and polling errors are reported once and never end the wait.
+ */
 export async function followStage<T>(handle: WorkflowHandle, opts: { print?: (line: string) => void; intervalMs?: number } = {}): Promise<T> {
-  const print = opts.print ?? ((line: string) => {
-    if (process.stdout.isTTY) process.stdout.write(`\r${line.slice(0, (process.stdout.columns || 120) - 1).padEnd((process.stdout.columns || 120) - 1)}`);
-    else console.log(line);
-  });
+  const print = (line: string) => {
+    try {
+      if (opts.print) opts.print(line);
+      else if (process.stdout.isTTY) process.stdout.write(`\r${line.slice(0, (process.stdout.columns || 120) - 1).padEnd((process.stdout.columns || 120) - 1)}`);
+      else console.log(line);
+    } catch {
+      /* display only */
+    }
+  };
+  const watch = new RunWatch(handle.client);
   let last = '';
   let finished = false;
+  const errors = new Set<string>();
   const poll = (async () => {
     while (!finished) {
       try {
         const p = await handle.query<StageProgress>(prepareProgressQuery);
-        const beat = await heartbeatOf(handle);
-        const line = formatProgress(p) + (beat ? `  ${beat}` : '');
-        if (line !== last) print(line);
+        const look = await watch.look(handle.workflowId);
+        displayFault();
+        const line = formatProgress(p) + (look.heartbeat ? `  ${look.heartbeat}` : '') + (look.notes.length ? `  ! ${look.notes.join('; ')}` : '');
+        if (line !== last && !finished) print(line);
         last = line;
-      } catch {
-        /* no workflow worker yet, or the run just closed */
+      } catch (e) {
+        // No workflow worker yet, the run just closed, or a display error: the wait goes on.
+        const msg = e instanceof Error ? `${e.name}: ${e.message}` : String(e);
+        if (!(e instanceof Error && /query|workflow|deadline|unavailable/i.test(e.message)) && !errors.has(msg) && errors.size < 5) {
+          errors.add(msg);
+          print(`(progress display failed: ${msg}; the run is not affected)`);
+        }
       }
-      await new Promise((r) => setTimeout(r, opts.intervalMs ?? 1000));
+      await sleep(opts.intervalMs ?? 1000);
     }
   })();
   try {
-    return (await handle.result()) as T;
+    return await resultOf<T>(handle, { note: print });
   } finally {
     finished = true;
     await poll;
-    if (process.stdout.isTTY && !opts.print) process.stdout.write('\n');
+    if (process.stdout.isTTY && !opts.print) {
+      try {
+        process.stdout.write('\n');
+      } catch {
+        /* display only */
+      }
+    }
   }
 }
 

@@ -21,6 +21,11 @@ export interface InfraState {
   dir: string;
   temporal: { pid: number; address: string; uiUrl: string; dbFile: string };
   minio: { pid: number; endpoint: string; consoleUrl: string; dataDir: string };
+  /**
+   * The process that started the servers and will stop them (`cm2 demo`); absent when they were started to stay
+   * (`cm2 infra up`, `--keep-infra`). A demo that finds the servers up with a dead owner adopts them.
+   */
+  owner?: { pid: number; command: string };
 }
 
 export interface InfraOptions {
@@ -32,7 +37,36 @@ export interface InfraOptions {
   minioConsolePort?: number;
   /** Extra `--dynamic-config-value` entries for the dev server (tests lower CAN thresholds with it). */
   dynamicConfig?: string[];
+  /** Recorded in the state: who stops these servers (see `InfraState.owner`). */
+  owner?: InfraState['owner'];
   log?: (line: string) => void;
+}
+
+/**
+ * Ports from the environment (`CM2_TEMPORAL_PORT`, `CM2_TEMPORAL_UI_PORT`, `CM2_MINIO_PORT`, `CM2_MINIO_CONSOLE_PORT`),
+ * for a second local infrastructure beside the default one (the demo tests run their own). Invalid values are an error.
+ */
+export function portsFromEnv(env: NodeJS.ProcessEnv = process.env): Pick<InfraOptions, 'temporalPort' | 'uiPort' | 'minioPort' | 'minioConsolePort'> {
+  const out: Pick<InfraOptions, 'temporalPort' | 'uiPort' | 'minioPort' | 'minioConsolePort'> = {};
+  const names = [['CM2_TEMPORAL_PORT', 'temporalPort'], ['CM2_TEMPORAL_UI_PORT', 'uiPort'], ['CM2_MINIO_PORT', 'minioPort'], ['CM2_MINIO_CONSOLE_PORT', 'minioConsolePort']] as const;
+  for (const [name, key] of names) {
+    const raw = env[name];
+    if (raw === undefined || raw === '') continue;
+    const port = Number(raw);
+    if (!Number.isInteger(port) || port < 1 || port > 65535) throw new Error(`${name}=${raw} is not a TCP port (1–65535)`);
+    out[key] = port;
+  }
+  return out;
+}
+
+/** Records (or clears) the owner of running servers: who will stop them. */
+export function setInfraOwner(dir: string, owner: InfraState['owner'] | undefined): void {
+  const state = readInfraState(dir);
+  if (!state) return;
+  const next: InfraState = { ...state };
+  if (owner) next.owner = owner;
+  else delete next.owner;
+  writeFileSync(stateFile(dir), JSON.stringify(next, null, 2));
 }
 
 export const defaultInfraDir = () => process.env['CM2_INFRA_DIR'] ?? path.join(projectRoot, '.cm2', 'infra');
@@ -210,7 +244,7 @@ export async function startInfra(opts: InfraOptions = {}): Promise<InfraState> {
     throw e;
   }
   log(`MinIO: ${minio.endpoint} (console ${minio.consoleUrl})`);
-  const state: InfraState = { dir, temporal, minio };
+  const state: InfraState = { dir, temporal, minio, ...(opts.owner ? { owner: opts.owner } : {}) };
   writeFileSync(stateFile(dir), JSON.stringify(state, null, 2));
   return state;
 }

@@ -53,9 +53,67 @@ const RlRow = z.union([
     passByFocus: PassByFocus.optional(),
     seconds: z.record(z.string(), z.number()).optional(),
   }),
-  z.looseObject({ kind: z.literal('eval'), step: z.number(), rewardMean: z.number(), judge: JudgeStats.optional(), seconds: z.record(z.string(), z.number()).optional() }),
+  z.looseObject({
+    kind: z.literal('eval'),
+    step: z.number(),
+    rewardMean: z.number(),
+    /** Standard error across held-out prompts (absent in runs recorded before it was kept; null with < 2 prompts). */
+    rewardSe: z.number().nullable().optional(),
+    prompts: z.number().optional(),
+    rollouts: z.number().optional(),
+    judge: JudgeStats.optional(),
+    seconds: z.record(z.string(), z.number()).optional(),
+  }),
 ]);
 export type RlRow = z.infer<typeof RlRow>;
+
+/** One held-out evaluation: the policy after RL step `step` (0 = the SFT policy). */
+export interface HeldOutEval {
+  step: number;
+  mean: number;
+  /** Standard error of `mean` across prompts; null when unknown (older runs) or fewer than two prompts. */
+  se: number | null;
+  /** Held-out prompts (null when unknown). */
+  n: number | null;
+  rollouts: number | null;
+}
+
+/** The held-out rewards of a run: the SFT policy (step 0), the latest RL policy, every evaluation. */
+export interface HeldOutSummary {
+  sft: number | null;
+  sftSe: number | null;
+  rl: number | null;
+  rlSe: number | null;
+  rlStep: number | null;
+  /** Held-out prompts of the latest evaluation. */
+  prompts: number | null;
+  /** (RL − SFT) / √(SE_SFT² + SE_RL²): how many standard errors apart the two means are (unpaired); null without SEs. */
+  z: number | null;
+  evals: HeldOutEval[];
+}
+
+/** The held-out summary of RL metrics rows (pure; a step evaluated twice, e.g. after a retry, counts once: the last). */
+export function heldOutSummary(rows: readonly RlRow[]): HeldOutSummary {
+  const byStep = new Map<number, HeldOutEval>();
+  for (const r of rows) {
+    if (r.kind !== 'eval') continue;
+    byStep.set(r.step, { step: r.step, mean: r.rewardMean, se: r.rewardSe ?? null, n: r.prompts ?? null, rollouts: r.rollouts ?? null });
+  }
+  const evals = [...byStep.values()].sort((a, b) => a.step - b.step);
+  const first = evals.find((e) => e.step === 0);
+  const last = evals.filter((e) => e.step > 0).pop();
+  const z = first && last && first.se !== null && last.se !== null && (first.se > 0 || last.se > 0) ? (last.mean - first.mean) / Math.sqrt(first.se ** 2 + last.se ** 2) : null;
+  return {
+    sft: first?.mean ?? null,
+    sftSe: first?.se ?? null,
+    rl: last?.mean ?? null,
+    rlSe: last?.se ?? null,
+    rlStep: last?.step ?? null,
+    prompts: (last ?? first)?.n ?? null,
+    z,
+    evals,
+  };
+}
 const BfclResult = z.looseObject({
   label: z.string(),
   overall: z.object({ accuracy: z.number(), correct: z.number(), total: z.number() }),
@@ -128,7 +186,8 @@ export function buildReport(runId: string, src: RunSources, opts: { stages: Stag
       kept: filterSteps.length ? filterSteps[filterSteps.length - 1]!.kept : p.total,
       coldStart: p.coldStart.count,
       rl: p.rl.count,
-      funnel: [{ step: 'imported', kept: p.total }, ...p.steps.map((s) => ({ step: s.name, kept: s.kept }))],
+      // Each step against its own input: compression runs on the cold-start split, selection on the RL split.
+      funnel: [{ step: 'imported', kept: p.total }, ...p.steps.map((s) => ({ step: s.name, in: s.in, kept: s.kept }))],
     };
     const reasons: Record<string, number> = {};
     add(reasons, 'import_error', p.importErrors);
@@ -182,7 +241,7 @@ export function buildReport(runId: string, src: RunSources, opts: { stages: Stag
           judge.costUsd += row.judge.costUsd;
         }
         if (row.kind === 'eval') {
-          evals.push({ series, step: row.step, rewardMean: row.rewardMean });
+          evals.push({ series, step: row.step, rewardMean: row.rewardMean, ...(typeof row.rewardSe === 'number' ? { rewardSe: row.rewardSe } : {}), ...(row.prompts !== undefined ? { prompts: row.prompts } : {}) });
           for (const [k, v] of Object.entries(row.seconds ?? {})) add(rlPhases, `eval ${k}`, v);
           continue;
         }
@@ -221,8 +280,16 @@ export function buildReport(runId: string, src: RunSources, opts: { stages: Stag
     const own = ownRun ? evals.filter((e) => e.series === seriesName(ownRun)) : [];
     const first = own.find((e) => e.step === 0);
     const last = own.length ? own.reduce((a, b) => (b.step >= a.step ? b : a)) : undefined;
-    if (first) data.heldOut.sft = first.rewardMean;
-    if (last && last.step > 0) data.heldOut.rl = last.rewardMean;
+    if (first) {
+      data.heldOut.sft = first.rewardMean;
+      if (first.rewardSe !== undefined) data.heldOut.sftSe = first.rewardSe;
+    }
+    if (last && last.step > 0) {
+      data.heldOut.rl = last.rewardMean;
+      if (last.rewardSe !== undefined) data.heldOut.rlSe = last.rewardSe;
+    }
+    const n = (last ?? first)?.prompts;
+    if (n !== undefined) data.heldOut.prompts = n;
   }
   if (src.bfcl.length) data.bfcl = src.bfcl.map((b) => ({ policy: b.label, overall: b.overall, categories: b.categories }));
   return data;

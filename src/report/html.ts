@@ -98,19 +98,28 @@ function nav(): string {
   return `<nav>${links.map(([id, name]) => `<a href="#${id}">${name}</a>`).join(' ')}</nav>`;
 }
 
+/** ` ± 0.0123` after a reward, when its standard error is known. */
+const seText = (se: number | undefined): string => (se === undefined || !Number.isFinite(se) ? '' : ` <span class="se">± ${se.toFixed(4)}</span>`);
+
 function headline(d: ReportData): string {
-  const { sft, rl } = d.heldOut;
+  const { sft, rl, sftSe, rlSe, prompts } = d.heldOut;
   if (sft === undefined && rl === undefined) return `<div class="headline">\n<div class="label">Held-out mean checklist reward</div>\n${NO_DATA}\n</div>`;
   let delta = '';
   if (sft !== undefined && rl !== undefined) {
     const s = signed(rl - sft);
     const rel = sft !== 0 && Number.isFinite(sft) ? ` (${signed(((rl - sft) / Math.abs(sft)) * 100, 1).text}%)` : '';
-    delta = `<div class="delta ${s.cls}">${s.text}${rel}</div>`;
+    // How many standard errors apart (unpaired: √(SE_SFT² + SE_RL²)).
+    const seDiff = sftSe !== undefined && rlSe !== undefined ? Math.sqrt(sftSe ** 2 + rlSe ** 2) : undefined;
+    const z = seDiff !== undefined && seDiff > 0 ? ` <span class="muted">= ${((rl - sft) / seDiff).toFixed(1)} standard errors of the difference</span>` : '';
+    delta = `<div class="delta ${s.cls}">${s.text}${rel}${z}</div>`;
   }
+  const note = sftSe !== undefined || rlSe !== undefined
+    ? `\n<div class="muted">± one standard error across ${prompts !== undefined ? `${formatInt(prompts)} ` : ''}held-out prompts</div>`
+    : '';
   return (
     `<div class="headline">\n<div class="label">Held-out mean checklist reward</div>\n` +
-    `<div class="values"><span class="policy">SFT</span> <span class="big">${reward(sft)}</span> <span class="arrow">→</span> ` +
-    `<span class="policy">RL</span> <span class="big">${reward(rl)}</span></div>\n${delta}\n</div>`
+    `<div class="values"><span class="policy">SFT</span> <span class="big">${reward(sft)}</span>${seText(sftSe)} <span class="arrow">→</span> ` +
+    `<span class="policy">RL</span> <span class="big">${reward(rl)}</span>${seText(rlSe)}</div>\n${delta}${note}\n</div>`
   );
 }
 
@@ -147,11 +156,13 @@ function dataSection(d: ReportData): string {
     horizontal: true,
     valueFormat: (v) => formatInt(v),
   });
+  // Each step against its own input (compression runs on the cold-start split, selection on the RL split); a funnel
+  // without inputs (older reports) falls back to the previous step's count.
   const rows = data.funnel.map((f, i) => {
-    const prev = i > 0 ? data.funnel[i - 1]!.kept : undefined;
-    return [esc(f.step), formatInt(f.kept), pct(ratio(f.kept, data.imported)), prev === undefined ? '' : formatInt(prev - f.kept)];
+    const input = f.in ?? (i > 0 ? data.funnel[i - 1]!.kept : undefined);
+    return [esc(f.step), input === undefined ? '' : formatInt(input), formatInt(f.kept), pct(ratio(f.kept, data.imported)), input === undefined ? '' : formatInt(input - f.kept)];
   });
-  return section('data', 'Data', `${stats}\n${figure(chart)}\n${table([{ head: 'step' }, { head: 'kept', num: true }, { head: 'of imported', num: true }, { head: 'dropped', num: true }], rows)}`);
+  return section('data', 'Data', `${stats}\n${figure(chart)}\n${table([{ head: 'step' }, { head: 'in', num: true }, { head: 'kept', num: true }, { head: 'of imported', num: true }, { head: 'dropped', num: true }], rows)}`);
 }
 
 function sftSection(d: ReportData): string {
@@ -305,18 +316,26 @@ function heldOutSection(d: ReportData): string {
     yLabel: 'mean checklist reward',
     yMin: 0,
     yMax: 1,
-    series: groups.map((g) => ({ name: g.name, points: g.rows.map((e) => [e.step, e.rewardMean] as const) })),
+    series: groups.map((g) => ({
+      name: g.name,
+      points: g.rows.map((e) => [e.step, e.rewardMean] as const),
+      // ± one standard error across prompts, where known.
+      ...(g.rows.some((e) => e.rewardSe !== undefined) ? { band: g.rows.filter((e) => e.rewardSe !== undefined).map((e) => [e.step, e.rewardMean - e.rewardSe!, e.rewardMean + e.rewardSe!] as const) } : {}),
+    })),
   });
+  const withSe = evals.some((e) => e.rewardSe !== undefined);
   const rows = groups.map((g) => {
     const first = g.rows[0]!;
     const last = g.rows[g.rows.length - 1]!;
     const ch = signed(last.rewardMean - first.rewardMean);
-    return [esc(g.name), formatInt(g.rows.length), `${reward(first.rewardMean)} <span class="muted">@${formatInt(first.step)}</span>`, `${reward(last.rewardMean)} <span class="muted">@${formatInt(last.step)}</span>`, `<span class="${ch.cls}">${ch.text}</span>`];
+    return [esc(g.name), formatInt(g.rows.length), `${reward(first.rewardMean)}${seText(first.rewardSe)} <span class="muted">@${formatInt(first.step)}</span>`, `${reward(last.rewardMean)}${seText(last.rewardSe)} <span class="muted">@${formatInt(last.step)}</span>`, `<span class="${ch.cls}">${ch.text}</span>`];
   });
+  const every = groups.flatMap((g) => g.rows.map((e) => [esc(g.name), formatInt(e.step), reward(e.rewardMean), e.rewardSe === undefined ? '–' : e.rewardSe.toFixed(4), e.prompts === undefined ? '–' : formatInt(e.prompts)]));
   return section(
     'heldout',
     'Held-out evaluations',
-    `${figure(chart)}\n${table([{ head: 'series' }, { head: 'evaluations', num: true }, { head: 'first', num: true }, { head: 'latest', num: true }, { head: 'change', num: true }], rows)}`,
+    `${figure(chart, withSe ? 'shaded: ± one standard error across held-out prompts' : undefined)}\n${table([{ head: 'series' }, { head: 'evaluations', num: true }, { head: 'first', num: true }, { head: 'latest', num: true }, { head: 'change', num: true }], rows)}` +
+      (withSe ? `\n<details><summary>every evaluation</summary>\n${table([{ head: 'series' }, { head: 'step', num: true }, { head: 'mean', num: true }, { head: 'standard error', num: true }, { head: 'prompts', num: true }], every)}\n</details>` : ''),
   );
 }
 
@@ -479,6 +498,7 @@ tfoot td { font-weight: 600; border-top: 2px solid #ccc; }
 .headline .policy { color: #555; margin-left: 6px; }
 .headline .arrow { font-size: 22px; color: #888; margin: 0 8px; }
 .headline .delta { font-size: 16px; font-weight: 600; }
+.headline .se { font-size: 16px; color: #555; font-variant-numeric: tabular-nums; }
 .up { color: #1a7f37; }
 .down { color: #c62828; }
 .state { display: inline-block; padding: 0 8px; border-radius: 10px; font-size: 12px; background: #eee; color: #555; }

@@ -54,16 +54,31 @@ export const ReportData = z.object({
   uiUrl: z.string().optional(),
   configFile: z.string().optional(),
   stages: z.array(ReportStage).default([]),
-  /** Held-out mean checklist reward of the SFT policy and of the latest RL policy (0–1). */
-  heldOut: z.object({ sft: fraction.optional(), rl: fraction.optional() }).default({}),
+  /**
+   * Held-out mean checklist reward of the SFT policy and of the latest RL policy (0–1), each with its standard error
+   * across the held-out prompts (`prompts` of them) when known.
+   */
+  heldOut: z
+    .object({
+      sft: fraction.optional(),
+      sftSe: z.number().nonnegative().optional(),
+      rl: fraction.optional(),
+      rlSe: z.number().nonnegative().optional(),
+      prompts: count.optional(),
+    })
+    .default({}),
   data: z
     .object({
       imported: count,
       kept: count,
       coldStart: count,
       rl: count,
-      /** Examples left after each preparation step, in order (first entry usually `imported`). */
-      funnel: z.array(z.object({ step: z.string(), kept: count })),
+      /**
+       * Examples left after each preparation step, in order (first entry usually `imported`). `in` is the step's own
+       * input (compression sees the cold-start split, selection the RL split); without it the previous step's `kept`
+       * is taken as the input.
+       */
+      funnel: z.array(z.object({ step: z.string(), in: count.optional(), kept: count })),
     })
     .optional(),
   sft: z
@@ -79,8 +94,8 @@ export const ReportData = z.object({
   rl: z
     .object({
       steps: z.array(ReportRlStep),
-      /** Held-out evaluations (step 0 = the SFT policy). */
-      evals: z.array(z.object({ series: z.string(), step: z.number(), rewardMean: z.number() })),
+      /** Held-out evaluations (step 0 = the SFT policy), with the standard error across prompts when known. */
+      evals: z.array(z.object({ series: z.string(), step: z.number(), rewardMean: z.number(), rewardSe: z.number().nonnegative().optional(), prompts: count.optional() })),
       /** Judge pass counts per checklist `focus_on`, summed over the run's training steps. */
       passByFocus: z.array(z.object({ focus: z.string(), passed: count, total: count })),
     })

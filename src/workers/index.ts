@@ -24,7 +24,7 @@ export const ALL_QUEUES: QueueKind[] = ['workflows', 'api', 'gpu'];
 
 export interface RunningWorkers {
   workers: Worker[];
-  /** Resolves when all workers have stopped (after `shutdown()` or a fatal error). */
+  /** Resolves when all workers have stopped after `shutdown()`; rejects (once all have stopped) when one failed. */
   done: Promise<void>;
   shutdown(): Promise<void>;
 }
@@ -78,12 +78,24 @@ export async function startWorkers(cfg: Cm2Config, queues: QueueKind[] = ALL_QUE
       maxConcurrentActivityTaskExecutions: 1,
     }));
   }
-  const done = Promise.all(workers.map((w) => w.run())).then(() => connection.close());
+  const stopAll = () => {
+    for (const w of workers) if (w.getState() === 'RUNNING') w.shutdown();
+  };
+  // The set stops as a whole: when one worker fails, the others are shut down, and `done` rejects with that failure
+  // once all have stopped (so a supervisor can start the set again).
+  const done = Promise.allSettled(workers.map((w) => w.run().catch((e: unknown) => {
+    stopAll();
+    throw e;
+  }))).then(async (results) => {
+    await connection.close().catch(() => undefined);
+    const failed = results.find((r): r is PromiseRejectedResult => r.status === 'rejected');
+    if (failed) throw failed.reason;
+  });
   return {
     workers,
     done,
     async shutdown() {
-      for (const w of workers) if (w.getState() === 'RUNNING') w.shutdown();
+      stopAll();
       await done;
     },
   };

@@ -81,8 +81,11 @@ export interface PipelineStatus {
   paused: boolean;
   stopRequested: boolean;
   stages: StageStatus[];
-  /** Held-out mean checklist reward of the SFT policy (RL evaluation at step 0) and of the latest RL policy. */
-  heldOut: { sft?: number; rl?: number; rlStep?: number };
+  /**
+   * Held-out mean checklist reward of the SFT policy (RL evaluation at step 0) and of the latest RL policy, each with
+   * its standard error across the held-out prompts (`prompts` of them).
+   */
+  heldOut: { sft?: number; sftSe?: number; rl?: number; rlSe?: number; rlStep?: number; prompts?: number };
 }
 
 export interface PipelineResult extends PipelineStatus {
@@ -136,11 +139,16 @@ export function summarize(stage: PipelineStage, result: unknown): Record<string,
       const evals = rl.evals ?? [];
       const first = evals.find((e) => e.step === 0);
       const last = evals[evals.length - 1];
-      if (first) put('heldOutSft', first.rewardMean);
+      if (first) {
+        put('heldOutSft', first.rewardMean);
+        put('heldOutSftSe', first.rewardSe ?? undefined);
+      }
       if (last) {
         put('heldOutRl', last.rewardMean);
+        put('heldOutRlSe', last.rewardSe ?? undefined);
         put('heldOutStep', last.step);
       }
+      put('heldOutPrompts', (last ?? first)?.prompts);
       if (rl.policy) put('policy', rl.policy.kind === 'hf' ? rl.policy.prefix : rl.policy.manifestKey);
       if (rl.stopped) put('stopped', 'yes');
       break;
@@ -323,7 +331,9 @@ export async function cm2Pipeline(input: PipelineInput): Promise<PipelineResult>
 }
 
 function applyHeldOut(status: PipelineStatus, summary: Record<string, number | string>): void {
-  if (typeof summary['heldOutSft'] === 'number') status.heldOut.sft = summary['heldOutSft'];
-  if (typeof summary['heldOutRl'] === 'number') status.heldOut.rl = summary['heldOutRl'];
-  if (typeof summary['heldOutStep'] === 'number') status.heldOut.rlStep = summary['heldOutStep'];
+  const fields = [['heldOutSft', 'sft'], ['heldOutSftSe', 'sftSe'], ['heldOutRl', 'rl'], ['heldOutRlSe', 'rlSe'], ['heldOutStep', 'rlStep'], ['heldOutPrompts', 'prompts']] as const;
+  for (const [from, to] of fields) {
+    const v = summary[from];
+    if (typeof v === 'number') status.heldOut[to] = v;
+  }
 }

@@ -13,7 +13,7 @@ import { setCurrentDetails, workflowInfo } from '@temporalio/workflow';
 import type { PrepareActivities, PrepareReport, StepResult } from '../activities/prepare';
 import type { ShardRef } from '../activities/shards';
 import type { PrepareWorkflowInput } from './types';
-import { beginStage, boundedAll, endStage, stageActivities, stageProgressQuery } from './util';
+import { beginStage, boundedAll, endStage, phaseTracker, stageActivities, stageProgressQuery } from './util';
 
 /** The stage's progress query (`progress`, shared by every stage). */
 export const prepareProgressQuery = stageProgressQuery;
@@ -23,29 +23,24 @@ export async function prepareWorkflow(input: PrepareWorkflowInput): Promise<Prep
 
   const acts = stageActivities<PrepareActivities>(input.taskQueues.api, input.activity);
 
-  const phase = (name: string, total: number) => {
-    progress.phase = name;
-    progress.done = 0;
-    progress.total = total;
-    setCurrentDetails(`**${name}**: 0/${total} shards`);
-  };
-  const tick = () => {
-    progress.done++;
-    setCurrentDetails(`**${progress.phase}**: ${progress.done}/${progress.total} shards`);
-  };
-  const perShard = async (name: string, shards: ShardRef[], fn: (s: ShardRef) => Promise<StepResult>) => {
-    phase(name, shards.length);
+  // Progress per phase: compression and selection run at the same time, each against its own shard count.
+  const phases = phaseTracker(progress);
+  const perShard = async (name: string, shards: ShardRef[], fn: (s: ShardRef) => Promise<StepResult>, parallel = false) => {
+    const ph = parallel ? phases.add(name, shards.length) : phases.only(name, shards.length);
     const results = await boundedAll(shards, input.data.shardConcurrency, async (s) => {
       const r = await fn(s);
-      tick();
+      ph.tick();
       return r;
     });
     progress.counts[name] = results.reduce((n, r) => n + r.kept.count, 0);
+    ph.end();
     return results;
   };
 
-  phase('import', 1);
+  const importPhase = phases.only('import', 1);
   const imported = await acts.importSource({ runId: input.runId, source: input.data.source, shardSize: input.data.shardSize });
+  importPhase.tick();
+  importPhase.end();
   progress.counts['imported'] = imported.total;
 
   const steps: { name: string; results: StepResult[] }[] = [];
@@ -63,21 +58,23 @@ export async function prepareWorkflow(input: PrepareWorkflowInput): Promise<Prep
     }
   }
 
-  phase('split', 1);
+  const splitPhase = phases.only('split', 1);
   const split = await acts.splitData({ runId: input.runId, shards: current, seed: input.data.split.seed, coldStart: input.data.split.coldStart, shardSize: input.data.shardSize });
+  splitPhase.tick();
+  splitPhase.end();
 
   const [compressed, selected] = await Promise.all([
     input.data.compression.enabled
-      ? perShard('compression', split.coldStart, (shard) => acts.compressShard({ runId: input.runId, shard, llm: input.llm }))
+      ? perShard('compression', split.coldStart, (shard) => acts.compressShard({ runId: input.runId, shard, llm: input.llm }), true)
       : Promise.resolve(undefined),
     input.data.selection.enabled
-      ? perShard('selection', split.rl, (shard) => acts.selectShard({ runId: input.runId, shard, seed: input.data.selection.seed }))
+      ? perShard('selection', split.rl, (shard) => acts.selectShard({ runId: input.runId, shard, seed: input.data.selection.seed }), true)
       : Promise.resolve(undefined),
   ]);
   if (compressed) steps.push({ name: 'compression', results: compressed });
   if (selected) steps.push({ name: 'selection', results: selected });
 
-  phase('report', 1);
+  phases.only('report', 1);
   const report = await acts.writePrepareReport({
     runId: input.runId,
     imported,

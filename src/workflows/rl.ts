@@ -37,6 +37,10 @@ export interface RlEvalPoint {
   step: number;
   rewardMean: number;
   rewardStd: number;
+  /** Standard error of `rewardMean` across held-out prompts (null with fewer than two; absent in older runs). */
+  rewardSe?: number | null;
+  /** Held-out prompts evaluated. */
+  prompts?: number;
   failed: number;
   rollouts: number;
 }
@@ -209,7 +213,14 @@ export async function rlWorkflow(input: RlWorkflowInput): Promise<RlResult> {
     const indices = Array.from({ length: state.data.heldOut }, (_, i) => i);
     const ep = await episodes(folder, state.policy, { indices, groupSize: rl.eval.samples }, rl.seed + 7919, rl.eval.temperature);
     const adv: RlAdvantagesResult = await api.rlAdvantages({ runId: input.runId, folder, phase: ep.lastPhase, dataKey: state.data.key, rl, granularity: 'trajectory' });
-    const point: RlEvalPoint = { step: state.step, rewardMean: adv.rewardMean, rewardStd: adv.rewardStd, failed: adv.failed, rollouts: adv.rollouts };
+    const point: RlEvalPoint = {
+      step: state.step,
+      rewardMean: adv.rewardMean,
+      rewardStd: adv.rewardStd,
+      ...(adv.byPrompt ? { rewardSe: adv.byPrompt.se, prompts: adv.byPrompt.n } : {}),
+      failed: adv.failed,
+      rollouts: adv.rollouts,
+    };
     state.evals.push(point);
     progress.counts[`eval_reward_x1000_step_${state.step}`] = Math.round(adv.rewardMean * 1000);
     await api.rlRecordStep({ runId: input.runId, step: state.step, row: { kind: 'eval', ...point, passByFocus: adv.passByFocus, judge: ep.judgeStats, endReasons: adv.endReasons, seconds: ep.time } });

@@ -46,12 +46,26 @@ export interface SftWorkflowInput {
   activity: ActivityTimeouts;
 }
 
-export interface StageProgress {
-  stage: string;
-  phase: string;
-  /** Shards done in the current phase. */
+/** One phase of a stage with its own counter (phases that run at the same time each have one). */
+export interface PhaseProgress {
+  name: string;
+  /** Units (shards, steps) done in this phase; never above `total`. */
   done: number;
   total: number;
+}
+
+export interface StageProgress {
+  stage: string;
+  /** The running phase, or the running phases joined by ' + ' (e.g. `compression + selection`). */
+  phase: string;
+  /** Units done in the running phase(s), summed over `phases`. */
+  done: number;
+  total: number;
+  /**
+   * The running phases, each counted against its own total (the prepare stage runs compression and selection at the
+   * same time). Absent in progress reported by older workflow code: readers fall back to `phase`/`done`/`total`.
+   */
+  phases?: PhaseProgress[];
   /** Examples after each finished phase. */
   counts: Record<string, number>;
 }

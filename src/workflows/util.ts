@@ -1,7 +1,7 @@
 /** Small deterministic helpers for workflow code (no I/O, no Node imports). */
-import { defineQuery, proxyActivities, setHandler, upsertSearchAttributes, type ActivityInterfaceFor } from '@temporalio/workflow';
+import { defineQuery, proxyActivities, setCurrentDetails, setHandler, upsertSearchAttributes, type ActivityInterfaceFor } from '@temporalio/workflow';
 import { CM2_RUN_ID, CM2_STAGE, CM2_STATE } from '../common/searchAttributes';
-import type { ActivityTimeouts, StageProgress } from './types';
+import type { ActivityTimeouts, PhaseProgress, StageProgress } from './types';
 
 /** Every stage workflow answers this query (`temporal workflow query --name progress`). */
 export const stageProgressQuery = defineQuery<StageProgress>('progress');
@@ -16,6 +16,58 @@ export function beginStage(stage: string, runId: string): StageProgress {
     { key: CM2_STATE, value: 'running' },
   ]);
   return progress;
+}
+
+/** A running phase of a `phaseTracker`: count its units, end it when it is done. */
+export interface PhaseHandle {
+  tick(): void;
+  end(): void;
+}
+
+/**
+ * Progress per phase: each phase counts against its own total, so phases that run at the same time (compression ∥
+ * selection) never push one counter past its total. `progress.phase`/`done`/`total` show the running phases summed,
+ * `progress.phases` each of them; the Web UI's current details follow.
+ */
+export function phaseTracker(
+  progress: StageProgress,
+  unit = 'shards',
+  details: (text: string) => void = setCurrentDetails,
+): { only(name: string, total: number): PhaseHandle; add(name: string, total: number): PhaseHandle } {
+  const running: PhaseProgress[] = [];
+  const show = () => {
+    progress.phases = running.map((p) => ({ ...p }));
+    if (running.length > 0) progress.phase = running.map((p) => p.name).join(' + ');
+    progress.done = running.reduce((n, p) => n + p.done, 0);
+    progress.total = running.reduce((n, p) => n + p.total, 0);
+    details(running.map((p) => `**${p.name}**: ${p.done}/${p.total} ${unit}`).join(', ') || `**${progress.phase}**`);
+  };
+  const add = (name: string, total: number): PhaseHandle => {
+    const p: PhaseProgress = { name, done: 0, total: Math.max(0, total) };
+    running.push(p);
+    show();
+    return {
+      tick: () => {
+        p.done = Math.min(p.total, p.done + 1);
+        show();
+      },
+      end: () => {
+        const i = running.indexOf(p);
+        if (i >= 0) running.splice(i, 1);
+        if (running.length > 0) show();
+        else progress.phases = [];
+      },
+    };
+  };
+  return {
+    /** Starts a phase that replaces every running one (sequential phases). */
+    only: (name, total) => {
+      running.length = 0;
+      return add(name, total);
+    },
+    /** Starts a phase beside the running ones (parallel phases). */
+    add,
+  };
 }
 
 export function endStage(): void {

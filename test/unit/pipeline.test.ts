@@ -71,7 +71,7 @@ describe('report data', () => {
     const data = buildReport('r', sources, { stages: [{ name: 'prepare', state: 'completed', seconds: 12 }, { name: 'sft', state: 'completed', seconds: 40 }], generatedAt: '2026-01-01T00:00:00Z' });
     ReportData.parse(data);
     assert.deepEqual(data.heldOut, { sft: 0.1, rl: 0.3 });
-    assert.deepEqual(data.data, { imported: 40, kept: 30, coldStart: 12, rl: 18, funnel: [{ step: 'imported', kept: 40 }, { step: 'rule_filter', kept: 35 }, { step: 'llm_filter_pass0', kept: 30 }] });
+    assert.deepEqual(data.data, { imported: 40, kept: 30, coldStart: 12, rl: 18, funnel: [{ step: 'imported', kept: 40 }, { step: 'rule_filter', in: 40, kept: 35 }, { step: 'llm_filter_pass0', in: 35, kept: 30 }] });
     assert.deepEqual(data.rl!.passByFocus, [{ focus: 'assistant.tool_calls', passed: 3, total: 4 }]);
     assert.deepEqual(data.rl!.steps.map((s) => [s.series, s.step, s.rewardMean, s.judgeCalls, s.cacheHits]), [['turn', 1, 0.2, 10, 2]]);
     assert.deepEqual(data.rl!.evals.map((e) => [e.series, e.step]), [['turn', 0], ['turn', 1]]);

@@ -1,0 +1,31 @@
+/**
+ * Fault injection for the CLI's robustness tests (test/integration/demo*.test.ts); never set in normal use.
+ * `CM2_FAULT_INJECT` is a comma-separated list of:
+ *
+ *   display-throw        every progress-line update throws (the follow loop must degrade, the run go on)
+ *   display-throw-once   the first progress-line update throws
+ *   crash-in:<stage>     the CLI process crashes with an uncaught error once the run's current stage is <stage>
+ *                        (the demo must stop what it started; a later `cm2 demo` resumes the run)
+ */
+const faults = () => (process.env['CM2_FAULT_INJECT'] ?? '').split(',').map((s) => s.trim()).filter(Boolean);
+
+let displayThrown = 0;
+let crashed = false;
+
+/** Throws where a progress-line update would, when the display fault is injected. */
+export function displayFault(): void {
+  const f = faults();
+  if (f.includes('display-throw') || (f.includes('display-throw-once') && displayThrown === 0)) {
+    displayThrown++;
+    throw new RangeError(`injected display fault #${displayThrown} (CM2_FAULT_INJECT)`);
+  }
+}
+
+/** Crashes the process with an uncaught error (outside any try) when `crash-in:<stage>` names the current stage. */
+export function crashFault(stage: string | undefined): void {
+  if (crashed || stage === undefined || !faults().includes(`crash-in:${stage}`)) return;
+  crashed = true;
+  setImmediate(() => {
+    throw new Error(`injected CLI crash in stage ${stage} (CM2_FAULT_INJECT)`);
+  });
+}

@@ -1,0 +1,203 @@
+/**
+ * What the progress line says beside a stage's own progress: the running activity's heartbeat (SFT step and loss),
+ * an activity that is retrying (its attempt and last failure), and a task queue that has work waiting but no worker
+ * polling it (a dead or missing worker: the run is not stuck in the method, it waits for a process).
+ *
+ * The facts come from Temporal, which outlives workers: the workflow description's pending activities and
+ * `DescribeTaskQueue`'s pollers. The shaping is pure (`activityNotes`), the looking (`RunWatch`) never throws: a
+ * watch that cannot see something says less, it never stops the CLI.
+ */
+import type { WorkflowClient } from '@temporalio/client';
+import { temporal } from '@temporalio/proto';
+
+/** A failure chain as one line: each distinct message, outermost first (at most four). */
+export function failureText(f: unknown): string {
+  const parts: string[] = [];
+  let cur = f as { message?: string | null; cause?: unknown } | null | undefined;
+  while (cur && parts.length < 4) {
+    if (cur.message && !parts.includes(cur.message)) parts.push(cur.message);
+    cur = cur.cause as typeof cur;
+  }
+  return parts.join(': ');
+}
+
+/** A protobuf timestamp (seconds as number, string or Long) in epoch ms; undefined when absent or zero. */
+export function timestampMs(t: unknown): number | undefined {
+  const o = t as { seconds?: number | string | { toNumber(): number } | null; nanos?: number | null } | null | undefined;
+  if (!o) return undefined;
+  const s = typeof o.seconds === 'object' && o.seconds !== null ? o.seconds.toNumber() : Number(o.seconds ?? 0);
+  const ms = s * 1000 + (o.nanos ?? 0) / 1e6;
+  return ms > 0 ? ms : undefined;
+}
+
+/** Seconds as a short duration: `45s`, `3m10s`, `1h05m`. */
+export function shortDuration(seconds: number): string {
+  const s = Math.max(0, Math.round(seconds));
+  if (s < 60) return `${s}s`;
+  if (s < 3600) return `${Math.floor(s / 60)}m${String(s % 60).padStart(2, '0')}s`;
+  return `${Math.floor(s / 3600)}h${String(Math.floor((s % 3600) / 60)).padStart(2, '0')}m`;
+}
+
+/** A pending activity as the watch sees it (from `PendingActivityInfo`). */
+export interface PendingView {
+  type: string;
+  /** scheduled (waiting for a worker or for its retry backoff) | started | other */
+  state: 'scheduled' | 'started' | 'other';
+  attempt: number;
+  lastFailure?: string;
+  taskQueue?: string;
+  /** Epoch ms since which it waits for a worker to pick it up (scheduled only). */
+  waitingSince?: number;
+  /** Epoch ms of its next attempt while it waits out a retry backoff. */
+  nextAttemptAt?: number;
+}
+
+/** The latest poll seen on a task queue: epoch ms, or null when Temporal knows no poller at all. */
+export type LastPoll = number | null;
+
+/** How long work may wait with no poll on its queue before the line says no worker is polling it. */
+export const NO_POLLER_AFTER_S = 20;
+/** Idle workers long-poll: a poll can be this old while its worker is alive and waiting (the server's poll timeout). */
+export const LONG_POLL_S = 70;
+
+const short = (text: string, max = 90) => (text.length > max ? `${text.slice(0, max - 1)}…` : text);
+/** A wait in 5 s steps: the line changes (and a log gets a new line) every 5 s, not every second. */
+const coarse = (ms: number) => shortDuration(Math.floor(ms / 5000) * 5);
+
+/**
+ * Notes for the progress line (pure): retries (`sftTrain attempt 2, last failure: …`), waits for a worker
+ * (`waiting 1m20s: no worker polling cm2-gpu (last poll 1m25s ago)`). `lastPoll` maps a queue to its latest poll;
+ * a queue missing from it was not looked at.
+ */
+export function activityNotes(pending: readonly PendingView[], lastPoll: ReadonlyMap<string, LastPoll>, now: number): string[] {
+  const notes: string[] = [];
+  for (const p of pending) {
+    const parts: string[] = [];
+    if (p.attempt > 1) parts.push(`${p.type} attempt ${p.attempt}${p.lastFailure ? `, last failure: ${short(p.lastFailure)}` : ''}`);
+    if (p.state === 'scheduled') {
+      if (p.nextAttemptAt !== undefined && p.nextAttemptAt > now) {
+        parts.push(`next try in ${shortDuration((p.nextAttemptAt - now) / 1000)}`);
+      } else if (p.waitingSince !== undefined && now - p.waitingSince >= NO_POLLER_AFTER_S * 1000) {
+        const waited = coarse(now - p.waitingSince);
+        const queue = p.taskQueue;
+        const poll = queue !== undefined ? lastPoll.get(queue) : undefined;
+        const label = parts.length ? '' : `${p.type} `;
+        if (queue !== undefined && poll === null) parts.push(`${label}waiting ${waited}: no worker polling ${queue}`);
+        else if (queue !== undefined && typeof poll === 'number' && now - poll >= NO_POLLER_AFTER_S * 1000) {
+          parts.push(`${label}waiting ${waited}: no worker polling ${queue} (last poll ${coarse(now - poll)} ago)`);
+        } else parts.push(`${label}waiting ${waited} for a worker${queue ? ` on ${queue}` : ''}`);
+      }
+    }
+    if (parts.length) notes.push(parts.join(', '));
+  }
+  return notes;
+}
+
+/** A note for a workflow task queue whose workflow does not answer queries and which nobody polls (pure). */
+export function workflowQueueNote(queue: string, poll: LastPoll | undefined, now: number): string | undefined {
+  if (poll === undefined) return undefined;
+  if (poll === null) return `no worker polling ${queue}`;
+  const age = (now - poll) / 1000;
+  return age >= LONG_POLL_S ? `no worker polling ${queue} (last poll ${coarse(now - poll)} ago)` : undefined;
+}
+
+/** `PendingActivityInfo` (raw proto of a workflow description) → `PendingView`. */
+export function pendingView(p: temporal.api.workflow.v1.IPendingActivityInfo): PendingView {
+  const S = temporal.api.enums.v1.PendingActivityState;
+  const state = p.state === S.PENDING_ACTIVITY_STATE_SCHEDULED ? 'scheduled' : p.state === S.PENDING_ACTIVITY_STATE_STARTED ? 'started' : 'other';
+  const attempt = Number(p.attempt ?? 1) || 1;
+  const scheduled = timestampMs(p.scheduledTime);
+  const lastComplete = timestampMs(p.lastAttemptCompleteTime);
+  const next = timestampMs(p.nextAttemptScheduleTime);
+  // A retry waits for a worker from its backoff's end; a first attempt from its scheduling.
+  const waitingSince = attempt > 1 ? next ?? lastComplete ?? scheduled : scheduled;
+  const failure = failureText(p.lastFailure);
+  const queue = p.activityOptions?.taskQueue?.name;
+  return {
+    type: p.activityType?.name ?? 'activity',
+    state,
+    attempt,
+    ...(failure ? { lastFailure: failure } : {}),
+    ...(queue ? { taskQueue: queue } : {}),
+    ...(state === 'scheduled' && waitingSince !== undefined ? { waitingSince } : {}),
+    ...(state === 'scheduled' && next !== undefined ? { nextAttemptAt: next } : {}),
+  };
+}
+
+/** The first pending activity's heartbeat details as `key=value` text (SFT step, loss), or ''. */
+export function heartbeatText(pending: readonly temporal.api.workflow.v1.IPendingActivityInfo[]): string {
+  try {
+    const payload = pending[0]?.heartbeatDetails?.payloads?.[0];
+    if (!payload?.data) return '';
+    const details = JSON.parse(Buffer.from(payload.data).toString('utf8')) as unknown;
+    if (!details || typeof details !== 'object') return '';
+    return Object.entries(details as Record<string, unknown>)
+      .map(([k, v]) => `${k}=${typeof v === 'number' && !Number.isInteger(v) ? v.toFixed(3) : String(v)}`)
+      .join(' ');
+  } catch {
+    return '';
+  }
+}
+
+/**
+ * Looks at a workflow for the progress line: heartbeat and notes. Task queues are described only when work waits on
+ * them, at most every `queueEveryMs`. Every error is swallowed (the result is then just shorter).
+ */
+export class RunWatch {
+  private readonly polls = new Map<string, { at: number; last: LastPoll }>();
+
+  constructor(
+    private readonly client: WorkflowClient,
+    private readonly opts: { queueEveryMs?: number; now?: () => number } = {},
+  ) {}
+
+  private now(): number {
+    return this.opts.now?.() ?? Date.now();
+  }
+
+  /** The latest poll on a queue (cached for `queueEveryMs`); undefined when it could not be described. */
+  async lastPoll(queue: string, kind: 'workflow' | 'activity'): Promise<LastPoll | undefined> {
+    const key = `${kind}:${queue}`;
+    const cached = this.polls.get(key);
+    if (cached && this.now() - cached.at < (this.opts.queueEveryMs ?? 5000)) return cached.last;
+    try {
+      const res = await this.client.workflowService.describeTaskQueue({
+        namespace: this.client.options.namespace,
+        taskQueue: { name: queue, kind: temporal.api.enums.v1.TaskQueueKind.TASK_QUEUE_KIND_NORMAL },
+        taskQueueType: kind === 'workflow' ? temporal.api.enums.v1.TaskQueueType.TASK_QUEUE_TYPE_WORKFLOW : temporal.api.enums.v1.TaskQueueType.TASK_QUEUE_TYPE_ACTIVITY,
+      });
+      const times = (res.pollers ?? []).map((p) => timestampMs(p.lastAccessTime)).filter((t): t is number => t !== undefined);
+      const last = times.length ? Math.max(...times) : null;
+      this.polls.set(key, { at: this.now(), last });
+      return last;
+    } catch {
+      return undefined;
+    }
+  }
+
+  /** Heartbeat text and notes of a workflow's pending activities. Never throws. */
+  async look(workflowId: string): Promise<{ heartbeat: string; notes: string[] }> {
+    try {
+      const raw = (await this.client.getHandle(workflowId).describe()).raw;
+      const pending = raw.pendingActivities ?? [];
+      const views = pending.map(pendingView);
+      const polls = new Map<string, LastPoll>();
+      for (const v of views) {
+        if (v.state !== 'scheduled' || !v.taskQueue || polls.has(v.taskQueue)) continue;
+        const last = await this.lastPoll(v.taskQueue, 'activity');
+        if (last !== undefined) polls.set(v.taskQueue, last);
+      }
+      const notes = activityNotes(views, polls, this.now());
+      const wft = raw.pendingWorkflowTask;
+      if (wft && Number(wft.attempt ?? 1) > 1) notes.push(`workflow task attempt ${Number(wft.attempt)} (a workflow worker keeps failing it: \`cm2 logs\`)`);
+      return { heartbeat: heartbeatText(pending), notes };
+    } catch {
+      return { heartbeat: '', notes: [] };
+    }
+  }
+
+  /** A note when the workflows queue has nobody polling it (used when a workflow query gets no answer). */
+  async workflowQueue(queue: string): Promise<string | undefined> {
+    return workflowQueueNote(queue, await this.lastPoll(queue, 'workflow'), this.now());
+  }
+}
