@@ -139,9 +139,12 @@ export class QwenModel {
   /**
    * Built one tensor at a time: `load(name, shape)` gives each parameter (HF name, HF shape and layout) when it is
    * needed, so a large checkpoint is never held whole next to the model (src/model/checkpoint.ts streams it from disk).
+   * Built inside tf.tidy, so the initial tensor of every variable is released once the variable holds its data (else
+   * it keeps a reference and dispose() frees nothing); tensors the model keeps as fields are returned, hence kept.
    */
   static fromLoader(config: QwenConfig, load: (name: string, shape: number[]) => Float32Array): QwenModel {
-    return new QwenModel(config, (spec) => load(spec.name, [...spec.shape]));
+    const build = () => new QwenModel(config, (spec) => load(spec.name, [...spec.shape])) as unknown as tf.TensorContainer;
+    return tf.tidy(build) as unknown as QwenModel;
   }
 
   /**
