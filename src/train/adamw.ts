@@ -56,8 +56,11 @@ export class AdamW {
     readonly config: AdamWConfig = DEFAULT_ADAMW,
   ) {
     for (const [name, p] of params) {
-      this.m.set(name, tf.variable(tf.zerosLike(p), false));
-      this.v.set(name, tf.variable(tf.zerosLike(p), false));
+      // tidy releases the zeros once the variables hold them (else dispose() would free nothing).
+      tf.tidy(() => {
+        this.m.set(name, tf.variable(tf.zerosLike(p), false));
+        this.v.set(name, tf.variable(tf.zerosLike(p), false));
+      });
     }
   }
 
