@@ -87,6 +87,18 @@ function decodeInto(dtype: string, bytes: Uint8Array, out: Float32Array, at: num
     return;
   }
   const n = bytes.byteLength / 2;
+  if (LITTLE_ENDIAN && bytes.byteOffset % 2 === 0) {
+    // Typed-array views: several times faster than DataView reads.
+    const u16 = new Uint16Array(bytes.buffer, bytes.byteOffset, n);
+    if (dtype === 'F16') {
+      const table = halfTable();
+      for (let i = 0; i < n; i++) out[at + i] = table[u16[i]!]!;
+    } else {
+      const u32 = new Uint32Array(out.buffer, out.byteOffset, out.length);
+      for (let i = 0; i < n; i++) u32[at + i] = u16[i]! << 16;
+    }
+    return;
+  }
   if (dtype === 'F16') {
     const table = halfTable();
     for (let i = 0; i < n; i++) out[at + i] = table[view.getUint16(2 * i, true)]!;
