@@ -34,38 +34,58 @@ import { Rng } from '../src/model/random';
 import { AdamW } from '../src/train/adamw';
 
 interface SizeSpec {
+  model: 'qwen2' | 'qwen3';
   hidden: number;
   layers: number;
   heads: number;
   kvHeads: number;
+  headDim: number;
+  intermediate: number;
   vocab: number;
-  seq: number;
+  ropeTheta: number;
+  /** training batch and sequence length */
   batch: number;
+  seq: number;
+  /** generation: sequences, prompt tokens, new tokens (with and without the KV cache) */
+  gen: { batch: number; prompt: number; newTokens: number; noCacheTokens: number };
+  /** timed training steps (after --warmup) unless --steps is given */
+  steps: number;
 }
 
-/** tiny and small are the sizes of the training probe in shared/notes/tfjs-wasm.md; demo is the demo model's size. */
+/**
+ * tiny and small are the sizes of the training probe in shared/notes/tfjs-wasm.md; demo is the demo model's size;
+ * qwen05b is Qwen2.5-0.5B's shape (random init, float32): B=1, T=512 for training, 2 sequences of 32 + 32 tokens for
+ * generation (16 without the cache, which re-runs the whole sequence every step).
+ */
+const qwen3Size = (hidden: number, layers: number, vocab: number, seq: number, batch: number): SizeSpec => ({
+  model: 'qwen3', hidden, layers, heads: 4, kvHeads: 2, headDim: hidden / 4, intermediate: 3 * hidden, vocab, ropeTheta: 10000,
+  batch, seq, gen: { batch, prompt: 32, newTokens: 128, noCacheTokens: 128 }, steps: 3,
+});
 const SIZES: Record<string, SizeSpec> = {
-  tiny: { hidden: 128, layers: 4, heads: 4, kvHeads: 2, vocab: 512, seq: 256, batch: 8 },
-  demo: { hidden: 192, layers: 4, heads: 4, kvHeads: 2, vocab: 1024, seq: 512, batch: 4 },
-  small: { hidden: 256, layers: 6, heads: 4, kvHeads: 2, vocab: 2048, seq: 512, batch: 4 },
+  tiny: qwen3Size(128, 4, 512, 256, 8),
+  small: qwen3Size(256, 6, 2048, 512, 4),
+  demo: qwen3Size(192, 4, 1024, 512, 4),
+  qwen05b: {
+    model: 'qwen2', hidden: 896, layers: 24, heads: 14, kvHeads: 2, headDim: 64, intermediate: 4864, vocab: 151936, ropeTheta: 1e6,
+    batch: 1, seq: 512, gen: { batch: 2, prompt: 32, newTokens: 32, noCacheTokens: 16 }, steps: 2,
+  },
 };
 
-function qwen3Config(s: SizeSpec): QwenConfig {
+function sizeConfig(s: SizeSpec): QwenConfig {
   return {
-    model_type: 'qwen3',
-    architectures: ['Qwen3ForCausalLM'],
+    model_type: s.model,
+    architectures: [s.model === 'qwen2' ? 'Qwen2ForCausalLM' : 'Qwen3ForCausalLM'],
     vocab_size: s.vocab,
     hidden_size: s.hidden,
-    intermediate_size: 3 * s.hidden,
+    intermediate_size: s.intermediate,
     num_hidden_layers: s.layers,
     num_attention_heads: s.heads,
     num_key_value_heads: s.kvHeads,
-    head_dim: s.hidden / s.heads,
+    ...(s.model === 'qwen3' ? { head_dim: s.headDim, attention_bias: false } : {}),
     rms_norm_eps: 1e-6,
-    rope_theta: 10000,
-    max_position_embeddings: 1024,
+    rope_theta: s.ropeTheta,
+    max_position_embeddings: 32768,
     tie_word_embeddings: true,
-    attention_bias: false,
     hidden_act: 'silu',
     initializer_range: 0.02,
   };
@@ -78,7 +98,7 @@ interface Job {
   seq: number;
   steps: number;
   warmup: number;
-  gen: { batch: number; prompt: number; newTokens: number };
+  gen: { batch: number; prompt: number; newTokens: number; noCacheTokens: number };
   seed: number;
   lr: number;
   maxGradNorm: number;
@@ -181,7 +201,7 @@ async function runOurs(job: Job, backendPref: BackendPref): Promise<OursResult> 
       generate(model, prompts, { maxNewTokens: 4, temperature: 0, useCache });
       poll();
       const t0 = performance.now();
-      const out = generate(model, prompts, { maxNewTokens: job.gen.newTokens, temperature: 0, useCache });
+      const out = generate(model, prompts, { maxNewTokens: useCache ? job.gen.newTokens : job.gen.noCacheTokens, temperature: 0, useCache });
       const sec = (performance.now() - t0) / 1000;
       poll();
       const n = out.tokens.reduce((a, r) => a + r.length, 0);
@@ -201,7 +221,7 @@ async function runOurs(job: Job, backendPref: BackendPref): Promise<OursResult> 
       losses,
       genCacheTokPerS: genRate.cache!,
       genNoCacheTokPerS: genRate.noCache!,
-      cachedEqualsUncached: JSON.stringify(outputs.cache) === JSON.stringify(outputs.noCache),
+      cachedEqualsUncached: JSON.stringify(outputs.cache!.map((r) => r.slice(0, job.gen.noCacheTokens))) === JSON.stringify(outputs.noCache),
       peakRssBytes: process.resourceUsage().maxRSS * 1024,
       polledRssBytes: polledRss,
       tfPeakBytes,
@@ -237,11 +257,9 @@ async function oursInChild(job: Job, backend: string): Promise<OursResult> {
   return JSON.parse(line.slice(RESULT_MARK.length)) as OursResult;
 }
 
-const TORCH_ENV = { OMP_NUM_THREADS: '1', OPENBLAS_NUM_THREADS: '1', MKL_NUM_THREADS: '1' };
-
 async function torchInChild(job: Job): Promise<TorchResult> {
   const python = process.env.PYTHON ?? 'python3';
-  const r = await runChild(python, [path.join(__dirname, 'torch_throughput.py')], JSON.stringify(job), { ...process.env, ...TORCH_ENV });
+  const r = await runChild(python, [path.join(__dirname, 'torch_throughput.py')], JSON.stringify(job), process.env);
   if (r.error) return { available: false, error: `${python}: ${r.error.message}` };
   const line = r.stdout.trim().split('\n').at(-1) ?? '';
   try {
@@ -262,11 +280,12 @@ async function main(): Promise<void> {
   const { values } = parseArgs({
     options: {
       backend: { type: 'string', default: 'auto' },
-      sizes: { type: 'string', default: 'tiny,small' },
-      steps: { type: 'string', default: '3' },
+      sizes: { type: 'string', default: 'tiny,small,demo,qwen05b' },
+      steps: { type: 'string' },
       warmup: { type: 'string', default: '1' },
-      'new-tokens': { type: 'string', default: '128' },
+      'new-tokens': { type: 'string' },
       'no-torch': { type: 'boolean', default: false },
+      'no-ours': { type: 'boolean', default: false },
       json: { type: 'string' },
       child: { type: 'boolean', default: false },
     },
@@ -287,56 +306,58 @@ async function main(): Promise<void> {
 
   const names = values.sizes.split(',').map((s) => s.trim()).filter(Boolean);
   for (const n of names) if (!SIZES[n]) throw new Error(`unknown size '${n}' (known: ${Object.keys(SIZES).join(', ')})`);
-  const steps = Number(values.steps);
   const warmup = Number(values.warmup);
-  const newTokens = Number(values['new-tokens']);
-  if (!(steps >= 1 && warmup >= 1 && newTokens >= 1)) throw new Error('--steps, --warmup and --new-tokens must be ≥ 1');
+  const stepsOpt = values.steps === undefined ? undefined : Number(values.steps);
+  const newOpt = values['new-tokens'] === undefined ? undefined : Number(values['new-tokens']);
+  if (!(warmup >= 1) || (stepsOpt !== undefined && !(stepsOpt >= 1)) || (newOpt !== undefined && !(newOpt >= 1))) throw new Error('--steps, --warmup and --new-tokens must be ≥ 1');
 
   const t0 = Date.now();
-  const rows: { name: string; spec: SizeSpec; ours: OursResult; torch: TorchResult }[] = [];
+  const rows: { name: string; spec: SizeSpec; job: Job; ours?: OursResult; torch: TorchResult }[] = [];
   for (const name of names) {
     const spec = SIZES[name]!;
     const job: Job = {
-      name, config: qwen3Config(spec), batch: spec.batch, seq: spec.seq, steps, warmup,
-      gen: { batch: spec.batch, prompt: 32, newTokens }, seed: 0, lr: 1e-3, maxGradNorm: 1.0,
+      name, config: sizeConfig(spec), batch: spec.batch, seq: spec.seq, steps: stepsOpt ?? spec.steps, warmup,
+      gen: { ...spec.gen, newTokens: newOpt ?? spec.gen.newTokens, noCacheTokens: newOpt ?? spec.gen.noCacheTokens }, seed: 0, lr: 1e-3, maxGradNorm: 1.0,
     };
     console.error(`== ${name}: d${spec.hidden}, ${spec.layers} layers, ${spec.heads}/${spec.kvHeads} heads, vocab ${spec.vocab}, seq ${spec.seq}, batch ${spec.batch}`);
-    const ours = await oursInChild(job, backendPref);
+    const ours = values['no-ours'] ? undefined : await oursInChild(job, backendPref);
     const torch: TorchResult = values['no-torch'] ? { available: false, error: '--no-torch' } : await torchInChild(job);
     if (torch.available) console.error(`[${name}] PyTorch: train ${fmtRate(torch.trainTokPerS)} tok/s, generate ${fmtRate(torch.genCacheTokPerS)} / ${fmtRate(torch.genNoCacheTokPerS)} tok/s`);
-    if (torch.available && torch.params !== ours.params) console.error(`[${name}] warning: parameter counts differ (ours ${ours.params}, PyTorch ${torch.params})`);
-    if (!ours.cachedEqualsUncached) console.error(`[${name}] warning: our cached and uncached greedy outputs differ`);
-    rows.push({ name, spec, ours, torch });
+    if (ours && torch.available && torch.params !== ours.params) console.error(`[${name}] warning: parameter counts differ (ours ${ours.params}, PyTorch ${torch.params})`);
+    if (ours && !ours.cachedEqualsUncached) console.error(`[${name}] warning: our cached and uncached greedy outputs differ`);
+    rows.push({ name, spec, job, ours, torch });
   }
 
   const torchInfo = rows.find((r) => r.torch.available)?.torch;
-  const backend = rows[0]?.ours.backend ?? '?';
+  const backend = rows.find((r) => r.ours)?.ours?.backend ?? '–';
   const threadNote = backend === 'wasm' ? '1 thread, since tfjs turns wasm threads off in Node' : backend === 'cpu' ? 'plain JS, 1 thread' : 'libtensorflow, its own thread pool';
   const lines: string[] = [];
   lines.push(`ours: tfjs ${tf.version_core}, backend ${backend} (${threadNote}), Node ${process.version}`);
   if (torchInfo) {
-    lines.push(`PyTorch: torch ${torchInfo.versions?.torch}, transformers ${torchInfo.versions?.transformers}, torch.set_num_threads(${String(torchInfo.threads?.torch)}), ` +
-      `OMP_NUM_THREADS=${String(torchInfo.threads?.OMP_NUM_THREADS)} OPENBLAS_NUM_THREADS=${String(torchInfo.threads?.OPENBLAS_NUM_THREADS)} MKL_NUM_THREADS=${String(torchInfo.threads?.MKL_NUM_THREADS)}`);
+    lines.push(`PyTorch: torch ${torchInfo.versions?.torch}, transformers ${torchInfo.versions?.transformers}, torch.set_num_threads(${String(torchInfo.threads?.torch)}) ` +
+      `(${String(torchInfo.threads?.cpus)} CPUs), eager attention, float32`);
   } else {
     const err = rows[0]?.torch.error;
     lines.push(`PyTorch not available${err ? ` (${err})` : ''}: only our numbers are shown`);
   }
-  lines.push(`CPU: ${os.cpus()[0]?.model ?? '?'} × ${os.cpus().length}; ${steps} timed training steps (median) after ${warmup} warm-up; generation: prompt 32, ${newTokens} new tokens, greedy`);
+  lines.push(`CPU: ${os.cpus()[0]?.model ?? '?'} × ${os.cpus().length}; training: median of the timed steps after ${warmup} warm-up; generation: greedy, prompt 32, B and new tokens per row`);
   lines.push('');
-  lines.push('| size | params | train tok/s ours \\| torch \\| ratio | gen tok/s, KV cache: ours \\| torch \\| ratio | gen tok/s, no cache: ours \\| torch \\| ratio | peak RSS ours \\| torch | tf peak |');
+  lines.push('| size | params | train tok/s ours \\| torch \\| ratio | gen tok/s, KV cache: ours \\| torch \\| ratio | gen tok/s, no cache: ours \\| torch \\| ratio | peak RSS ours \\| torch \\| ratio | tf peak |');
   lines.push('|---|---|---|---|---|---|---|');
-  for (const { name, spec, ours, torch } of rows) {
+  for (const { name, spec, job, ours, torch } of rows) {
     const t: Partial<TorchResult> = torch.available ? torch : {};
-    lines.push(`| ${name} (d${spec.hidden}, L${spec.layers}, V${spec.vocab}, T${spec.seq}, B${spec.batch}) | ${fmtParams(ours.params)} ` +
-      `| ${fmtRate(ours.trainTokPerS)} \\| ${fmtRate(t.trainTokPerS)} \\| ${fmtRatio(ours.trainTokPerS, t.trainTokPerS)} ` +
-      `| ${fmtRate(ours.genCacheTokPerS)} \\| ${fmtRate(t.genCacheTokPerS)} \\| ${fmtRatio(ours.genCacheTokPerS, t.genCacheTokPerS)} ` +
-      `| ${fmtRate(ours.genNoCacheTokPerS)} \\| ${fmtRate(t.genNoCacheTokPerS)} \\| ${fmtRatio(ours.genNoCacheTokPerS, t.genNoCacheTokPerS)} ` +
-      `| ${fmtMiB(ours.peakRssBytes)} \\| ${fmtMiB(t.peakRssBytes)} | ${fmtMiB(ours.tfPeakBytes)} |`);
+    const o: Partial<OursResult> = ours ?? {};
+    const params = ours?.params ?? t.params ?? 0;
+    lines.push(`| ${name} (d${spec.hidden}, L${spec.layers}, V${spec.vocab}; train B${spec.batch}×T${spec.seq}, ${job.steps} steps; gen B${job.gen.batch}, ${job.gen.newTokens} \\| ${job.gen.noCacheTokens} new) | ${fmtParams(params)} ` +
+      `| ${fmtRate(o.trainTokPerS)} \\| ${fmtRate(t.trainTokPerS)} \\| ${fmtRatio(o.trainTokPerS, t.trainTokPerS)} ` +
+      `| ${fmtRate(o.genCacheTokPerS)} \\| ${fmtRate(t.genCacheTokPerS)} \\| ${fmtRatio(o.genCacheTokPerS, t.genCacheTokPerS)} ` +
+      `| ${fmtRate(o.genNoCacheTokPerS)} \\| ${fmtRate(t.genNoCacheTokPerS)} \\| ${fmtRatio(o.genNoCacheTokPerS, t.genNoCacheTokPerS)} ` +
+      `| ${fmtMiB(o.peakRssBytes)} \\| ${fmtMiB(t.peakRssBytes)} \\| ${fmtRatio(o.peakRssBytes, t.peakRssBytes)} | ${fmtMiB(o.tfPeakBytes)} |`);
   }
   lines.push('');
-  lines.push(`ratio = ours / PyTorch (above 1: ours faster). Total bench time ${((Date.now() - t0) / 1000).toFixed(0)} s.`);
+  lines.push(`ratio = ours / PyTorch (speed: above 1 = ours faster; memory: below 1 = ours smaller). Total bench time ${((Date.now() - t0) / 1000).toFixed(0)} s.`);
   console.log(`\nmodel throughput\n${lines.join('\n')}`);
-  if (values.json) writeFileSync(values.json, JSON.stringify({ backend, steps, warmup, newTokens, rows }, null, 2));
+  if (values.json) writeFileSync(values.json, JSON.stringify({ backend, warmup, rows }, null, 2));
 }
 
 main().catch((e) => {

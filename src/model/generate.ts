@@ -4,10 +4,13 @@
  * Prompts of different lengths are left-padded to the longest; pad keys are masked out and every sequence gets its own
  * RoPE positions (0 at its first real token), so each sequence decodes exactly as it would alone. Each step feeds one
  * token per sequence and reuses the cached keys/values (or, with useCache = false, re-runs the whole sequence: slower,
- * same result). Sampling happens on the host: temperature 0 is greedy (argmax, lowest id on ties), otherwise softmax of
- * logits / temperature, restricted to the smallest set of most likely tokens whose probability reaches topP, drawn with
- * a seeded PRNG (same seed, same tokens).
+ * same result). Temperature 0 is greedy (argmax, lowest id on ties): on native TensorFlow the argmax and its
+ * log-probability are computed on the device and only those 2·B numbers are read back; elsewhere, and for
+ * temperature > 0, the logits are read and sampled on the host: softmax of logits / temperature, restricted to the
+ * smallest set of most likely tokens whose probability reaches topP, drawn with a seeded PRNG (same seed, same tokens).
  */
+import * as tf from '@tensorflow/tfjs';
+import { isNative, sparseSoftmaxCrossEntropy } from './native';
 import type { QwenModel } from './qwen';
 import { Rng } from './random';
 
@@ -112,13 +115,25 @@ function* generateSteps(model: QwenModel, prompts: number[][], opts: GenerateOpt
   const tokens: number[][] = prompts.map(() => []);
   const logprobs: number[][] = prompts.map(() => []);
   const finished = prompts.map(() => false);
-  const cache = useCache ? model.emptyCache() : undefined;
+  const cache = useCache ? model.emptyCache(L + opts.maxNewTokens) : undefined;
+  const onDevice = temperature <= 0 && isNative();
   try {
     let input = ids;
     let inputPositions = positions;
     for (let step = 0; step < opts.maxNewTokens; step++) {
       const logitsT = model.forward(input, { positions: inputPositions, keyMask, cache, lastOnly: true });
-      const logits = logitsT.dataSync();
+      let pick: (b: number) => { tok: number; logprob: number };
+      if (onDevice) {
+        const { ids: picked, logprobs: lp } = greedyOnDevice(logitsT);
+        pick = (b) => ({ tok: picked[b]!, logprob: lp[b]! });
+      } else {
+        const logits = logitsT.dataSync();
+        pick = (b) => {
+          const row = logits.subarray(b * V, (b + 1) * V);
+          const tok = sampleToken(row, temperature, topP, rng);
+          return { tok, logprob: logProbOf(row, tok) };
+        };
+      }
       logitsT.dispose();
       const next: number[] = [];
       for (let b = 0; b < B; b++) {
@@ -126,10 +141,9 @@ function* generateSteps(model: QwenModel, prompts: number[][], opts: GenerateOpt
           next.push(padId);
           continue;
         }
-        const row = logits.subarray(b * V, (b + 1) * V);
-        const tok = sampleToken(row, temperature, topP, rng);
+        const { tok, logprob } = pick(b);
         tokens[b]!.push(tok);
-        logprobs[b]!.push(logProbOf(row, tok));
+        logprobs[b]!.push(logprob);
         if (stop.has(tok)) finished[b] = true;
         next.push(tok);
       }
@@ -151,6 +165,19 @@ function* generateSteps(model: QwenModel, prompts: number[][], opts: GenerateOpt
     if (cache) model.disposeCache(cache);
   }
   return { tokens, finished, logprobs };
+}
+
+/** Greedy tokens of logits [B, 1, V] and their log-probabilities, computed on the device (native TensorFlow). */
+function greedyOnDevice(logits: tf.Tensor3D): { ids: Int32Array; logprobs: Float32Array } {
+  const [B, , V] = logits.shape;
+  const [ids, loss] = tf.tidy(() => {
+    const rows = tf.reshape(logits, [B, V]) as tf.Tensor2D;
+    const best = tf.argMax(rows, -1) as tf.Tensor1D;
+    return [best, sparseSoftmaxCrossEntropy(rows, best).loss];
+  });
+  const out = { ids: ids.dataSync() as Int32Array, logprobs: (loss.dataSync() as Float32Array).map((x) => -x) };
+  tf.dispose([ids, loss]);
+  return out;
 }
 
 /** log softmax(row)[tok], computed stably in float64. */

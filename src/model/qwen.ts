@@ -12,15 +12,27 @@
  *   model.namedVariables()                   HF name → tf.Variable (internal layout)
  *   model.forward(ids, opts?)                logits [B, T, V]; opts: positions, keyMask, cache (see ForwardOptions)
  *   model.loss(ids, targets, mask)           mean cross-entropy over positions with mask = 1 (a scalar)
+ *   model.tokenLogprobs(ids, targets)        log p(target) per position, [B, T]
  *   model.dispose()
  *
- * Layout: the batch is flattened to rows (row = b·T + t) and every projection is a plain 2-D matmul x[n, in] @ W[in, out]
- * (Linear weights are kept transposed, [in, out], internally), with gradients that are plain 2-D matmuls too
- * (ops.matMul2d). Attention runs per (sequence × head) slice: scores = q[T, d] @ kᵀ[d, S].
+ * Layout: one variable per HF parameter, Linear weights kept transposed ([in, out]) so a projection is x[n, in] @ W;
+ * the batch is flattened to rows (row = b·T + t) for projections and norms.
+ *
+ * Two implementations of the same math, chosen per call by the active backend:
+ * - native TensorFlow (tfjs-node): attention batched over sequences and heads (4-D batched matmuls, GQA as a reshape),
+ *   tf.matMul with transpose flags. Inference (forward, generation) uses q|k|v weights fused into one matmul
+ *   (rebuilt when a weight changes), RoPE on all heads at once and a KV cache of TensorFlow resource variables that
+ *   each step updates in place with one scatter per layer.
+ * - wasm / cpu: plain 2-D non-transposed matmuls with explicit transposes in the gradients (ops.matMul2d, the wasm fast
+ *   path), attention per (sequence × head) slice for training, a concatenated KV cache for decoding.
+ * Both train through the same hand-written gradients (ops.ts: RMSNorm, SwiGLU, RoPE, cross-entropy without a one-hot
+ * matrix) and give the same numbers within float32 rounding.
  */
 import * as tf from '@tensorflow/tfjs';
 import { parseQwenConfig, qwenDims, type QwenConfig, type QwenDims } from './config';
-import { embeddingLookup, linear, matMul2d, rmsNorm, ropeTables, rotateHalfMatrix } from './ops';
+import { isNative, rawOps } from './native';
+import { decoderLayer, type LayerContext } from './layer';
+import { attention as batchedAttention, embeddingLookup, headLogprobs, linear, matMul2d, rmsNorm, rope, ropeTables, rotateHalfMatrix, swiGlu, targetLogprobs, usingReferenceOps } from './ops';
 import { Rng } from './random';
 
 type ParamKind = 'embed' | 'linear' | 'bias' | 'norm';
@@ -68,10 +80,17 @@ function transposeData(data: Float32Array, rows: number, cols: number): Float32A
   return out;
 }
 
-/** Keys and values of past positions, per layer: k and v are [B·kvHeads, S, headDim] (row b·kvHeads + g). */
+/**
+ * Keys and values of past positions. wasm / cpu: per layer, k and v [B·kvHeads, S, headDim] (row b·kvHeads + g), grown by
+ * concatenation. Native: one buffer [layers, 2 (k, v), B, kvHeads, capacity, headDim] allocated once, whose new rows
+ * are written in place each step (NativeCache); slots past `length` are masked out of attention.
+ */
 export interface KVCache {
   length: number;
   layers: { k?: tf.Tensor3D; v?: tf.Tensor3D }[];
+  native?: NativeCache;
+  /** slots to allocate at once on native (prompt + new tokens); the cache grows past it when needed */
+  reserve?: number;
 }
 
 export interface ForwardOptions {
@@ -79,20 +98,76 @@ export interface ForwardOptions {
   positions?: number[][];
   /** [B][S] over all keys (cached + current), 1 = attend, 0 = padding; default: all 1. Causality is always applied. */
   keyMask?: number[][];
-  /** Past keys/values; the current ones are appended (the cache's tensors are replaced, the old ones disposed). */
+  /** Past keys/values; the current ones are appended. */
   cache?: KVCache;
   /** Only compute logits for the last position of each sequence ([B, 1, V]). */
   lastOnly?: boolean;
 }
 
 const MASKED = -1e9;
+/** Native KV cache capacity is a multiple of this many slots. */
+const CACHE_CHUNK = 64;
+
+/**
+ * The native KV cache: one zero-initialised buffer and views that alias it (no copies): per layer its rows
+ * [2·B·K·capacity, d] (row ((j·B + b)·K + g)·capacity + slot for j = 0 keys, 1 values), which InplaceUpdate writes,
+ * and its keys and values [B, K, capacity, d], which attention reads.
+ */
+interface NativeCache {
+  batch: number;
+  capacity: number;
+  buffer: tf.Tensor;
+  layers: { rows: tf.Tensor; keys: tf.Tensor; values: tf.Tensor }[];
+}
+
+/** The variables of one decoder layer. */
+interface LayerVars {
+  inNorm: tf.Variable<tf.Rank.R1>;
+  q: tf.Variable<tf.Rank.R2>;
+  k: tf.Variable<tf.Rank.R2>;
+  v: tf.Variable<tf.Rank.R2>;
+  qb?: tf.Variable<tf.Rank.R1>;
+  kb?: tf.Variable<tf.Rank.R1>;
+  vb?: tf.Variable<tf.Rank.R1>;
+  o: tf.Variable<tf.Rank.R2>;
+  ob?: tf.Variable<tf.Rank.R1>;
+  qNorm?: tf.Variable<tf.Rank.R1>;
+  kNorm?: tf.Variable<tf.Rank.R1>;
+  postNorm: tf.Variable<tf.Rank.R1>;
+  gate: tf.Variable<tf.Rank.R2>;
+  up: tf.Variable<tf.Rank.R2>;
+  down: tf.Variable<tf.Rank.R2>;
+}
+
+/** Inference weights of one layer derived from its variables (native): q|k|v side by side, QK-norm weights per head. */
+interface FusedLayer {
+  /** the variables' data ids when this was built (a changed id = a changed weight) */
+  source: object[];
+  /** [hidden, (H + 2K)·d]: diag(input_layernorm) · [Wq | Wk | Wv] */
+  wqkv: tf.Tensor;
+  bqkv?: tf.Tensor;
+  /** [H + 2K, d]: q_norm on the query heads, k_norm on the key heads, 1 on the value heads */
+  headNorm?: tf.Tensor;
+}
+
+/** True while a gradient is being recorded (tf.grad / variableGrads / minimize). */
+function taping(): boolean {
+  return ((tf.engine() as unknown as { state: { gradientDepth: number } }).state.gradientDepth ?? 0) > 0;
+}
+
+const dataIdOf = (t: tf.Tensor): object => t.dataId as object;
+const defined = <T>(xs: (T | undefined)[]): T[] => xs.filter((x): x is T => x !== undefined);
 
 export class QwenModel {
   readonly config: QwenConfig;
   readonly dims: QwenDims;
   private readonly specs: ParamSpec[];
   private readonly params = new Map<string, tf.Variable>();
+  private readonly layerVars: LayerVars[] = [];
   private readonly rotate: tf.Tensor2D;
+  private fused: (FusedLayer | undefined)[] = [];
+  /** native inference constants (headConstants) */
+  private headConst?: { a: tf.Tensor; c: tf.Tensor; m: tf.Tensor; e: tf.Tensor; eps: tf.Tensor };
 
   private constructor(config: QwenConfig, values: (spec: ParamSpec) => Float32Array) {
     this.config = parseQwenConfig(config);
@@ -103,6 +178,20 @@ export class QwenModel {
       const size = spec.shape.reduce((a, b) => a * b, 1);
       if (data.length !== size) throw new Error(`weight ${spec.name}: ${data.length} values, expected ${size} (shape [${spec.shape.join(', ')}])`);
       this.params.set(spec.name, tf.variable(this.toInternal(spec, data), true));
+    }
+    for (let i = 0; i < this.dims.layers; i++) {
+      const p = `model.layers.${i}.`;
+      const get = <R extends tf.Rank>(n: string): tf.Variable<R> => this.w<R>(p + n);
+      const opt = <R extends tf.Rank>(n: string): tf.Variable<R> | undefined => this.params.get(p + n) as tf.Variable<R> | undefined;
+      this.layerVars.push({
+        inNorm: get('input_layernorm.weight'),
+        q: get('self_attn.q_proj.weight'), k: get('self_attn.k_proj.weight'), v: get('self_attn.v_proj.weight'),
+        qb: opt('self_attn.q_proj.bias'), kb: opt('self_attn.k_proj.bias'), vb: opt('self_attn.v_proj.bias'),
+        o: get('self_attn.o_proj.weight'), ob: opt('self_attn.o_proj.bias'),
+        qNorm: opt('self_attn.q_norm.weight'), kNorm: opt('self_attn.k_norm.weight'),
+        postNorm: get('post_attention_layernorm.weight'),
+        gate: get('mlp.gate_proj.weight'), up: get('mlp.up_proj.weight'), down: get('mlp.down_proj.weight'),
+      });
     }
     this.rotate = tf.keep(tf.tensor2d(rotateHalfMatrix(this.dims.headDim), [this.dims.headDim, this.dims.headDim]));
   }
@@ -213,58 +302,45 @@ export class QwenModel {
     return v as tf.Variable<R>;
   }
 
-  /** An empty KV cache for `batch` sequences. */
-  emptyCache(): KVCache {
-    return { length: 0, layers: Array.from({ length: this.dims.layers }, () => ({})) };
+  /**
+   * An empty KV cache. On native, `reserve` slots (prompt + new tokens) are allocated at the first forward call, so
+   * decoding never reallocates; without it the cache grows in chunks.
+   */
+  emptyCache(reserve?: number): KVCache {
+    return { length: 0, layers: Array.from({ length: this.dims.layers }, () => ({})), reserve };
   }
 
   disposeCache(cache: KVCache): void {
     for (const l of cache.layers) tf.dispose([l.k, l.v].filter((t): t is tf.Tensor3D => t !== undefined));
     cache.layers = [];
+    if (cache.native) tf.dispose([cache.native.buffer, ...cache.native.layers.flatMap((l) => [l.rows, l.keys, l.values])]);
+    cache.native = undefined;
   }
 
   /** Logits [B, T, V] (or [B, 1, V] with lastOnly). All sequences must have the same length T (pad them). */
   forward(ids: number[][], opts: ForwardOptions = {}): tf.Tensor3D {
+    const B = ids.length;
+    const T = ids[0]?.length ?? 0;
+    if (B === 0 || T === 0 || ids.some((r) => r.length !== T)) throw new Error('forward: ids must be a non-empty [B][T] array');
+    if (isNative() && !taping()) return this.forwardNative(ids, opts);
+    if (opts.cache) return this.forwardCachedPortable(ids, opts);
     return tf.tidy(() => {
-      const B = ids.length;
-      const T = ids[0]?.length ?? 0;
-      if (B === 0 || T === 0 || ids.some((r) => r.length !== T)) throw new Error('forward: ids must be a non-empty [B][T] array');
-      const d = this.dims;
-      const past = opts.cache?.length ?? 0;
-      const S = past + T;
-      if (opts.cache && opts.cache.length > 0 && opts.cache.layers[0]!.k?.shape[0] !== B * d.kvHeads) throw new Error('forward: cache batch size differs');
-
-      const positions = ids.flatMap((row, b) => row.map((_, t) => opts.positions?.[b]?.[t] ?? past + t));
-      const { cos, sin } = ropeTables(positions, d.headDim, d.ropeTheta);
-      const rope = { cos: tf.tensor2d(cos, [B * T, d.headDim]), sin: tf.tensor2d(sin, [B * T, d.headDim]) };
-      const bias = this.attentionBias(B, T, past, opts.keyMask);
-
-      let x = embeddingLookup(this.w<tf.Rank.R2>('model.embed_tokens.weight'), ids.flat());
-      for (let i = 0; i < d.layers; i++) x = this.layer(i, x, B, T, rope, bias, opts.cache);
-      if (opts.cache) opts.cache.length = S;
-
+      let x = this.hidden(ids, opts.positions, opts.keyMask);
       if (opts.lastOnly) x = tf.gather(x, Array.from({ length: B }, (_, b) => b * T + T - 1));
-      x = rmsNorm(x, this.w<tf.Rank.R1>('model.norm.weight'), d.eps);
-      const head = d.tied ? tf.transpose(this.w<tf.Rank.R2>('model.embed_tokens.weight')) : this.w<tf.Rank.R2>('lm_head.weight');
-      return tf.reshape(matMul2d(x, head), [B, opts.lastOnly ? 1 : T, d.vocab]);
+      return tf.reshape(this.head(x), [B, opts.lastOnly ? 1 : T, this.dims.vocab]);
     });
   }
 
   /**
    * Mean cross-entropy of targets[b][t] given ids[b][..t], over the positions with mask[b][t] = 1 (0 when none).
-   * Uses the trainable path only (2-D matmuls, embedding gradient without gather's kernel), so it works inside
-   * tf.variableGrads / optimizer.minimize on every backend.
+   * The trainable path: works inside tf.variableGrads / optimizer.minimize on every backend.
    */
   loss(ids: number[][], targets: number[][], mask: number[][]): tf.Scalar {
     return tf.tidy(() => {
-      const V = this.dims.vocab;
-      const logits = tf.reshape(this.forward(ids), [-1, V]) as tf.Tensor2D;
-      const logp = tf.logSoftmax(logits);
-      const onehot = tf.cast(tf.oneHot(tf.tensor1d(targets.flat(), 'int32'), V), 'float32');
-      const tokenLogp = tf.sum(tf.mul(logp, onehot), -1);
+      const logp = this.targetLogprobs(this.hidden(ids), targets.flat());
       const m = tf.tensor1d(mask.flat(), 'float32');
       const count = mask.flat().reduce((a, b) => a + b, 0);
-      return tf.div(tf.neg(tf.sum(tf.mul(tokenLogp, m))), Math.max(count, 1)) as tf.Scalar;
+      return tf.div(tf.neg(tf.sum(tf.mul(logp, m))), Math.max(count, 1)) as tf.Scalar;
     });
   }
 
@@ -274,70 +350,113 @@ export class QwenModel {
    */
   tokenLogprobs(ids: number[][], targets: number[][], keyMask?: number[][]): tf.Tensor2D {
     return tf.tidy(() => {
-      const V = this.dims.vocab;
       const B = ids.length;
       const T = ids[0]?.length ?? 0;
-      const logits = tf.reshape(this.forward(ids, keyMask ? { keyMask } : {}), [-1, V]) as tf.Tensor2D;
-      const logp = tf.logSoftmax(logits);
-      const onehot = tf.cast(tf.oneHot(tf.tensor1d(targets.flat(), 'int32'), V), 'float32');
-      return tf.reshape(tf.sum(tf.mul(logp, onehot), -1), [B, T]) as tf.Tensor2D;
+      return tf.reshape(this.targetLogprobs(this.hidden(ids, undefined, keyMask), targets.flat()), [B, T]) as tf.Tensor2D;
     });
   }
 
-  /** Additive attention bias per sequence, [T, S]: 0 where query t may see key s (causal, not padding), else -1e9. */
+  /** log p(target) per row of final hidden states [N, hidden] (the LM head included). */
+  private targetLogprobs(x: tf.Tensor2D, targets: number[]): tf.Tensor1D {
+    if (isNative() && !usingReferenceOps()) {
+      const w = this.dims.tied ? this.w<tf.Rank.R2>('model.embed_tokens.weight') : this.w<tf.Rank.R2>('lm_head.weight');
+      return headLogprobs(x, w, this.dims.tied, targets);
+    }
+    return targetLogprobs(this.head(x), targets);
+  }
+
+  /** LM head: rows [N, hidden] → logits [N, V]. */
+  private head(x: tf.Tensor2D): tf.Tensor2D {
+    const embed = this.w<tf.Rank.R2>('model.embed_tokens.weight');
+    if (isNative()) return this.dims.tied ? tf.matMul(x, embed, false, true) : tf.matMul(x, this.w<tf.Rank.R2>('lm_head.weight'));
+    return matMul2d(x, this.dims.tied ? tf.transpose(embed) : this.w<tf.Rank.R2>('lm_head.weight'));
+  }
+
+  /** RoPE position of every input row (row = b·T + t). */
+  private positionsOf(B: number, T: number, past: number, positions?: number[][]): number[] {
+    const out = new Array<number>(B * T);
+    for (let b = 0; b < B; b++) for (let t = 0; t < T; t++) out[b * T + t] = positions?.[b]?.[t] ?? past + t;
+    return out;
+  }
+
+  /**
+   * Final-normed hidden states [B·T, hidden] through the trainable path (no cache). Leaves the inference weights of
+   * the native path behind (they would be stale after the update this is for, and cost memory while training).
+   */
+  private hidden(ids: number[][], positions?: number[][], keyMask?: number[][]): tf.Tensor2D {
+    this.releaseFused();
+    const d = this.dims;
+    const B = ids.length;
+    const T = ids[0]!.length;
+    const native = isNative();
+    const { cos, sin } = ropeTables(this.positionsOf(B, T, 0, positions), d.headDim, d.ropeTheta);
+    const cosT = tf.tensor2d(cos, [B * T, d.headDim]);
+    const sinT = tf.tensor2d(sin, [B * T, d.headDim]);
+    let x = embeddingLookup(this.w<tf.Rank.R2>('model.embed_tokens.weight'), ids.flat());
+    if (native && !usingReferenceOps()) {
+      // One customGrad per layer with a hand-written backward pass (layer.ts).
+      const scale = 1 / Math.sqrt(d.headDim);
+      const c3 = tf.reshape(cosT, [B * T, 1, d.headDim]) as tf.Tensor3D;
+      const s3 = tf.reshape(sinT, [B * T, 1, d.headDim]) as tf.Tensor3D;
+      const ctx: LayerContext = {
+        B, T, heads: d.heads, kvHeads: d.kvHeads, headDim: d.headDim, eps: d.eps,
+        cosQ: tf.mul(c3, scale), sinQ: tf.mul(s3, scale), cosK: c3, sinK: s3, rotate: this.rotate,
+        bias: tf.tensor4d(this.biasData(B, T, 0, T, keyMask), [B, 1, T, T]),
+      };
+      for (const L of this.layerVars) {
+        x = decoderLayer(x, { inNorm: L.inNorm, q: L.q, k: L.k, v: L.v, qb: L.qb, kb: L.kb, vb: L.vb, qNorm: L.qNorm, kNorm: L.kNorm, o: L.o, ob: L.ob, postNorm: L.postNorm, gate: L.gate, up: L.up, down: L.down }, ctx);
+      }
+      return rmsNorm(x, this.w<tf.Rank.R1>('model.norm.weight'), d.eps);
+    }
+    const bias = native ? tf.tensor4d(this.biasData(B, T, 0, T, keyMask), [B, 1, T, T]) : this.attentionBias(B, T, 0, keyMask);
+    for (const L of this.layerVars) {
+      // A tidy per layer frees what the gradient tape did not save as soon as the layer is done.
+      x = tf.tidy(() => {
+        const h = rmsNorm(x, L.inNorm, d.eps);
+        let q = linear(h, L.q, L.qb);
+        let k = linear(h, L.k, L.kb);
+        const v = linear(h, L.v, L.vb);
+        if (L.qNorm && L.kNorm) {
+          q = tf.reshape(rmsNorm(tf.reshape(q, [-1, d.headDim]), L.qNorm, d.eps), [B * T, -1]);
+          k = tf.reshape(rmsNorm(tf.reshape(k, [-1, d.headDim]), L.kNorm, d.eps), [B * T, -1]);
+        }
+        q = rope(q, d.heads, cosT, sinT, this.rotate);
+        k = rope(k, d.kvHeads, cosT, sinT, this.rotate);
+        const attn = native ? batchedAttention(q, k, v, B, T, d.heads, d.kvHeads, bias as tf.Tensor4D) : this.slicedAttention(q, k, v, B, T, bias as tf.Tensor2D[]);
+        const x2 = tf.add(x, linear(attn, L.o, L.ob)) as tf.Tensor2D;
+        const h2 = rmsNorm(x2, L.postNorm, d.eps);
+        return tf.add(x2, linear(swiGlu(linear(h2, L.gate), linear(h2, L.up)), L.down)) as tf.Tensor2D;
+      });
+    }
+    return rmsNorm(x, this.w<tf.Rank.R1>('model.norm.weight'), d.eps);
+  }
+
+  /**
+   * The additive attention bias, [B][T][S] flattened: 0 where query t (at slot past + t) may see key slot s (causal,
+   * keyMask 1), else -1e9. S may exceed past + T (unused cache slots, masked by causality).
+   */
+  private biasData(B: number, T: number, past: number, S: number, keyMask?: number[][]): Float32Array {
+    const data = new Float32Array(B * T * S);
+    for (let b = 0; b < B; b++) {
+      const row = keyMask?.[b];
+      if (keyMask && (!row || row.length !== past + T)) throw new Error(`keyMask rows must cover ${past + T} keys (cache + input)`);
+      for (let t = 0; t < T; t++) {
+        const base = (b * T + t) * S;
+        for (let s = 0; s < S; s++) if (s > past + t || (row && row[s] === 0)) data[base + s] = MASKED;
+      }
+    }
+    return data;
+  }
+
+  /** Additive attention bias per sequence, [T, S] (wasm / cpu paths). */
   private attentionBias(B: number, T: number, past: number, keyMask?: number[][]): tf.Tensor2D[] {
     const S = past + T;
-    const make = (row?: number[]): tf.Tensor2D => {
-      const data = new Float32Array(T * S);
-      for (let t = 0; t < T; t++) for (let s = 0; s < S; s++) {
-        if (s > past + t || (row && row[s] === 0)) data[t * S + s] = MASKED;
-      }
-      return tf.tensor2d(data, [T, S]);
-    };
-    if (!keyMask) return Array<tf.Tensor2D>(B).fill(make());
-    return keyMask.map((row) => {
-      if (row.length !== S) throw new Error(`keyMask rows must cover ${S} keys (cache + input)`);
-      return make(row);
-    });
-  }
-
-  /** One decoder layer on rows x [B·T, hidden]. */
-  private layer(i: number, x: tf.Tensor2D, B: number, T: number, rope: { cos: tf.Tensor2D; sin: tf.Tensor2D }, bias: tf.Tensor2D[], cache?: KVCache): tf.Tensor2D {
-    const d = this.dims;
-    const p = `model.layers.${i}.`;
-    const w2 = (n: string): tf.Variable<tf.Rank.R2> => this.w<tf.Rank.R2>(p + n);
-    const b1 = (n: string): tf.Variable<tf.Rank.R1> | undefined => (this.params.get(p + n) as tf.Variable<tf.Rank.R1> | undefined);
-
-    // Self-attention block.
-    const h = rmsNorm(x, this.w<tf.Rank.R1>(`${p}input_layernorm.weight`), d.eps);
-    let q = linear(h, w2('self_attn.q_proj.weight'), b1('self_attn.q_proj.bias'));
-    let k = linear(h, w2('self_attn.k_proj.weight'), b1('self_attn.k_proj.bias'));
-    const v = linear(h, w2('self_attn.v_proj.weight'), b1('self_attn.v_proj.bias'));
-    q = this.headsRope(q, d.heads, rope, d.qkNorm ? this.w<tf.Rank.R1>(`${p}self_attn.q_norm.weight`) : undefined);
-    k = this.headsRope(k, d.kvHeads, rope, d.qkNorm ? this.w<tf.Rank.R1>(`${p}self_attn.k_norm.weight`) : undefined);
-    const attn = cache ? this.cachedAttention(q, k, v, B, T, bias, cache.layers[i]!) : this.attention(q, k, v, B, T, bias);
-    x = tf.add(x, linear(attn, w2('self_attn.o_proj.weight'), b1('self_attn.o_proj.bias')));
-
-    // SwiGLU MLP block.
-    const h2 = rmsNorm(x, this.w<tf.Rank.R1>(`${p}post_attention_layernorm.weight`), d.eps);
-    const gate = linear(h2, w2('mlp.gate_proj.weight'));
-    const up = linear(h2, w2('mlp.up_proj.weight'));
-    const act = tf.mul(tf.mul(gate, tf.sigmoid(gate)), up) as tf.Tensor2D; // silu(gate) * up
-    return tf.add(x, linear(act, w2('mlp.down_proj.weight')));
-  }
-
-  /** [N, heads·d] → optional per-head RMSNorm (Qwen3 QK-norm) → RoPE: x·cos + rotate_half(x)·sin. */
-  private headsRope(x: tf.Tensor2D, heads: number, rope: { cos: tf.Tensor2D; sin: tf.Tensor2D }, norm?: tf.Tensor1D): tf.Tensor2D {
-    const N = x.shape[0];
-    const hd = this.dims.headDim;
-    let rows = tf.reshape(x, [N * heads, hd]) as tf.Tensor2D;
-    if (norm) rows = rmsNorm(rows, norm, this.dims.eps);
-    const rotated = matMul2d(rows, this.rotate);
-    const x3 = tf.reshape(rows, [N, heads, hd]);
-    const r3 = tf.reshape(rotated, [N, heads, hd]);
-    const cos = tf.reshape(rope.cos, [N, 1, hd]);
-    const sin = tf.reshape(rope.sin, [N, 1, hd]);
-    return tf.reshape(tf.add(tf.mul(x3, cos), tf.mul(r3, sin)), [N, heads * hd]) as tf.Tensor2D;
+    const data = this.biasData(B, T, past, S, keyMask);
+    if (!keyMask) {
+      const one = tf.tensor2d(data.subarray(0, T * S), [T, S]);
+      return Array<tf.Tensor2D>(B).fill(one);
+    }
+    return Array.from({ length: B }, (_, b) => tf.tensor2d(data.subarray(b * T * S, (b + 1) * T * S), [T, S]));
   }
 
   /** [B·T, heads·d] → one [T, d] slice per (sequence, head), ordered b·heads + h. */
@@ -351,7 +470,7 @@ export class QwenModel {
    * Grouped-query causal attention, per (sequence × head) slice: plain 2-D matmuls, the fast path for training on wasm.
    * Head h uses kv head floor(h / (heads / kvHeads)), as HF's repeat_kv.
    */
-  private attention(q: tf.Tensor2D, k: tf.Tensor2D, v: tf.Tensor2D, B: number, T: number, bias: tf.Tensor2D[]): tf.Tensor2D {
+  private slicedAttention(q: tf.Tensor2D, k: tf.Tensor2D, v: tf.Tensor2D, B: number, T: number, bias: tf.Tensor2D[]): tf.Tensor2D {
     const d = this.dims;
     const qs = this.splitHeads(q, B, T, d.heads);
     const ks = this.splitHeads(k, B, T, d.kvHeads);
@@ -371,12 +490,48 @@ export class QwenModel {
     return rows.length === 1 ? rows[0]! : tf.concat(rows, 0);
   }
 
+  /** Decoding with a concatenated KV cache on wasm / cpu (inference only). */
+  private forwardCachedPortable(ids: number[][], opts: ForwardOptions): tf.Tensor3D {
+    return tf.tidy(() => {
+      const d = this.dims;
+      const cache = opts.cache!;
+      const B = ids.length;
+      const T = ids[0]!.length;
+      const past = cache.length;
+      if (past > 0 && cache.layers[0]!.k?.shape[0] !== B * d.kvHeads) throw new Error('forward: cache batch size differs');
+      const { cos, sin } = ropeTables(this.positionsOf(B, T, past, opts.positions), d.headDim, d.ropeTheta);
+      const cosT = tf.tensor2d(cos, [B * T, d.headDim]);
+      const sinT = tf.tensor2d(sin, [B * T, d.headDim]);
+      const bias = this.attentionBias(B, T, past, opts.keyMask);
+      let x = embeddingLookup(this.w<tf.Rank.R2>('model.embed_tokens.weight'), ids.flat());
+      this.layerVars.forEach((L, i) => {
+        const h = rmsNorm(x, L.inNorm, d.eps);
+        let q = linear(h, L.q, L.qb);
+        let k = linear(h, L.k, L.kb);
+        const v = linear(h, L.v, L.vb);
+        if (L.qNorm && L.kNorm) {
+          q = tf.reshape(rmsNorm(tf.reshape(q, [-1, d.headDim]), L.qNorm, d.eps), [B * T, -1]);
+          k = tf.reshape(rmsNorm(tf.reshape(k, [-1, d.headDim]), L.kNorm, d.eps), [B * T, -1]);
+        }
+        q = rope(q, d.heads, cosT, sinT, this.rotate);
+        k = rope(k, d.kvHeads, cosT, sinT, this.rotate);
+        const attn = this.concatCacheAttention(q, k, v, B, T, bias, cache.layers[i]!);
+        x = tf.add(x, linear(attn, L.o, L.ob));
+        const h2 = rmsNorm(x, L.postNorm, d.eps);
+        x = tf.add(x, linear(swiGlu(linear(h2, L.gate), linear(h2, L.up)), L.down));
+      });
+      cache.length = past + T;
+      if (opts.lastOnly) x = tf.gather(x, Array.from({ length: B }, (_, b) => b * T + T - 1));
+      x = rmsNorm(x, this.w<tf.Rank.R1>('model.norm.weight'), d.eps);
+      return tf.reshape(this.head(x), [B, opts.lastOnly ? 1 : T, d.vocab]);
+    });
+  }
+
   /**
-   * The same attention for decoding with a KV cache (inference only): batched over (sequence, kv head), with the heads
-   * of a group stacked along the rows, so a step with one token per sequence costs a few ops instead of B × heads.
-   * [B, H, T, d] is [B, kvHeads, group, T, d] in memory, hence the reshapes to [B·kvHeads, group·T, d].
+   * Attention against a concatenated cache, batched over (sequence, kv head), with the heads of a group stacked along
+   * the rows. [B, H, T, d] is [B, kvHeads, group, T, d] in memory, hence the reshapes to [B·kvHeads, group·T, d].
    */
-  private cachedAttention(q: tf.Tensor2D, k: tf.Tensor2D, v: tf.Tensor2D, B: number, T: number, bias: tf.Tensor2D[], cache: { k?: tf.Tensor3D; v?: tf.Tensor3D }): tf.Tensor2D {
+  private concatCacheAttention(q: tf.Tensor2D, k: tf.Tensor2D, v: tf.Tensor2D, B: number, T: number, bias: tf.Tensor2D[], cache: { k?: tf.Tensor3D; v?: tf.Tensor3D }): tf.Tensor2D {
     const d = this.dims;
     const hd = d.headDim;
     const group = d.heads / d.kvHeads;
@@ -399,9 +554,169 @@ export class QwenModel {
     return tf.reshape(tf.transpose(out, [0, 2, 1, 3]), [B * T, d.heads * hd]);
   }
 
+  /** Drops the native inference weights (rebuilt on the next inference call). */
+  private releaseFused(): void {
+    for (const f of this.fused) if (f) tf.dispose(defined<tf.Tensor>([f.wqkv, f.bqkv, f.headNorm]));
+    this.fused = [];
+  }
+
+  /** Layer i's fused inference weights, rebuilt when one of its variables changed since they were built. */
+  private fusedLayer(i: number): FusedLayer {
+    const L = this.layerVars[i]!;
+    const source = defined<tf.Tensor>([L.inNorm, L.q, L.k, L.v, L.qb, L.kb, L.vb, L.qNorm, L.kNorm]).map(dataIdOf);
+    const have = this.fused[i];
+    if (have && have.source.length === source.length && have.source.every((id, j) => id === source[j])) return have;
+    if (have) tf.dispose(defined<tf.Tensor>([have.wqkv, have.bqkv, have.headNorm]));
+    const d = this.dims;
+    const { qb, kb, vb, qNorm, kNorm } = L;
+    const built: FusedLayer = tf.tidy(() => {
+      const rows = (w: tf.Tensor1D, n: number): tf.Tensor => tf.tile(tf.reshape(w, [1, -1]), [n, 1]);
+      const f: FusedLayer = {
+        source,
+        // diag(input_layernorm) · [Wq | Wk | Wv]: the norm's weight folded into the projection
+        wqkv: tf.keep(tf.mul(tf.reshape(L.inNorm, [-1, 1]), tf.concat([L.q, L.k, L.v], 1))),
+        bqkv: qb && kb && vb ? tf.keep(tf.concat([qb, kb, vb])) : undefined,
+        headNorm: qNorm && kNorm ? tf.keep(tf.concat([rows(qNorm, d.heads), rows(kNorm, d.kvHeads), tf.ones([d.kvHeads, d.headDim])])) : undefined,
+      };
+      return f as unknown as tf.TensorContainer;
+    }) as unknown as FusedLayer;
+    this.fused[i] = built;
+    return built;
+  }
+
+  /**
+   * Per-head constants of the native inference path, each [1, H + 2K, 1] over the heads of q|k|v: RoPE multipliers
+   * (C = cos·a + c, S = sin·a with a = 1/√d on query heads, the attention scale folded in, 1 on key heads, 0 on value
+   * heads, and c = 1 on value heads, which RoPE thus leaves as they are), and for QK-norm m = 1 on q/k heads and 0 on
+   * value heads, e = eps on q/k heads and 1 on value heads (rsqrt(mean(x²)·m + e) is 1 there).
+   */
+  private headConstants(): { a: tf.Tensor; c: tf.Tensor; m: tf.Tensor; e: tf.Tensor; eps: tf.Tensor } {
+    if (this.headConst) return this.headConst;
+    const d = this.dims;
+    const scale = 1 / Math.sqrt(d.headDim);
+    const n = d.heads + 2 * d.kvHeads;
+    const per = (f: (kind: 'q' | 'k' | 'v') => number): tf.Tensor =>
+      tf.keep(tf.tensor3d(Array.from({ length: n }, (_, h) => f(h < d.heads ? 'q' : h < d.heads + d.kvHeads ? 'k' : 'v')), [1, n, 1]));
+    this.headConst = {
+      a: per((k) => (k === 'q' ? scale : k === 'k' ? 1 : 0)),
+      c: per((k) => (k === 'v' ? 1 : 0)),
+      m: per((k) => (k === 'v' ? 0 : 1)),
+      e: per((k) => (k === 'v' ? 1 : d.eps)),
+      eps: tf.keep(tf.scalar(d.eps)),
+    };
+    return this.headConst;
+  }
+
+  /** The native cache, allocated or grown (copied into a larger buffer) to hold `needed` slots for B sequences. */
+  private nativeCache(cache: KVCache, B: number, needed: number): NativeCache {
+    const d = this.dims;
+    const have = cache.native;
+    if (have && have.batch !== B) throw new Error('forward: cache batch size differs');
+    if (have && have.capacity >= needed) return have;
+    const r = rawOps();
+    const want = Math.max(needed, cache.reserve ?? 0, have ? Math.ceil(have.capacity * 1.5) : 0);
+    const capacity = Math.ceil(want / CACHE_CHUNK) * CACHE_CHUNK;
+    const K = d.kvHeads;
+    const next = tf.tidy(() => {
+      const buffer = have
+        ? tf.pad(have.buffer, [[0, 0], [0, 0], [0, 0], [0, 0], [0, capacity - have.capacity], [0, 0]])
+        : r.zeros([d.layers, 2, B, K, capacity, d.headDim]);
+      const perLayer = d.layers === 1 ? [r.reshape(buffer, buffer.shape.slice(1))] : r.unstack(buffer);
+      const layers = perLayer.map((l) => {
+        const [keys, values] = r.unstack(l) as [tf.Tensor, tf.Tensor];
+        return { rows: r.reshape(l, [2 * B * K * capacity, d.headDim]), keys, values };
+      });
+      return { buffer, layers } as unknown as tf.TensorContainer;
+    }) as unknown as { buffer: tf.Tensor; layers: NativeCache['layers'] };
+    if (have) this.disposeCache({ length: 0, layers: [], native: have });
+    cache.native = { batch: B, capacity, ...next };
+    return cache.native;
+  }
+
+  /**
+   * Inference on native TensorFlow, in TensorFlow ops called directly (RawOps): one q|k|v matmul with the input norm's
+   * weight folded in, QK-norm and RoPE for all heads at once, attention batched over sequences and heads against the
+   * in-place cache (or the current keys only without a cache). About 40 ops per layer and decoding step.
+   */
+  private forwardNative(ids: number[][], opts: ForwardOptions): tf.Tensor3D {
+    const d = this.dims;
+    const B = ids.length;
+    const T = ids[0]!.length;
+    const cache = opts.cache;
+    const past = cache?.length ?? 0;
+    const store = cache ? this.nativeCache(cache, B, past + T) : undefined;
+    const fused = this.layerVars.map((_, i) => this.fusedLayer(i));
+    const hc = this.headConstants();
+    const r = rawOps();
+    r.trim();
+    const out = tf.tidy(() => {
+      const hd = d.headDim;
+      const K = d.kvHeads;
+      const H = d.heads;
+      const G = H / K;
+      const nh = H + 2 * K;
+      const S = store ? store.capacity : T;
+      const N = B * T;
+      const { cos, sin } = ropeTables(this.positionsOf(B, T, past, opts.positions), hd, d.ropeTheta);
+      const C = r.add(r.mul(tf.tensor3d(cos, [N, 1, hd]), hc.a), hc.c);
+      const Sn = r.mul(tf.tensor3d(sin, [N, 1, hd]), hc.a);
+      const bias = tf.tensor4d(this.biasData(B, T, past, S, opts.keyMask), [B, 1, T, S]);
+      // Cache rows of the new keys and values, in the order of k|v rows [B·T·2·K, d] from q|k|v.
+      let slots: tf.Tensor | undefined;
+      if (store) {
+        const idx = new Int32Array(N * 2 * K);
+        let o = 0;
+        for (let b = 0; b < B; b++) for (let t = 0; t < T; t++) for (let j = 0; j < 2; j++) for (let g = 0; g < K; g++) idx[o++] = ((j * B + b) * K + g) * S + past + t;
+        slots = tf.tensor1d(idx, 'int32');
+      }
+      const norm = (x: tf.Tensor): tf.Tensor => r.mul(x, r.rsqrt(r.add(r.meanLast(r.square(x)), hc.eps)));
+      let x = r.gatherRows(this.w('model.embed_tokens.weight'), tf.tensor1d(ids.flat(), 'int32'));
+      this.layerVars.forEach((L, i) => {
+        const F = fused[i]!;
+        let qkv = r.matMul(norm(x), F.wqkv);
+        if (F.bqkv) qkv = r.add(qkv, F.bqkv);
+        let heads = r.reshape(qkv, [N, nh, hd]);
+        if (F.headNorm) heads = r.mul(r.mul(heads, r.rsqrt(r.add(r.mul(r.meanLast(r.square(heads)), hc.m), hc.e))), F.headNorm);
+        heads = r.add(r.mul(heads, C), r.mul(r.matMul(heads, this.rotate), Sn));
+        const [q, kv] = r.split(heads, [H, 2 * K], 1) as [tf.Tensor, tf.Tensor];
+        let keys: tf.Tensor;
+        let values: tf.Tensor;
+        if (store) {
+          const view = store.layers[i]!;
+          r.inplaceUpdate(view.rows, slots!, r.reshape(kv, [N * 2 * K, hd]));
+          keys = view.keys;
+          values = view.values;
+        } else {
+          [keys, values] = r.unstack(r.transpose(r.reshape(kv, [B, T, 2, K, hd]), [2, 0, 3, 1, 4])) as [tf.Tensor, tf.Tensor];
+        }
+        // [B, K, G·T, S] scores (query head h = kv head · G + g; the scale is in q), bias over [B, H, T, S], softmax, ·v
+        const q4 = T === 1 ? r.reshape(q, [B, K, G, hd]) : r.reshape(r.transpose(r.reshape(q, [B, T, H, hd]), [0, 2, 1, 3]), [B, K, G * T, hd]);
+        const scores = r.matMul(q4, keys, false, true);
+        const p = T === 1 ? r.softmax(r.add(scores, bias)) : r.reshape(r.softmax(r.add(r.reshape(scores, [B, H, T, S]), bias)), [B, K, G * T, S]);
+        const o = r.matMul(p, values);
+        const attn = T === 1 ? r.reshape(o, [N, H * hd]) : r.reshape(r.transpose(r.reshape(o, [B, H, T, hd]), [0, 2, 1, 3]), [N, H * hd]);
+        let proj = r.matMul(attn, L.o);
+        if (L.ob) proj = r.add(proj, L.ob);
+        x = r.add(x, proj);
+        const h2 = r.mul(norm(x), L.postNorm);
+        const gate = r.matMul(h2, L.gate);
+        x = r.add(x, r.matMul(r.mul(r.mul(gate, r.sigmoid(gate)), r.matMul(h2, L.up)), L.down));
+      });
+      if (opts.lastOnly && T > 1) x = r.gatherRows(x, tf.tensor1d(Array.from({ length: B }, (_, b) => b * T + T - 1), 'int32'));
+      x = r.mul(norm(x), this.w('model.norm.weight'));
+      const logits = d.tied ? r.matMul(x, this.w('model.embed_tokens.weight'), false, true) : r.matMul(x, this.w('lm_head.weight'));
+      return r.reshape(logits, [B, opts.lastOnly ? 1 : T, d.vocab]) as tf.Tensor3D;
+    });
+    if (cache) cache.length = past + T;
+    return out;
+  }
+
   dispose(): void {
+    this.releaseFused();
     tf.dispose([...this.params.values()]);
     this.params.clear();
     this.rotate.dispose();
+    if (this.headConst) tf.dispose(Object.values(this.headConst));
+    this.headConst = undefined;
   }
 }

@@ -1,0 +1,240 @@
+/**
+ * Direct access to TensorFlow ops on the native backend (tfjs-node / tfjs-node-gpu, backend name 'tensorflow'), for
+ * what tfjs has no op for — the fused sparse cross-entropy (loss and its gradient without a one-hot matrix), rows of a
+ * tensor overwritten in place (the KV cache) — and for the inference hot path, where tfjs' per-op overhead counts.
+ *
+ * Ops run through tfjs-node's own binding (`executeOp`, i.e. TFE_Execute); their outputs are ordinary tfjs tensors,
+ * tracked by tf.tidy, but not recorded on a gradient tape: use them in inference code or inside tf.customGrad.
+ */
+import * as tf from '@tensorflow/tfjs';
+
+interface Binding {
+  TF_ATTR_STRING: number;
+  TF_ATTR_INT: number;
+  TF_ATTR_FLOAT: number;
+  TF_ATTR_BOOL: number;
+  TF_ATTR_TYPE: number;
+  TF_ATTR_SHAPE: number;
+  TF_FLOAT: number;
+  TF_INT32: number;
+}
+
+export interface OpAttr {
+  name: string;
+  type: number;
+  value: unknown;
+}
+
+interface NodeBackend {
+  binding: Binding;
+  executeSingleOutput(name: string, attrs: OpAttr[], inputs: tf.Tensor[]): tf.Tensor;
+  executeMultipleOutputs(name: string, attrs: OpAttr[], inputs: tf.Tensor[], numOutputs: number): tf.Tensor[];
+}
+
+/** True when the active tfjs backend is native TensorFlow. */
+export function isNative(): boolean {
+  return tf.getBackend() === 'tensorflow';
+}
+
+function backend(): NodeBackend {
+  if (!isNative()) throw new Error(`native TensorFlow op requested on the '${tf.getBackend()}' backend`);
+  return tf.backend() as unknown as NodeBackend;
+}
+
+/** Op attributes (the binding's type codes). */
+export const attr = {
+  type: (name: string, dtype: 'float32' | 'int32'): OpAttr => {
+    const b = backend().binding;
+    return { name, type: b.TF_ATTR_TYPE, value: dtype === 'float32' ? b.TF_FLOAT : b.TF_INT32 };
+  },
+  bool: (name: string, value: boolean): OpAttr => ({ name, type: backend().binding.TF_ATTR_BOOL, value }),
+  int: (name: string, value: number | number[]): OpAttr => ({ name, type: backend().binding.TF_ATTR_INT, value }),
+  shape: (name: string, value: number[]): OpAttr => ({ name, type: backend().binding.TF_ATTR_SHAPE, value }),
+  string: (name: string, value: string): OpAttr => ({ name, type: backend().binding.TF_ATTR_STRING, value }),
+};
+
+/** Runs a TensorFlow op with one output. */
+export function nativeOp(name: string, inputs: tf.Tensor[], attrs: OpAttr[]): tf.Tensor {
+  return backend().executeSingleOutput(name, attrs, inputs);
+}
+
+/** Runs a TensorFlow op with `n` outputs (0 for ops such as AssignVariableOp). */
+export function nativeOps(name: string, inputs: tf.Tensor[], attrs: OpAttr[], n: number): tf.Tensor[] {
+  return backend().executeMultipleOutputs(name, attrs, inputs, n);
+}
+
+/**
+ * Per row of logits [N, V] and its target id: −log softmax(logits)[target] ([N]) and the gradient of that loss with
+ * respect to the logits, softmax − onehot ([N, V]); TensorFlow's SparseSoftmaxCrossEntropyWithLogits.
+ */
+export function sparseSoftmaxCrossEntropy(logits: tf.Tensor2D, targets: tf.Tensor1D): { loss: tf.Tensor1D; backprop: tf.Tensor2D } {
+  const [loss, backprop] = nativeOps('SparseSoftmaxCrossEntropyWithLogits', [logits, targets], [attr.type('T', 'float32'), attr.type('Tlabels', 'int32')], 2);
+  return { loss: loss as tf.Tensor1D, backprop: backprop as tf.Tensor2D };
+}
+
+/**
+ * TensorFlow ops called straight through the binding, for the inference hot path (a decoding step is a few hundred
+ * small ops, so the per-op cost decides its speed): attributes built once, shape / axis / constant tensors created once
+ * and kept, no tfjs kernel wrapper in between (tfjs' own wrappers create an axis tensor and a Cast per Mean, a shape
+ * tensor per Reshape, a scalar tensor per number operand). Not recorded on a gradient tape.
+ */
+export class RawOps {
+  private readonly b: NodeBackend;
+  private readonly consts = new Map<string, tf.Tensor>();
+  private readonly tF: OpAttr;
+  private readonly mm: OpAttr[][][];
+  private readonly meanKeep: OpAttr[];
+  private readonly reshapeA: OpAttr[];
+  private readonly transposeA: OpAttr[];
+  private readonly gatherA: OpAttr[];
+  private readonly argMaxA: OpAttr[];
+  private readonly tLen: OpAttr;
+
+  constructor() {
+    this.b = backend();
+    this.tF = attr.type('T', 'float32');
+    this.mm = [false, true].map((x) => [false, true].map((y) => [this.tF, attr.bool('adj_x', x), attr.bool('adj_y', y)]));
+    this.meanKeep = [attr.bool('keep_dims', true), this.tF, attr.type('Tidx', 'int32')];
+    this.reshapeA = [this.tF, attr.type('Tshape', 'int32')];
+    this.transposeA = [this.tF, attr.type('Tperm', 'int32')];
+    this.gatherA = [attr.type('Tparams', 'float32'), attr.type('Tindices', 'int32'), attr.type('Taxis', 'int32'), attr.int('batch_dims', 0)];
+    this.argMaxA = [this.tF, attr.type('Tidx', 'int32'), attr.type('output_type', 'int32')];
+    this.tLen = attr.type('Tlen', 'int32');
+  }
+
+  /** A kept int32 constant (shapes, axes, sizes), created once per distinct value. */
+  ints(values: number[]): tf.Tensor {
+    const key = `i${values.join(',')}`;
+    let t = this.consts.get(key);
+    if (!t) {
+      t = tf.keep(tf.tensor1d(values, 'int32'));
+      this.consts.set(key, t);
+    }
+    return t;
+  }
+
+  /** A kept float32 scalar, created once per value. */
+  scalar(value: number): tf.Tensor {
+    const key = `f${value}`;
+    let t = this.consts.get(key);
+    if (!t) {
+      t = tf.keep(tf.scalar(value, 'float32'));
+      this.consts.set(key, t);
+    }
+    return t;
+  }
+
+  private one(name: string, attrs: OpAttr[], inputs: tf.Tensor[]): tf.Tensor {
+    return this.b.executeSingleOutput(name, attrs, inputs);
+  }
+
+  matMul(a: tf.Tensor, b: tf.Tensor, transposeA = false, transposeB = false): tf.Tensor {
+    return this.one('BatchMatMulV2', this.mm[transposeA ? 1 : 0]![transposeB ? 1 : 0]!, [a, b]);
+  }
+
+  add(a: tf.Tensor, b: tf.Tensor): tf.Tensor {
+    return this.one('AddV2', [this.tF], [a, b]);
+  }
+
+  mul(a: tf.Tensor, b: tf.Tensor): tf.Tensor {
+    return this.one('Mul', [this.tF], [a, b]);
+  }
+
+  square(x: tf.Tensor): tf.Tensor {
+    return this.one('Square', [this.tF], [x]);
+  }
+
+  rsqrt(x: tf.Tensor): tf.Tensor {
+    return this.one('Rsqrt', [this.tF], [x]);
+  }
+
+  sigmoid(x: tf.Tensor): tf.Tensor {
+    return this.one('Sigmoid', [this.tF], [x]);
+  }
+
+  softmax(x: tf.Tensor): tf.Tensor {
+    return this.one('Softmax', [this.tF], [x]);
+  }
+
+  /** Mean over the last axis, kept as size 1. */
+  meanLast(x: tf.Tensor): tf.Tensor {
+    return this.one('Mean', this.meanKeep, [x, this.ints([x.rank - 1])]);
+  }
+
+  reshape(x: tf.Tensor, shape: number[]): tf.Tensor {
+    return this.one('Reshape', this.reshapeA, [x, this.ints(shape)]);
+  }
+
+  transpose(x: tf.Tensor, perm: number[]): tf.Tensor {
+    return this.one('Transpose', this.transposeA, [x, this.ints(perm)]);
+  }
+
+  /** Rows of a float32 matrix by int32 ids. */
+  gatherRows(params: tf.Tensor, ids: tf.Tensor): tf.Tensor {
+    return this.one('GatherV2', this.gatherA, [params, ids, this.axis(0)]);
+  }
+
+  /** SplitV along `axis` into pieces of the given sizes. */
+  split(x: tf.Tensor, sizes: number[], axis: number): tf.Tensor[] {
+    return this.b.executeMultipleOutputs('SplitV', [attr.int('num_split', sizes.length), this.tF, this.tLen],
+      [x, this.ints(sizes), this.axis(axis)], sizes.length);
+  }
+
+  /** Unstacks along axis 0 (outputs alias the input's buffer). */
+  unstack(x: tf.Tensor): tf.Tensor[] {
+    const n = x.shape[0]!;
+    return this.b.executeMultipleOutputs('Unpack', [attr.int('num', n), this.tF, attr.int('axis', 0)], [x], n);
+  }
+
+  argMaxLast(x: tf.Tensor): tf.Tensor {
+    return this.one('ArgMax', this.argMaxA, [x, this.axis(x.rank - 1)]);
+  }
+
+  /** A kept int32 scalar. */
+  axis(a: number): tf.Tensor {
+    const key = `a${a}`;
+    let t = this.consts.get(key);
+    if (!t) {
+      t = tf.keep(tf.scalar(a, 'int32'));
+      this.consts.set(key, t);
+    }
+    return t;
+  }
+
+  /**
+   * x[rows[i], ...] = updates[i, ...], in x's own buffer (TensorFlow's InplaceUpdate aliases its input on purpose):
+   * every tensor that shares x's buffer (reshapes, axis-0 unstacks) sees the new rows. Only for buffers this code
+   * owns and reads in order (the KV cache); eager CPU execution is synchronous.
+   */
+  inplaceUpdate(x: tf.Tensor, rows: tf.Tensor, updates: tf.Tensor): void {
+    this.one('InplaceUpdate', [this.tF], [x, rows, updates]).dispose();
+  }
+
+  /** A new float32 tensor of zeros, allocated by TensorFlow. */
+  zeros(shape: number[]): tf.Tensor {
+    return this.one('Fill', [this.tF, attr.type('index_type', 'int32')], [this.ints(shape), this.scalar(0)]);
+  }
+
+  /** Drops the cached constants when there are many (shapes of many different inputs); call between forward passes. */
+  trim(max = 512): void {
+    if (this.consts.size > max) this.dispose();
+  }
+
+  dispose(): void {
+    tf.dispose([...this.consts.values()]);
+    this.consts.clear();
+  }
+}
+
+let raw: RawOps | undefined;
+let rawBackend: unknown;
+
+/** The process's RawOps for the active native backend (created once; recreated if the backend instance changed). */
+export function rawOps(): RawOps {
+  const b = tf.backend();
+  if (!raw || rawBackend !== b) {
+    raw = new RawOps();
+    rawBackend = b;
+  }
+  return raw;
+}
