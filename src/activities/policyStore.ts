@@ -1,20 +1,33 @@
 /**
- * Policies and training checkpoints in S3, for the activities: model weights and AdamW moments go through a temp
- * folder as safetensors files written and read one tensor at a time, and to and from S3 as streams (sha256 checked
- * against the manifest on the way down). Nothing holds a whole checkpoint in memory, so a model's size is bounded by
- * the machine, not by a Buffer (2 GiB) or the wasm heap (4 GiB).
+ * Policies and training checkpoints in S3, for the activities. Large ones go through a temp folder: model weights and
+ * AdamW moments are safetensors files written and read one tensor at a time, moved to and from S3 as streams (sha256
+ * checked against the manifest on the way down), so nothing holds a whole checkpoint in memory and a model's size is
+ * bounded by the machine, not by a Buffer (2 GiB) or the wasm heap (4 GiB). Small ones (up to `inMemoryMaxBytes`,
+ * 256 MiB by default) take the same format through memory instead, which is faster than files at that size; the bytes,
+ * hashes and keys are the same either way.
  *
  * Checkpoint folder (src/infra/checkpoints.ts): `model.safetensors` (F32, HF names and layout), `optimizer.safetensors`
  * (`m.<name>`, `v.<name>`, step in the metadata), optionally `config.json`, and the manifest.
  */
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { downloadCheckpoint, downloadHfFolder, withTempDir, writeCheckpoint, type CheckpointManifest } from '../infra/checkpoints';
-import type { ObjectRef, ObjectStore } from '../infra/store';
+import { CheckpointManifest, downloadCheckpoint, downloadHfFolder, withTempDir, writeCheckpoint, type CheckpointFile } from '../infra/checkpoints';
+import { sha256, type ObjectRef, type ObjectStore } from '../infra/store';
 import { HfWeights, loadHfCheckpoint, modelFromSource, writeModelWeights } from '../model/checkpoint';
 import { parseQwenConfig, type QwenConfig } from '../model/config';
 import type { QwenModel } from '../model/qwen';
-import { openAdamWState, writeAdamWState, type AdamW, type AdamWState } from '../train/adamw';
+import { serializeTensors } from '../model/safetensors';
+import { openAdamWState, parseAdamWState, writeAdamWState, type AdamW, type AdamWState } from '../train/adamw';
+
+/** Checkpoints up to this many bytes go through memory; larger ones through temp files. */
+export const IN_MEMORY_MAX_BYTES = 256 * 2 ** 20;
+
+export interface TransferOptions {
+  /** Override of IN_MEMORY_MAX_BYTES (0: always temp files). */
+  inMemoryMaxBytes?: number;
+}
+
+const limit = (opts: TransferOptions) => opts.inMemoryMaxBytes ?? IN_MEMORY_MAX_BYTES;
 
 /**
  * Writes step `step`'s checkpoint (weights, optimizer, optional config.json, then the manifest). `state` may be computed
@@ -27,39 +40,69 @@ export async function saveTrainingCheckpoint(
   model: QwenModel,
   optimizer: AdamW,
   state: Record<string, unknown> | ((written: { weightsSha256: string }) => Record<string, unknown>),
-  opts: { config?: Record<string, unknown> } = {},
+  opts: { config?: Record<string, unknown> } & TransferOptions = {},
 ): Promise<{ manifestKey: string; manifest: CheckpointManifest; weightsSha256: string }> {
+  const config: Record<string, CheckpointFile> = opts.config ? { 'config.json': Buffer.from(JSON.stringify(opts.config)) } : {};
+  const stateOf = (weightsSha256: string) => (typeof state === 'function' ? state({ weightsSha256 }) : state);
+  if (3 * 4 * model.numParams() <= limit(opts)) {
+    const weights = serializeTensors(model.weightEntries(), { format: 'pt' });
+    const moments = serializeTensors(optimizer.momentEntries(), { step: String(optimizer.steps) });
+    const weightsSha256 = sha256(weights);
+    const written = await writeCheckpoint(store, prefix, step, { ...config, 'model.safetensors': weights, 'optimizer.safetensors': moments }, stateOf(weightsSha256));
+    return { ...written, weightsSha256 };
+  }
   return withTempDir(async (dir) => {
     const weights = writeModelWeights(join(dir, 'model.safetensors'), model);
     const moments = writeAdamWState(join(dir, 'optimizer.safetensors'), optimizer);
     const files = {
-      ...(opts.config ? { 'config.json': Buffer.from(JSON.stringify(opts.config)) } : {}),
+      ...config,
       'model.safetensors': { path: weights.path, sha256: weights.sha256 },
       'optimizer.safetensors': { path: moments.path, sha256: moments.sha256 },
     };
-    const written = await writeCheckpoint(store, prefix, step, files, typeof state === 'function' ? state({ weightsSha256: weights.sha256 }) : state);
+    const written = await writeCheckpoint(store, prefix, step, files, stateOf(weights.sha256));
     return { ...written, weightsSha256: weights.sha256 };
   });
 }
 
+export interface OpenedCheckpoint {
+  manifest: CheckpointManifest;
+  weights: HfWeights;
+  config?: QwenConfig;
+  optimizer?: AdamWState;
+}
+
 /**
- * Opens a checkpoint for `use`: downloads (verified) the files it needs into a temp folder, gives the weights (read one
- * tensor at a time) and, unless `optimizer` is false, the AdamW state (moments read one at a time while
- * `AdamW.load` assigns them). Everything is closed and removed when `use` returns, so load what you need inside it.
+ * Opens a checkpoint for `use`: fetches (verified) the files it needs, gives the weights (read one tensor at a time)
+ * and, unless `optimizer` is false, the AdamW state (moments read one at a time while `AdamW.load` assigns them).
+ * Everything is closed (and the temp folder removed) when `use` returns, so load what you need inside it.
  */
 export async function withCheckpoint<T>(
   store: ObjectStore,
   manifestKey: string,
-  use: (ckpt: { manifest: CheckpointManifest; weights: HfWeights; config?: QwenConfig; optimizer?: AdamWState }) => Promise<T> | T,
-  opts: { optimizer?: boolean } = {},
+  use: (ckpt: OpenedCheckpoint) => Promise<T> | T,
+  opts: { optimizer?: boolean } & TransferOptions = {},
 ): Promise<T> {
+  const wanted = ['config.json', 'model.safetensors', ...(opts.optimizer === false ? [] : ['optimizer.safetensors'])];
+  const manifest = await store.getJson(manifestKey, CheckpointManifest);
+  if (!manifest.files['model.safetensors']) throw new Error(`${manifestKey}: the checkpoint has no model.safetensors`);
+  const size = wanted.reduce((n, f) => n + (manifest.files[f]?.bytes ?? 0), 0);
+  if (size <= limit(opts)) {
+    const bytes: Record<string, Buffer> = {};
+    for (const f of wanted) if (manifest.files[f]) bytes[f] = await store.getVerified(manifest.files[f]);
+    const config = bytes['config.json'] ? parseQwenConfig(JSON.parse(bytes['config.json'].toString('utf8'))) : undefined;
+    const weights = HfWeights.fromBytes(bytes['model.safetensors']!, `${manifestKey}: model.safetensors`);
+    try {
+      const optimizer = bytes['optimizer.safetensors'] ? parseAdamWState(bytes['optimizer.safetensors']) : undefined;
+      return await use({ manifest, weights, ...(config ? { config } : {}), ...(optimizer ? { optimizer } : {}) });
+    } finally {
+      weights.close();
+    }
+  }
   return withTempDir(async (dir) => {
-    const wanted = ['config.json', 'model.safetensors', ...(opts.optimizer === false ? [] : ['optimizer.safetensors'])];
-    const { manifest, paths } = await downloadCheckpoint(store, manifestKey, dir, wanted);
-    if (!paths['model.safetensors']) throw new Error(`${manifestKey}: the checkpoint has no model.safetensors`);
+    const { paths } = await downloadCheckpoint(store, manifestKey, dir, wanted);
     const config = paths['config.json'] ? parseQwenConfig(JSON.parse(readFileSync(paths['config.json'], 'utf8'))) : undefined;
     const weights = HfWeights.open(dir);
-    const opened = opts.optimizer !== false && paths['optimizer.safetensors'] ? openAdamWState(paths['optimizer.safetensors']) : undefined;
+    const opened = paths['optimizer.safetensors'] ? openAdamWState(paths['optimizer.safetensors']) : undefined;
     try {
       return await use({ manifest, weights, ...(config ? { config } : {}), ...(opened ? { optimizer: opened.state } : {}) });
     } finally {
@@ -81,16 +124,30 @@ export function assignFromWeights(model: QwenModel, weights: HfWeights): void {
   for (const name of weights.names()) model.assignWeights(new Map([[name, weights.read(name)]]));
 }
 
-/** An HF model folder in S3 (config.json + model.safetensors, or index + shards), loaded one tensor at a time. */
-export function loadStoredHfModel(store: ObjectStore, prefix: string): Promise<QwenModel> {
+/**
+ * An HF model folder in S3 (config.json + model.safetensors, or index + shards), loaded one tensor at a time; a small
+ * single model.safetensors through memory.
+ */
+export async function loadStoredHfModel(store: ObjectStore, prefix: string, opts: TransferOptions = {}): Promise<QwenModel> {
+  const ref = await store.ref(`${prefix}/model.safetensors`);
+  if (ref && ref.bytes <= limit(opts)) {
+    const config = parseQwenConfig(await store.getJson(`${prefix}/config.json`));
+    const weights = HfWeights.fromBytes(await store.getVerified(ref), `s3 ${prefix}/model.safetensors`);
+    try {
+      return modelFromSource(config, weights, `s3 ${prefix}`);
+    } finally {
+      weights.close();
+    }
+  }
   return withTempDir(async (dir) => {
     await downloadHfFolder(store, prefix, dir);
     return loadHfCheckpoint(dir);
   });
 }
 
-/** The model's weights as `key` (one F32 model.safetensors), written to a temp file and uploaded as a stream. */
-export function uploadModelWeights(store: ObjectStore, key: string, model: QwenModel): Promise<ObjectRef> {
+/** The model's weights as `key` (one F32 model.safetensors): through memory when small, else a temp file streamed up. */
+export function uploadModelWeights(store: ObjectStore, key: string, model: QwenModel, opts: TransferOptions = {}): Promise<ObjectRef> {
+  if (4 * model.numParams() <= limit(opts)) return store.putBytes(key, serializeTensors(model.weightEntries(), { format: 'pt' }));
   return withTempDir(async (dir) => {
     const w = writeModelWeights(join(dir, 'model.safetensors'), model);
     return store.putFile(key, w.path, { sha256: w.sha256 });

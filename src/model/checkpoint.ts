@@ -71,6 +71,12 @@ export class HfWeights {
     return new HfWeights(dir, readers, byName);
   }
 
+  /** Over one model.safetensors already in memory (small checkpoints); `where` names it in errors. */
+  static fromBytes(bytes: Uint8Array, where: string): HfWeights {
+    const r = SafetensorsReader.fromBytes(bytes, where);
+    return new HfWeights(where, [r], new Map(r.names().map((n) => [n, r])));
+  }
+
   names(): string[] {
     return [...this.byName.keys()];
   }

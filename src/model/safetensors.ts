@@ -163,40 +163,78 @@ export function parseSafetensors(buf: Uint8Array, where = 'safetensors'): Safete
   return metadata ? { tensors, metadata } : { tensors };
 }
 
+/** Where a reader's bytes come from: a file (positioned reads) or memory. */
+interface ByteSource {
+  size: number;
+  /** Fills `buf` with the bytes at `position`. */
+  readAt(buf: Uint8Array, position: number): void;
+  close(): void;
+}
+
+function fileSource(path: string): ByteSource {
+  const fd = openSync(path, 'r');
+  let open = true;
+  try {
+    return { size: fstatSync(fd).size, readAt: (buf, position) => readFully(fd, buf, position, path), close: () => { if (open) closeSync(fd); open = false; } };
+  } catch (e) {
+    closeSync(fd);
+    throw e;
+  }
+}
+
+function memorySource(bytes: Uint8Array): ByteSource {
+  return {
+    size: bytes.byteLength,
+    readAt: (buf, position) => {
+      if (position + buf.byteLength > bytes.byteLength) throw new Error(`unexpected end of data at byte ${bytes.byteLength}`);
+      buf.set(bytes.subarray(position, position + buf.byteLength));
+    },
+    close: () => undefined,
+  };
+}
+
 /**
- * A safetensors file read one tensor at a time through positioned reads (any file size). Close it when done.
+ * A safetensors file read one tensor at a time through positioned reads (any file size), or the same over bytes in
+ * memory (`fromBytes`). Close it when done.
  *   const r = SafetensorsReader.open(path); r.names(); r.read(name); r.close();
  */
 export class SafetensorsReader {
-  private fd: number | undefined;
+  private closed = false;
 
   private constructor(
+    /** The file (or the name given to in-memory bytes), for messages. */
     readonly path: string,
-    fd: number,
+    private readonly source: ByteSource,
     readonly header: ReadonlyMap<string, HeaderEntry>,
     readonly metadata: Record<string, string> | undefined,
     private readonly dataStart: number,
     readonly chunkBytes: number,
-  ) {
-    this.fd = fd;
-  }
+  ) {}
 
   static open(path: string, opts: { chunkBytes?: number } = {}): SafetensorsReader {
+    return SafetensorsReader.over(fileSource(path), path, opts);
+  }
+
+  /** Over bytes already in memory (small objects); `where` names them in errors. */
+  static fromBytes(bytes: Uint8Array, where: string, opts: { chunkBytes?: number } = {}): SafetensorsReader {
+    return SafetensorsReader.over(memorySource(bytes), where, opts);
+  }
+
+  private static over(source: ByteSource, path: string, opts: { chunkBytes?: number }): SafetensorsReader {
     const chunkBytes = Math.max(4, Math.floor((opts.chunkBytes ?? DEFAULT_CHUNK_BYTES) / 4) * 4);
-    const fd = openSync(path, 'r');
     try {
-      const size = fstatSync(fd).size;
+      const size = source.size;
       if (size < 8) throw new Error(`${path}: too short for a safetensors file (${size} bytes)`);
       const lenBuf = Buffer.alloc(8);
-      readFully(fd, lenBuf, 0, path);
+      source.readAt(lenBuf, 0);
       const n = Number(lenBuf.readBigUInt64LE(0));
       if (n > MAX_HEADER_BYTES || 8 + n > size) throw new Error(`${path}: header length ${n} exceeds the file (${size} bytes); not a safetensors file, or truncated`);
       const json = Buffer.alloc(n);
-      readFully(fd, json, 8, path);
+      source.readAt(json, 8);
       const { header, metadata } = parseHeader(json.toString('utf8'), size - 8 - n, path);
-      return new SafetensorsReader(path, fd, header, metadata, 8 + n, chunkBytes);
+      return new SafetensorsReader(path, source, header, metadata, 8 + n, chunkBytes);
     } catch (e) {
-      closeSync(fd);
+      source.close();
       throw e;
     }
   }
@@ -217,7 +255,7 @@ export class SafetensorsReader {
 
   /** The tensor's values as floats; with `shape`, checks that the file has that shape. */
   read(name: string, shape?: readonly number[]): Float32Array {
-    if (this.fd === undefined) throw new Error(`${this.path}: read of ${name} after close`);
+    if (this.closed) throw new Error(`${this.path}: read of ${name} after close`);
     const e = this.entry(name);
     if (shape && (shape.length !== e.shape.length || shape.some((d, i) => d !== e.shape[i]))) {
       throw new Error(`${this.path}: tensor ${name} has shape [${e.shape.join(', ')}], expected [${shape.join(', ')}]`);
@@ -232,13 +270,13 @@ export class SafetensorsReader {
         // Straight into the result's memory, a chunk per call.
         const bytes = new Uint8Array(out.buffer);
         for (let off = 0; off < bytes.byteLength; off += this.chunkBytes) {
-          readFully(this.fd, bytes.subarray(off, Math.min(off + this.chunkBytes, bytes.byteLength)), at + off, this.path);
+          this.source.readAt(bytes.subarray(off, Math.min(off + this.chunkBytes, bytes.byteLength)), at + off);
         }
       } else {
         const scratch = Buffer.allocUnsafe(Math.min(this.chunkBytes, end - begin));
         for (let off = 0; off < end - begin; off += this.chunkBytes) {
           const len = Math.min(this.chunkBytes, end - begin - off);
-          readFully(this.fd, scratch.subarray(0, len), at + off, this.path);
+          this.source.readAt(scratch.subarray(0, len), at + off);
           decodeInto(e.dtype, scratch.subarray(0, len), out, off / width);
         }
       }
@@ -249,8 +287,8 @@ export class SafetensorsReader {
   }
 
   close(): void {
-    if (this.fd !== undefined) closeSync(this.fd);
-    this.fd = undefined;
+    if (!this.closed) this.source.close();
+    this.closed = true;
   }
 }
 
@@ -292,14 +330,24 @@ function f32Bytes(data: Float32Array): Uint8Array {
 
 /** F32 safetensors bytes, in memory (small tensors; see writeSafetensors for large ones). */
 export function serializeSafetensors(tensors: Map<string, { shape: number[]; data: Float32Array }>, metadata?: Record<string, string>): Uint8Array {
-  const { sorted, header, dataBytes } = buildHeader([...tensors].map(([name, t]) => ({ name, shape: t.shape })), metadata, 'safetensors');
+  return serializeTensors([...tensors].map(([name, t]) => ({ name, shape: t.shape, data: () => t.data })), metadata);
+}
+
+/** The bytes `writeSafetensors` writes, in memory (for small objects: no file in between). */
+export function serializeTensors(tensors: Iterable<TensorSource>, metadata?: Record<string, string>, where = 'safetensors'): Uint8Array {
+  const sources = new Map<string, TensorSource>();
+  for (const t of tensors) {
+    if (sources.has(t.name)) throw new Error(`${where}: tensor ${t.name} appears twice`);
+    sources.set(t.name, t);
+  }
+  const { sorted, header, dataBytes } = buildHeader([...sources.values()], metadata, where);
   const out = new Uint8Array(8 + header.byteLength + dataBytes);
   new DataView(out.buffer).setBigUint64(0, BigInt(header.byteLength), true);
   out.set(header, 8);
   let pos = 8 + header.byteLength;
   for (const t of sorted) {
-    const data = tensors.get(t.name)!.data;
-    if (data.length * 4 !== t.bytes) throw new Error(`safetensors: tensor ${t.name} has ${data.length} values for shape [${t.shape.join(', ')}]`);
+    const data = sources.get(t.name)!.data();
+    if (data.length * 4 !== t.bytes) throw new Error(`${where}: tensor ${t.name} has ${data.length} values for shape [${t.shape.join(', ')}]`);
     out.set(f32Bytes(data), pos);
     pos += t.bytes;
   }

@@ -1,7 +1,7 @@
 /**
  * Checkpoints of any size on MinIO (issue 12, item 4): files streamed up and down (multipart above 64 MiB), sha256
  * checked against the manifest on the way down; a training checkpoint (weights + AdamW state) written and restored
- * through temp files bit for bit; a sharded BF16 HF folder in S3 loaded as transformers' logits say.
+ * through temp files (large) or memory (small) bit for bit, the same bytes either way; a sharded BF16 HF folder in S3 loaded as transformers' logits say.
  */
 import { before, test } from 'node:test';
 import assert from 'node:assert/strict';
@@ -10,12 +10,13 @@ import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSy
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import * as tf from '@tensorflow/tfjs';
-import { assignFromWeights, checkpointModel, loadStoredHfModel, saveTrainingCheckpoint, withCheckpoint } from '../../src/activities/policyStore';
+import { assignFromWeights, checkpointModel, loadStoredHfModel, saveTrainingCheckpoint, uploadModelWeights, withCheckpoint } from '../../src/activities/policyStore';
 import { downloadCheckpoint, latestCheckpoint, stepFolder } from '../../src/infra/checkpoints';
 import { runKey, sha256, sha256File } from '../../src/infra/store';
 import { hfConfigJson, loadHfCheckpoint } from '../../src/model/checkpoint';
 import { QwenModel } from '../../src/model/qwen';
-import { AdamW } from '../../src/train/adamw';
+import { serializeTensors } from '../../src/model/safetensors';
+import { AdamW, serializeAdamWState } from '../../src/train/adamw';
 import { testConfig, testStore, uniqueId } from '../helpers/env';
 
 const FIX = join(__dirname, '..', 'fixtures');
@@ -52,55 +53,79 @@ test('files stream to and from S3 with their sha256 (multipart above 64 MiB); a 
   }
 });
 
-test('a training checkpoint (weights + AdamW moments) goes through temp files and comes back bit for bit; an altered file is refused', async () => {
-  const cfg = testConfig(uniqueId('ckptfiles'));
-  const store = testStore(cfg);
-  const prefix = runKey(cfg.run.id, 'sft', 'checkpoints');
-  const model = loadHfCheckpoint(join(FIX, 'hf-tiny-qwen3-f16-sharded'));
-  const vars = model.namedVariables();
-  const opt = new AdamW(vars, { beta1: 0.9, beta2: 0.999, eps: 1e-8, weightDecay: 0.1 });
-  const grads = new Map([...vars].map(([k, v]) => [k, tf.randomNormal(v.shape, 0, 1, 'float32', 5)]));
-  opt.apply(grads, 1e-2, 1.0);
-  tf.dispose([...grads.values()]);
+for (const [label, inMemoryMaxBytes] of [['temp files', 0], ['memory (small)', undefined]] as const) {
+  test(`a training checkpoint (weights + AdamW moments) goes through ${label} and comes back bit for bit; an altered file is refused`, async () => {
+    const cfg = testConfig(uniqueId('ckptfiles'));
+    const store = testStore(cfg);
+    const prefix = runKey(cfg.run.id, 'sft', 'checkpoints');
+    const transfer = inMemoryMaxBytes === undefined ? {} : { inMemoryMaxBytes };
+    const model = loadHfCheckpoint(join(FIX, 'hf-tiny-qwen3-f16-sharded'));
+    const vars = model.namedVariables();
+    const opt = new AdamW(vars, { beta1: 0.9, beta2: 0.999, eps: 1e-8, weightDecay: 0.1 });
+    const grads = new Map([...vars].map(([k, v]) => [k, tf.randomNormal(v.shape, 0, 1, 'float32', 5)]));
+    opt.apply(grads, 1e-2, 1.0);
+    tf.dispose([...grads.values()]);
 
-  const saved = await saveTrainingCheckpoint(store, prefix, 7, model, opt, ({ weightsSha256 }) => ({ trainer: { step: 7 }, weightsSha256 }), { config: hfConfigJson(model) });
-  assert.equal(saved.manifest.state['weightsSha256'], saved.weightsSha256);
-  assert.equal(saved.manifest.files['model.safetensors']!.sha256, saved.weightsSha256);
-  assert.equal((await latestCheckpoint(store, prefix))?.manifest.step, 7);
+    const saved = await saveTrainingCheckpoint(store, prefix, 7, model, opt, ({ weightsSha256 }) => ({ trainer: { step: 7 }, weightsSha256 }), { config: hfConfigJson(model), ...transfer });
+    assert.equal(saved.manifest.state['weightsSha256'], saved.weightsSha256);
+    assert.equal(saved.manifest.files['model.safetensors']!.sha256, saved.weightsSha256);
+    // The same bytes either way: what the in-memory writer gives.
+    assert.equal(saved.weightsSha256, sha256(serializeTensors(model.weightEntries(), { format: 'pt' })));
+    assert.equal(saved.manifest.files['optimizer.safetensors']!.sha256, sha256(serializeAdamWState(opt.state(), vars)));
+    assert.equal((await latestCheckpoint(store, prefix))?.manifest.step, 7);
 
-  // Restore into a fresh model and optimizer.
-  const restored = await withCheckpoint(store, saved.manifestKey, ({ manifest, weights, config, optimizer }) => {
-    assert.equal(manifest.step, 7);
-    const m = checkpointModel({ weights, ...(config ? { config } : {}) }, saved.manifestKey);
-    const o = new AdamW(m.namedVariables(), opt.config);
-    o.load(optimizer!);
-    return { m, o };
+    // Restore into a fresh model and optimizer.
+    const restored = await withCheckpoint(store, saved.manifestKey, ({ manifest, weights, config, optimizer }) => {
+      assert.equal(manifest.step, 7);
+      const m = checkpointModel({ weights, ...(config ? { config } : {}) }, saved.manifestKey);
+      const o = new AdamW(m.namedVariables(), opt.config);
+      o.load(optimizer!);
+      return { m, o };
+    }, transfer);
+    for (const [k, v] of vars) assert.deepEqual(restored.m.namedVariables().get(k)!.dataSync(), v.dataSync(), k);
+    const a = opt.state();
+    const b = restored.o.state();
+    assert.equal(b.step, 1);
+    for (const k of vars.keys()) {
+      assert.deepEqual(b.m.get(k), a.m.get(k));
+      assert.deepEqual(b.v.get(k), a.v.get(k));
+    }
+    // assignFromWeights (the SFT resume path) gives the same weights to an existing model.
+    const other = QwenModel.init(model.config, 99);
+    await withCheckpoint(store, saved.manifestKey, ({ weights }) => assignFromWeights(other, weights), { optimizer: false, ...transfer });
+    for (const [k, v] of vars) assert.deepEqual(other.namedVariables().get(k)!.dataSync(), v.dataSync(), k);
+
+    // The optimizer file replaced behind the manifest's back: refused.
+    await store.putBytes(`${stepFolder(prefix, 7)}/optimizer.safetensors`, Buffer.from('torn'));
+    await assert.rejects(withCheckpoint(store, saved.manifestKey, () => undefined, transfer), /hash mismatch for .*optimizer\.safetensors/);
+    const dir = mkdtempSync(join(tmpdir(), 'cm2-dl-'));
+    await assert.rejects(downloadCheckpoint(store, saved.manifestKey, dir), /hash mismatch for .*optimizer\.safetensors/);
+    // Only what is asked for is fetched (an evaluation needs no optimizer state).
+    const { paths } = await downloadCheckpoint(store, saved.manifestKey, dir, ['config.json', 'model.safetensors']);
+    assert.deepEqual(Object.keys(paths).sort(), ['config.json', 'model.safetensors']);
+    rmSync(dir, { recursive: true, force: true });
+    for (const t of [model, restored.m, other]) t.dispose();
+    opt.dispose();
+    restored.o.dispose();
   });
-  for (const [k, v] of vars) assert.deepEqual(restored.m.namedVariables().get(k)!.dataSync(), v.dataSync(), k);
-  const a = opt.state();
-  const b = restored.o.state();
-  assert.equal(b.step, 1);
-  for (const k of vars.keys()) {
-    assert.deepEqual(b.m.get(k), a.m.get(k));
-    assert.deepEqual(b.v.get(k), a.v.get(k));
-  }
-  // assignFromWeights (the SFT resume path) gives the same weights to an existing model.
-  const other = QwenModel.init(model.config, 99);
-  await withCheckpoint(store, saved.manifestKey, ({ weights }) => assignFromWeights(other, weights), { optimizer: false });
-  for (const [k, v] of vars) assert.deepEqual(other.namedVariables().get(k)!.dataSync(), v.dataSync(), k);
+}
 
-  // The optimizer file replaced behind the manifest's back: the download refuses it.
-  await store.putBytes(`${stepFolder(prefix, 7)}/optimizer.safetensors`, Buffer.from('torn'));
-  const dir = mkdtempSync(join(tmpdir(), 'cm2-dl-'));
-  await assert.rejects(downloadCheckpoint(store, saved.manifestKey, dir), /hash mismatch for .*optimizer\.safetensors/);
-  // Only what is asked for is fetched (an evaluation needs no optimizer state).
-  const { paths } = await downloadCheckpoint(store, saved.manifestKey, dir, ['config.json', 'model.safetensors']);
-  assert.deepEqual(Object.keys(paths).sort(), ['config.json', 'model.safetensors']);
-  rmSync(dir, { recursive: true, force: true });
-  for (const t of [model, restored.m, other]) t.dispose();
-  opt.dispose();
-  restored.o.dispose();
-});
+for (const [label, inMemoryMaxBytes] of [['a temp file', 0], ['memory (small)', undefined]] as const) {
+  test(`policy weights go up and come back through ${label}`, async () => {
+    const cfg = testConfig(uniqueId('policy'));
+    const store = testStore(cfg);
+    const transfer = inMemoryMaxBytes === undefined ? {} : { inMemoryMaxBytes };
+    const model = loadHfCheckpoint(join(FIX, 'hf-tiny-qwen2-bf16-sharded'));
+    const prefix = runKey(cfg.run.id, 'sft', 'final');
+    await store.putJson(`${prefix}/config.json`, hfConfigJson(model));
+    const ref = await uploadModelWeights(store, `${prefix}/model.safetensors`, model, transfer);
+    assert.equal(ref.sha256, sha256(serializeTensors(model.weightEntries(), { format: 'pt' })));
+    const back = await loadStoredHfModel(store, prefix, transfer);
+    for (const [k, v] of model.namedVariables()) assert.deepEqual(back.namedVariables().get(k)!.dataSync(), v.dataSync(), k);
+    model.dispose();
+    back.dispose();
+  });
+}
 
 test('a sharded BF16 HF folder in S3 (as transformers writes it) loads with transformers\' logits', async () => {
   const cfg = testConfig(uniqueId('hfs3'));
