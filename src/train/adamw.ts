@@ -41,7 +41,8 @@ export interface AdamWSnapshot extends AdamWState {
 /** Global L2 norm of a set of gradients. */
 export function globalNorm(grads: ReadonlyMap<string, tf.Tensor>): number {
   return tf.tidy(() => {
-    const squares = [...grads.values()].map((g) => tf.sum(tf.square(g)));
+    // One tidy per gradient: its square is freed before the next one's is made (a 0.5B model's would be 2 GB at once).
+    const squares = [...grads.values()].map((g) => tf.tidy(() => tf.sum(tf.square(g))));
     return Math.sqrt(squares.length ? tf.addN(squares).dataSync()[0]! : 0);
   });
 }
@@ -79,10 +80,11 @@ export class AdamW {
     const { beta1, beta2, eps, weightDecay } = this.config;
     const bc1 = 1 - beta1 ** this.step;
     const bc2 = 1 - beta2 ** this.step;
-    tf.tidy(() => {
-      for (const [name, p] of this.params) {
+    for (const [name, p] of this.params) {
+      // One tidy per parameter: its temporaries (about a dozen of its size) are freed before the next parameter's.
+      tf.tidy(() => {
         const g0 = grads.get(name);
-        if (!g0) continue;
+        if (!g0) return;
         const g = scale === 1 ? g0 : tf.mul(g0, scale);
         const m = this.m.get(name)!;
         const v = this.v.get(name)!;
@@ -91,8 +93,8 @@ export class AdamW {
         const update = tf.div(tf.div(m, bc1), tf.add(tf.sqrt(tf.div(v, bc2)), eps));
         const decayed = weightDecay > 0 ? tf.sub(p, tf.mul(p, lr * weightDecay)) : p;
         p.assign(tf.sub(decayed, tf.mul(update, lr)));
-      }
-    });
+      });
+    }
     return norm;
   }
 
