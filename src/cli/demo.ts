@@ -19,8 +19,10 @@ import { ensureBinaries, projectRoot } from '../infra/binaries';
 import { defaultInfraDir, infraEnv, infraHealth, isAlive, portsFromEnv, readInfraState, setInfraOwner, startInfra, stopInfra } from '../infra/localInfra';
 import { startWorkers } from '../workers';
 import { connect, followPipeline, guardedPrint, linePrinter, printRunEnd, startRun, writeLocalReport } from './pipelineCommand';
+import { restartDelayFault } from './faults';
 import { pipelineWorkflowId } from './stages';
 import { SupervisedChild, SupervisedWorkers, type SuperviseOptions } from './supervisor';
+import { rootCauseText } from './watch';
 
 /** The gpu worker's output lines worth showing (SFT progress, the backend, errors). */
 const forwardGpuLine = (line: string) => /^\[sft |tfjs backend|Error|ERROR/.test(line);
@@ -164,9 +166,9 @@ export async function demoCommand(configFile: string, opts: { keepInfra: boolean
   process.on('unhandledRejection', onCrash('unhandled rejection'));
 
   let cfg: Cm2Config;
-  let ownsServers: boolean;
+  const servers = { stopped: false };
   try {
-    ({ cfg, ownsServers } = await setUp(configFile, opts, life, say));
+    cfg = await setUp(configFile, opts, life, say, servers);
     runId = cfg.run.id;
   } catch (e) {
     if (life.stopped) return; // a signal arrived during set-up: its handler stops what started and exits
@@ -186,7 +188,9 @@ export async function demoCommand(configFile: string, opts: { keepInfra: boolean
       printRunEnd(await followPipeline(client, handle, { print, workflowQueue: cfg.temporal.taskQueues.workflows, signal: life.abort.signal }), cfg);
     } catch (e) {
       if (life.stopped) return; // interrupted: the signal or crash handler finishes
-      say(`\nthe demo run failed: ${e instanceof Error ? (e.cause instanceof Error ? e.cause.message : e.message) : String(e)}`);
+      const outer = e instanceof Error ? (e.cause instanceof Error ? e.cause.message : e.message) : String(e);
+      const root = rootCauseText(e);
+      say(`\nthe demo run failed: ${outer}${root && root !== outer ? `\n  cause: ${root}` : ''}`);
       say(`\`npx cm2 logs ${cfg.run.id}\` shows what happened; \`npm run demo${opts.runId ? ` -- --run ${cfg.run.id}` : ''}\` resumes the run.`);
       exit = { code: 1, why: 'failed' };
     }
@@ -206,16 +210,16 @@ export async function demoCommand(configFile: string, opts: { keepInfra: boolean
   }
   if (life.stopped) return;
   await life.stop(exit);
-  if (ownsServers) say('(the local Temporal server and MinIO were stopped; `npx cm2 infra up` brings them and the Web UI back, with this run\'s history)');
+  if (servers.stopped) say('(the local Temporal server and MinIO were stopped; `npx cm2 infra up` brings them and the Web UI back, with this run\'s history)');
   else say('(local infrastructure left running; stop it with `npx cm2 infra down`)');
   process.exit(life.exit?.code ?? exit.code);
 }
 
 /**
  * Binaries, servers, workers, each registered with the lifecycle before it is awaited (a signal during a start stops
- * it too). Returns the run's config and whether the demo stops the servers at its end.
+ * it too). Returns the run's config; `servers.stopped` tells later whether the demo stopped the servers.
  */
-async function setUp(configFile: string, opts: { keepInfra: boolean; runId?: string | undefined }, life: Lifecycle, say: (line: string) => void): Promise<{ cfg: Cm2Config; ownsServers: boolean }> {
+async function setUp(configFile: string, opts: { keepInfra: boolean; runId?: string | undefined }, life: Lifecycle, say: (line: string) => void, servers: { stopped: boolean }): Promise<Cm2Config> {
   ensureBinaries((l) => say(l));
   const dir = defaultInfraDir();
   const before = readInfraState(dir);
@@ -228,7 +232,10 @@ async function setUp(configFile: string, opts: { keepInfra: boolean; runId?: str
   if (ownsServers) {
     life.add('servers', async () => {
       await starting.catch(() => undefined);
+      // Still ours? (`cm2 infra up` in the meantime claims them for the user.)
+      if (readInfraState(dir)?.owner?.pid !== process.pid) return;
       await stopInfra(dir);
+      servers.stopped = true;
     });
   }
   const state = await starting;
@@ -263,11 +270,12 @@ async function setUp(configFile: string, opts: { keepInfra: boolean; runId?: str
   life.add('workers', () => workers.stop(25_000));
   await workers.begin();
   if (cfg.sft.enabled || cfg.rl.enabled || cfg.eval.enabled) {
-    const gpu = gpuWorker(configFile, { log: say, onGiveUp: giveUp });
+    const slow = restartDelayFault();
+    const gpu = gpuWorker(configFile, { log: say, onGiveUp: giveUp, ...(slow !== undefined ? { backoff: { initialMs: slow, maxMs: Math.max(slow, 30_000) } } : {}) });
     life.add('gpu worker', () => gpu.stop(15_000), () => gpu.kill());
     await gpu.begin();
     say(`gpu worker started (pid ${gpu.pid})`);
   }
   if (life.stopped) throw new Error('interrupted');
-  return { cfg, ownsServers };
+  return cfg;
 }

@@ -6,6 +6,8 @@
  *   display-throw-once   the first progress-line update throws
  *   crash-in:<stage>     the CLI process crashes with an uncaught error once the run's current stage is <stage>
  *                        (the demo must stop what it started; a later `cm2 demo` resumes the run)
+ *   restart-delay:<ms>   a supervised worker that died waits <ms> before its first restart (slow recovery: long
+ *                        enough to see the progress line report a task queue that nobody polls)
  */
 const faults = () => (process.env['CM2_FAULT_INJECT'] ?? '').split(',').map((s) => s.trim()).filter(Boolean);
 
@@ -28,4 +30,11 @@ export function crashFault(stage: string | undefined): void {
   setImmediate(() => {
     throw new Error(`injected CLI crash in stage ${stage} (CM2_FAULT_INJECT)`);
   });
+}
+
+/** The first-restart delay forced by `restart-delay:<ms>`, if any. */
+export function restartDelayFault(): number | undefined {
+  const f = faults().find((x) => x.startsWith('restart-delay:'));
+  const ms = f ? Number(f.slice('restart-delay:'.length)) : Number.NaN;
+  return Number.isFinite(ms) && ms >= 0 ? ms : undefined;
 }

@@ -1,6 +1,6 @@
 /** `cm2 infra up|down|status|install`. */
 import { ensureBinaries } from '../infra/binaries';
-import { infraHealth, isAlive, readInfraState, startInfra, stopInfra } from '../infra/localInfra';
+import { infraHealth, isAlive, portsFromEnv, readInfraState, setInfraOwner, startInfra, stopInfra } from '../infra/localInfra';
 
 export async function infraCommand(action: string, dir: string): Promise<void> {
   switch (action) {
@@ -11,7 +11,9 @@ export async function infraCommand(action: string, dir: string): Promise<void> {
     }
     case 'up': {
       ensureBinaries();
-      const state = await startInfra({ dir, log: (l) => console.log(l) });
+      const state = await startInfra({ dir, log: (l) => console.log(l), ...portsFromEnv() });
+      // Up on request: no demo stops them at its end any more.
+      setInfraOwner(dir, undefined);
       console.log(`Temporal:  ${state.temporal.address}\nWeb UI:    ${state.temporal.uiUrl}\nMinIO:     ${state.minio.endpoint} (console ${state.minio.consoleUrl})\nstate:     ${dir}`);
       return;
     }

@@ -23,7 +23,7 @@ import type { StageProgress } from '../workflows/types';
 import { stageProgressQuery } from '../workflows/util';
 import { crashFault, displayFault } from './faults';
 import { formatProgress, pipelineInput, pipelineWorkflowId, resultOf, sleep, startPipeline } from './stages';
-import { failureText, RunWatch } from './watch';
+import { failureText, rootCauseText, RunWatch } from './watch';
 
 export const inputKey = (runId: string) => runKey(runId, 'pipeline', 'input.json');
 
@@ -243,13 +243,15 @@ export async function followPipeline(client: Client, handle: WorkflowHandle, opt
     }
     crashFault(st.current);
     stageLines(st);
-    lastStage = st.current ?? lastStage;
-    const target = st.current ? stageWorkflowId(st.runId, st.current) : handle.workflowId;
-    const p = st.current ? await quickQuery<StageProgress>(client.workflow.getHandle(target), stageProgressQuery, 2000) : undefined;
+    // A stage whose line is printed (completed, failed) gets no more progress lines.
+    const current = st.current && st.stages?.find((s) => s.name === st.current)?.state === 'running' ? st.current : undefined;
+    lastStage = current ?? lastStage;
+    const target = current ? stageWorkflowId(st.runId, current) : handle.workflowId;
+    const p = current ? await quickQuery<StageProgress>(client.workflow.getHandle(target), stageProgressQuery, 2000) : undefined;
     const look = await watch.look(target);
-    if (!st.current && look.notes.length === 0) return;
+    if (!current && look.notes.length === 0) return;
     displayFault();
-    const head = st.current ? (p ? formatProgress(p) : `[${st.current}] starting`) : `[run] ${st.state}`;
+    const head = current ? (p ? formatProgress(p) : `[${current}] starting`) : `[run] ${st.state}`;
     show(`${head}${look.heartbeat ? `  ${look.heartbeat}` : ''}${look.notes.length ? `  ! ${look.notes.join('; ')}` : ''}${st.paused ? '  PAUSED' : ''}`, look.notes);
   };
   const errors = new Set<string>();
@@ -260,8 +262,8 @@ export async function followPipeline(client: Client, handle: WorkflowHandle, opt
       } catch (e) {
         // A display or polling error: say so (once per kind), keep following with what still works.
         const msg = e instanceof Error ? `${e.name}: ${e.message}` : String(e);
-        if (!errors.has(msg) && errors.size < 5) {
-          errors.add(msg);
+        if (!errors.has(msg.replace(/\d+/g, '#')) && errors.size < 5) {
+          errors.add(msg.replace(/\d+/g, '#'));
           print(`(progress display failed: ${msg}; the run is not affected)`, true);
         }
       }
@@ -353,7 +355,8 @@ export async function finish(client: Client, store: ObjectStore, cfg: Cm2Config,
     result = await followPipeline(client, handle, { workflowQueue: cfg.temporal.taskQueues.workflows });
     printRunEnd(result, cfg);
   } catch (e) {
-    console.error(`run ${runId} failed: ${failureText(e)}`);
+    const root = rootCauseText(e);
+    console.error(`run ${runId} failed: ${failureText(e)}${root && !failureText(e).includes(root) ? `\n  cause: ${root}` : ''}`);
     console.error(`details: \`cm2 logs ${runId}\` or the Web UI; after fixing the cause: \`cm2 resume ${runId}\``);
     process.exitCode = 1;
   }

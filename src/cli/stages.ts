@@ -161,11 +161,15 @@ export function formatProgress(p: StageProgress): string {
 export const sleep = (ms: number, signal?: AbortSignal) =>
   new Promise<void>((resolve) => {
     if (signal?.aborted) return resolve();
-    const t = setTimeout(resolve, ms);
-    signal?.addEventListener('abort', () => {
+    const onAbort = () => {
       clearTimeout(t);
       resolve();
-    }, { once: true });
+    };
+    const t = setTimeout(() => {
+      signal?.removeEventListener('abort', onAbort);
+      resolve();
+    }, ms);
+    signal?.addEventListener('abort', onAbort, { once: true });
   });
 
 const abortError = () => Object.assign(new Error('stopped following the run'), { name: 'AbortError' });
@@ -238,8 +242,8 @@ export async function followStage<T>(handle: WorkflowHandle, opts: { print?: (li
       } catch (e) {
         // No workflow worker yet, the run just closed, or a display error: the wait goes on.
         const msg = e instanceof Error ? `${e.name}: ${e.message}` : String(e);
-        if (!(e instanceof Error && /query|workflow|deadline|unavailable/i.test(e.message)) && !errors.has(msg) && errors.size < 5) {
-          errors.add(msg);
+        if (!(e instanceof Error && /query|workflow|deadline|unavailable/i.test(e.message)) && !errors.has(msg.replace(/\d+/g, '#')) && errors.size < 5) {
+          errors.add(msg.replace(/\d+/g, '#'));
           print(`(progress display failed: ${msg}; the run is not affected)`);
         }
       }

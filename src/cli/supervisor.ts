@@ -10,6 +10,21 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import type { RunningWorkers } from '../workers';
 
+/** Waits `ms`, or less when `signal` aborts. */
+const sleep = (ms: number, signal: AbortSignal) =>
+  new Promise<void>((resolve) => {
+    if (signal.aborted) return resolve();
+    const onAbort = () => {
+      clearTimeout(t);
+      resolve();
+    };
+    const t = setTimeout(() => {
+      signal.removeEventListener('abort', onAbort);
+      resolve();
+    }, ms);
+    signal.addEventListener('abort', onAbort, { once: true });
+  });
+
 export interface BackoffOptions {
   /** Delay before the first restart. */
   initialMs: number;
@@ -35,14 +50,6 @@ export function exitText(code: number | null, signal: NodeJS.Signals | null): st
   return `exited with code ${code ?? '?'}`;
 }
 
-const sleep = (ms: number, signal?: AbortSignal) =>
-  new Promise<void>((resolve) => {
-    const t = setTimeout(resolve, ms);
-    signal?.addEventListener('abort', () => {
-      clearTimeout(t);
-      resolve();
-    }, { once: true });
-  });
 
 /** Counts failures in a row and decides the next delay, or that it is time to give up. */
 class Series {

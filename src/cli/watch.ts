@@ -21,6 +21,17 @@ export function failureText(f: unknown): string {
   return parts.join(': ');
 }
 
+/** The innermost message of a failure chain (the root cause: an activity's own error), or ''. */
+export function rootCauseText(f: unknown): string {
+  let cur = f as { message?: string | null; cause?: unknown } | null | undefined;
+  let last = '';
+  for (let depth = 0; cur && depth < 12; depth++) {
+    if (cur.message) last = cur.message;
+    cur = cur.cause as typeof cur;
+  }
+  return last;
+}
+
 /** A protobuf timestamp (seconds as number, string or Long) in epoch ms; undefined when absent or zero. */
 export function timestampMs(t: unknown): number | undefined {
   const o = t as { seconds?: number | string | { toNumber(): number } | null; nanos?: number | null } | null | undefined;
@@ -76,7 +87,7 @@ export function activityNotes(pending: readonly PendingView[], lastPoll: Readonl
     if (p.attempt > 1) parts.push(`${p.type} attempt ${p.attempt}${p.lastFailure ? `, last failure: ${short(p.lastFailure)}` : ''}`);
     if (p.state === 'scheduled') {
       if (p.nextAttemptAt !== undefined && p.nextAttemptAt > now) {
-        parts.push(`next try in ${shortDuration((p.nextAttemptAt - now) / 1000)}`);
+        if (p.nextAttemptAt - now >= 1000) parts.push(`next try in ${shortDuration((p.nextAttemptAt - now) / 1000)}`);
       } else if (p.waitingSince !== undefined && now - p.waitingSince >= NO_POLLER_AFTER_S * 1000) {
         const waited = coarse(now - p.waitingSince);
         const queue = p.taskQueue;

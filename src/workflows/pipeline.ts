@@ -317,10 +317,13 @@ export async function cm2Pipeline(input: PipelineInput): Promise<PipelineResult>
     setState('failed');
     details();
     await CancellationScope.nonCancellable(() => acts.pipelineReport({ runId: input.runId, status: { ...status } }).catch(() => undefined));
-    throw ApplicationFailure.nonRetryable(
-      `stage ${status.current ?? '?'} of run ${input.runId} failed: ${e instanceof Error ? e.message : String(e)}; fix the cause, then \`cm2 resume ${input.runId}\``,
-      'StageFailed',
-    );
+    // The stage's failure is kept as the cause, so clients see the root of it (e.g. the activity's BadConfig message).
+    throw ApplicationFailure.create({
+      message: `stage ${status.current ?? '?'} of run ${input.runId} failed: ${e instanceof Error ? e.message : String(e)}; fix the cause, then \`cm2 resume ${input.runId}\``,
+      type: 'StageFailed',
+      nonRetryable: true,
+      ...(e instanceof Error ? { cause: e } : {}),
+    });
   }
   status.current = undefined;
   const finished = stages.every((s) => s.state === 'completed' || s.state === 'skipped' || s.state === 'disabled');

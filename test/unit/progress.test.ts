@@ -15,7 +15,7 @@ const progress = (over: Partial<StageProgress> = {}): StageProgress => ({ stage:
 describe('formatProgress', () => {
   test('one phase: bar, done/total, counts', () => {
     const line = formatProgress(progress());
-    assert.match(line, /^\[prepare\] rule_filter\s+\[########\.{12}\] 2\/5  imported=40$/);
+    assert.match(line, /^\[prepare\] rule_filter\s+\[########\.{12}\] 2\/5 {2}imported=40$/);
   });
 
   test('the crash of issue 12: done above total (old workflows summed two phases into one counter) draws a full bar', () => {
@@ -116,7 +116,8 @@ describe('progress-line notes', () => {
 
   test('raw PendingActivityInfo → view; heartbeat details → text', () => {
     const S = temporal.api.enums.v1.PendingActivityState;
-    const ts = (ms: number) => ({ seconds: Math.floor(ms / 1000), nanos: (ms % 1000) * 1e6 });
+    // The wire form (Long seconds) and plain numbers are both read; plain numbers here.
+    const ts = (ms: number) => ({ seconds: Math.floor(ms / 1000), nanos: (ms % 1000) * 1e6 }) as never;
     const raw: temporal.api.workflow.v1.IPendingActivityInfo = {
       activityType: { name: 'sftTrain' },
       state: S.PENDING_ACTIVITY_STATE_SCHEDULED,

@@ -1,0 +1,63 @@
+/**
+ * The gpu worker that `cm2 demo` starts is SIGKILLed in the middle of SFT (what an out-of-memory kill does). The demo
+ * says so and restarts it after a back-off (held long here by an injected slow recovery, so the progress line has to
+ * report the queue nobody polls and the retrying `sftTrain`); SFT resumes from its last checkpoint and the run
+ * completes with every planned step, leaving no worker behind.
+ */
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { writeFileSync } from 'node:fs';
+import { z } from 'zod';
+import { sftWorkflowId } from '../../src/cli/stages';
+import { connectClient } from '../../src/infra/temporal';
+import { testConfig, uniqueId } from '../helpers/env';
+import { allGone, eventually, startDemo } from '../helpers/demoProcess';
+import { cm2, tinyPipeline } from '../helpers/pipelineFixture';
+import { writeConfigFile } from '../helpers/processes';
+
+const Status = z.object({ stages: z.array(z.object({ name: z.string(), state: z.string(), summary: z.record(z.string(), z.union([z.number(), z.string()])) })) });
+
+test('the gpu worker SIGKILLed during SFT is restarted with a message; the progress line shows the wait and the retry; the run completes', async () => {
+  const over = tinyPipeline({ rlSteps: 1 });
+  // SFT long enough to be killed in the middle (about 200 steps of the tiny policy), checkpoints every 5 steps.
+  const cfg = testConfig(uniqueId('dgpu'), { ...over, sft: { ...over.sft, epochs: 60, checkpointEvery: 5 }, eval: { enabled: false } });
+  const runId = cfg.run.id;
+  const file = writeConfigFile(cfg);
+  const client = await connectClient(cfg);
+  const demo = startDemo(file, runId, { CM2_INFRA_DIR: process.env['CM2_TEST_INFRA_DIR'], CM2_FAULT_INJECT: 'restart-delay:60000' });
+  try {
+    const [, pid] = await demo.waitFor(/gpu worker started \(pid (\d+)\)/);
+    // Training is under way: sftTrain runs and has heartbeated a few steps.
+    await eventually('sftTrain past step 5', async () => {
+      const pending = (await client.workflow.getHandle(sftWorkflowId(runId)).describe()).raw.pendingActivities ?? [];
+      const train = pending.find((p) => p.activityType?.name === 'sftTrain');
+      const data = train?.heartbeatDetails?.payloads?.[0]?.data;
+      const step = data ? Number((JSON.parse(Buffer.from(data).toString()) as { step?: number }).step) : 0;
+      return step >= 6 ? true : undefined;
+    }, 600_000, 100);
+    process.kill(Number(pid), 'SIGKILL');
+
+    await demo.waitFor(/the gpu worker \(pid \d+\) was killed by SIGKILL \(an out-of-memory kill looks like this\); restarting it in 60s \(restart 1\)/, 30_000);
+    // While nobody runs the gpu queue: the retried activity waits, and the line says for whom.
+    const [note] = await demo.waitFor(new RegExp(`sftTrain attempt 2, last failure: [^\\n]*waiting \\S+: no worker polling ${cfg.temporal.taskQueues.gpu}`), 120_000);
+    assert.ok(note);
+    await demo.waitFor(/gpu worker restarted \(pid \d+\); the interrupted activity is retried from its last checkpoint/, 120_000);
+    const ex = await demo.exited;
+    const out = demo.output();
+    if (process.env['CM2_TEST_KEEP_OUTPUT']) writeFileSync(`${process.env['CM2_TEST_KEEP_OUTPUT']}/demoGpuKill.txt`, out);
+    assert.equal(ex.code, 0, out);
+    assert.match(out, /! sftTrain attempt 2, last failure: activity Heartbeat timeout/);
+    assert.match(out, new RegExp(`run ${runId}: completed`));
+    assert.equal(demo.gpuPids().length, 2);
+    await allGone(demo.gpuPids(), 30_000);
+
+    // Nothing lost: SFT did every planned step (resumed from its checkpoint, not from scratch, not short).
+    const status = Status.parse(JSON.parse((await cm2(['status', runId, '--config', file, '--json'])).out));
+    const sft = status.stages.find((s) => s.name === 'sft')!;
+    assert.equal(sft.state, 'completed');
+    const planned = Number(/(\d+) steps on /.exec(out)?.[1]);
+    assert.equal(sft.summary['steps'], planned);
+  } finally {
+    if (demo.proc.exitCode === null && demo.proc.signalCode === null) demo.proc.kill('SIGKILL');
+  }
+});
