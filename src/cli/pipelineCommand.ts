@@ -23,7 +23,7 @@ import type { StageProgress } from '../workflows/types';
 import { stageProgressQuery } from '../workflows/util';
 import { crashFault, displayFault } from './faults';
 import { formatProgress, pipelineInput, pipelineWorkflowId, resultOf, sleep, startPipeline } from './stages';
-import { failureText, rootCauseText, RunWatch } from './watch';
+import { failureText, rootCauseText, RunWatch, withHeartbeatCount } from './watch';
 
 export const inputKey = (runId: string) => runKey(runId, 'pipeline', 'input.json');
 
@@ -251,7 +251,7 @@ export async function followPipeline(client: Client, handle: WorkflowHandle, opt
     const look = await watch.look(target);
     if (!current && look.notes.length === 0) return;
     displayFault();
-    const head = current ? (p ? formatProgress(p) : `[${current}] starting`) : `[run] ${st.state}`;
+    const head = current ? (p ? formatProgress(withHeartbeatCount(p, look.details)) : `[${current}] starting`) : `[run] ${st.state}`;
     show(`${head}${look.heartbeat ? `  ${look.heartbeat}` : ''}${look.notes.length ? `  ! ${look.notes.join('; ')}` : ''}${st.paused ? '  PAUSED' : ''}`, look.notes);
   };
   const errors = new Set<string>();

@@ -18,7 +18,7 @@ import type { ChecklistWorkflowInput, PrepareWorkflowInput, SftWorkflowInput, St
 import type { SftReport } from '../activities/sft';
 import { CM2_RUN_ID, CM2_STAGE } from '../common/searchAttributes';
 import { displayFault } from './faults';
-import { RunWatch } from './watch';
+import { RunWatch, withHeartbeatCount } from './watch';
 
 /**
  * Starts the workflow of a stage of a run (`cm2-<run>-<stage>`), or attaches to it when it is already running: the
@@ -236,7 +236,7 @@ export async function followStage<T>(handle: WorkflowHandle, opts: { print?: (li
         const p = await handle.query<StageProgress>(prepareProgressQuery);
         const look = await watch.look(handle.workflowId);
         displayFault();
-        const line = formatProgress(p) + (look.heartbeat ? `  ${look.heartbeat}` : '') + (look.notes.length ? `  ! ${look.notes.join('; ')}` : '');
+        const line = formatProgress(withHeartbeatCount(p, look.details)) + (look.heartbeat ? `  ${look.heartbeat}` : '') + (look.notes.length ? `  ! ${look.notes.join('; ')}` : '');
         if (line !== last && !finished) print(line);
         last = line;
       } catch (e) {

@@ -9,6 +9,7 @@
  */
 import type { WorkflowClient } from '@temporalio/client';
 import { temporal } from '@temporalio/proto';
+import type { StageProgress } from '../workflows/types';
 
 /** A failure chain as one line: each distinct message, outermost first (at most four). */
 export function failureText(f: unknown): string {
@@ -135,19 +136,37 @@ export function pendingView(p: temporal.api.workflow.v1.IPendingActivityInfo): P
   };
 }
 
-/** The first pending activity's heartbeat details as `key=value` text (SFT step, loss), or ''. */
-export function heartbeatText(pending: readonly temporal.api.workflow.v1.IPendingActivityInfo[]): string {
+/** The first pending activity's heartbeat details (the object it reported), or undefined. */
+export function heartbeatDetails(pending: readonly temporal.api.workflow.v1.IPendingActivityInfo[]): Record<string, unknown> | undefined {
   try {
     const payload = pending[0]?.heartbeatDetails?.payloads?.[0];
-    if (!payload?.data) return '';
+    if (!payload?.data) return undefined;
     const details = JSON.parse(Buffer.from(payload.data).toString('utf8')) as unknown;
-    if (!details || typeof details !== 'object') return '';
-    return Object.entries(details as Record<string, unknown>)
-      .map(([k, v]) => `${k}=${typeof v === 'number' && !Number.isInteger(v) ? v.toFixed(3) : String(v)}`)
-      .join(' ');
+    return details && typeof details === 'object' && !Array.isArray(details) ? (details as Record<string, unknown>) : undefined;
   } catch {
-    return '';
+    return undefined;
   }
+}
+
+/** The first pending activity's heartbeat details as `key=value` text (SFT step, loss), or ''. */
+export function heartbeatText(pending: readonly temporal.api.workflow.v1.IPendingActivityInfo[]): string {
+  const details = heartbeatDetails(pending);
+  if (!details) return '';
+  return Object.entries(details)
+    .map(([k, v]) => `${k}=${typeof v === 'number' && !Number.isInteger(v) ? v.toFixed(3) : String(v)}`)
+    .join(' ');
+}
+
+/**
+ * A stage's progress with the bar taken from its running activity's heartbeat when the workflow has no count of its
+ * own (SFT reports `step`/`total` only from inside `sftTrain`). Pure; the input is not changed.
+ */
+export function withHeartbeatCount(p: StageProgress, details: Record<string, unknown> | undefined): StageProgress {
+  if (!p || !details || (typeof p.total === 'number' && p.total > 0) || (Array.isArray(p.phases) && p.phases.length > 1)) return p;
+  const total = details['total'];
+  const done = details['step'] ?? details['done'];
+  if (typeof total !== 'number' || typeof done !== 'number' || !(total > 0)) return p;
+  return { ...p, done, total, phases: [] };
 }
 
 /**
@@ -187,7 +206,7 @@ export class RunWatch {
   }
 
   /** Heartbeat text and notes of a workflow's pending activities. Never throws. */
-  async look(workflowId: string): Promise<{ heartbeat: string; notes: string[] }> {
+  async look(workflowId: string): Promise<{ heartbeat: string; details?: Record<string, unknown>; notes: string[] }> {
     try {
       const raw = (await this.client.getHandle(workflowId).describe()).raw;
       const pending = raw.pendingActivities ?? [];
@@ -201,7 +220,8 @@ export class RunWatch {
       const notes = activityNotes(views, polls, this.now());
       const wft = raw.pendingWorkflowTask;
       if (wft && Number(wft.attempt ?? 1) > 1) notes.push(`workflow task attempt ${Number(wft.attempt)} (a workflow worker keeps failing it: \`cm2 logs\`)`);
-      return { heartbeat: heartbeatText(pending), notes };
+      const details = heartbeatDetails(pending);
+      return { heartbeat: heartbeatText(pending), ...(details ? { details } : {}), notes };
     } catch {
       return { heartbeat: '', notes: [] };
     }

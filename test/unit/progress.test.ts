@@ -6,7 +6,7 @@ import { describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { temporal } from '@temporalio/proto';
 import { formatProgress, progressBar } from '../../src/cli/stages';
-import { activityNotes, heartbeatText, pendingView, shortDuration, workflowQueueNote, type PendingView } from '../../src/cli/watch';
+import { activityNotes, heartbeatText, pendingView, shortDuration, withHeartbeatCount, workflowQueueNote, type PendingView } from '../../src/cli/watch';
 import type { StageProgress } from '../../src/workflows/types';
 import { phaseTracker } from '../../src/workflows/util';
 
@@ -134,6 +134,15 @@ describe('progress-line notes', () => {
     assert.equal(heartbeatText([{ heartbeatDetails: { payloads: [{ data: Buffer.from('not json') }] } }]), '');
     assert.equal(heartbeatText([]), '');
     assert.equal(pendingView({}).type, 'activity');
+  });
+
+  test('a stage without a count of its own (SFT) draws its bar from the heartbeat', () => {
+    const sft: StageProgress = { stage: 'sft', phase: 'train', done: 0, total: 0, counts: {} };
+    assert.match(formatProgress(withHeartbeatCount(sft, { step: 36, total: 150, loss: 3.6 })), /^\[sft\] train\s+\[#{5}\.{15}\] 36\/150/);
+    assert.equal(withHeartbeatCount(sft, { phase: 0, round: 1 }), sft);
+    assert.equal(withHeartbeatCount(sft, undefined), sft);
+    const counted = { ...sft, done: 2, total: 5 };
+    assert.equal(withHeartbeatCount(counted, { step: 36, total: 150 }), counted, 'the workflow\'s own count wins');
   });
 
   test('durations', () => {
