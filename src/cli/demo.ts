@@ -139,14 +139,16 @@ export async function demoCommand(configFile: string, opts: { keepInfra: boolean
     await life.stop(exit);
     process.exit(life.exit?.code ?? exit.code);
   };
-  let signals = 0;
+  let firstSignalAt: number | undefined;
   const onSignal = (signal: NodeJS.Signals) => {
-    signals++;
-    if (signals > 1) {
+    // Ctrl-C under `npm run demo` arrives twice at once (from the terminal and forwarded by npm): one interruption.
+    if (firstSignalAt !== undefined && Date.now() - firstSignalAt < 2000) return;
+    if (firstSignalAt !== undefined) {
       say(`${signal} again: killing what the demo started and exiting now`);
       life.kill();
       process.exit(life.exit?.code ?? 130);
     }
+    firstSignalAt = Date.now();
     say(`\n${signal === 'SIGINT' ? 'interrupted' : `${signal} received`}: stopping the workers${life.stopped ? '' : ' and what else the demo started'}; ` +
       `${runId ? `run "${runId}" is kept (its workflows live in the dev server's database); \`npm run demo${opts.runId ? ` -- --run ${runId}` : ''}\` resumes it.` : 'nothing was started yet.'}`);
     void finish({ code: signal === 'SIGINT' ? 130 : 128 + (signal === 'SIGTERM' ? 15 : 1), why: 'signal' });

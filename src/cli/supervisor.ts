@@ -132,7 +132,9 @@ export class SupervisedChild {
   /** Spawns the child and resolves once it is ready; rejects if it exits or times out first. */
   private spawnOnce(): Promise<void> {
     const { spec } = this;
-    const proc = spawn(spec.command, spec.args, { env: spec.env ?? process.env, stdio: ['ignore', 'pipe', 'pipe', 'ipc'] });
+    // Its own process group: a terminal's Ctrl-C reaches the supervisor only, which stops the child in order (a child
+    // that stopped on its own would look like a death to restart from).
+    const proc = spawn(spec.command, spec.args, { env: spec.env ?? process.env, stdio: ['ignore', 'pipe', 'pipe', 'ipc'], detached: true });
     this.proc = proc;
     // The IPC channel is there for the child to notice our death; it must not keep this process alive.
     proc.channel?.unref();

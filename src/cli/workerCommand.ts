@@ -11,6 +11,9 @@ export async function workerCommand(cfg: Cm2Config, queueList: string): Promise<
   const queues = queueList.split(',').map((q) => q.trim()).filter(Boolean) as QueueKind[];
   const unknown = queues.filter((q) => !ALL_QUEUES.includes(q));
   if (unknown.length) throw new Error(`unknown queue(s) ${unknown.join(', ')}; expected ${ALL_QUEUES.join(', ')}`);
+  // A closed stdout/stderr (a parent or pager gone) is a display problem: it must not take the workers down.
+  process.stdout.on('error', () => undefined);
+  process.stderr.on('error', () => undefined);
   const running = await startWorkers(cfg, queues);
   if (process.send) {
     // The channel must not keep this process alive once the workers have stopped.

@@ -19,17 +19,20 @@ export interface DemoProcess {
   gpuPids(): number[];
 }
 
-/** Starts `cm2 demo --config FILE --run ID [...args]`; `env` is merged into this process's environment (undefined removes). */
-export function startDemo(configFile: string, runId: string, env: Record<string, string | undefined> = {}, args: string[] = []): DemoProcess {
+/**
+ * Starts `cm2 demo --config FILE --run ID [...args]` (or `npm run demo -- …` with `viaNpm`, as a user would: then
+ * signals go to npm, which forwards them); `env` is merged into this process's environment (undefined removes).
+ */
+export function startDemo(configFile: string, runId: string, env: Record<string, string | undefined> = {}, args: string[] = [], opts: { viaNpm?: boolean } = {}): DemoProcess {
   const merged: NodeJS.ProcessEnv = { ...process.env };
   for (const [k, v] of Object.entries(env)) {
     if (v === undefined) delete merged[k];
     else merged[k] = v;
   }
-  const proc = spawn(process.execPath, [path.join(root, 'bin', 'cm2.js'), 'demo', '--config', configFile, '--run', runId, ...args], {
-    env: merged,
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
+  const demoArgs = ['--config', configFile, '--run', runId, ...args];
+  const proc = opts.viaNpm
+    ? spawn('npm', ['run', '--silent', 'demo', '--', ...demoArgs], { env: merged, cwd: root, stdio: ['ignore', 'pipe', 'pipe'] })
+    : spawn(process.execPath, [path.join(root, 'bin', 'cm2.js'), 'demo', ...demoArgs], { env: merged, stdio: ['ignore', 'pipe', 'pipe'] });
   let out = '';
   const listeners = new Set<() => void>();
   const onData = (d: Buffer) => {

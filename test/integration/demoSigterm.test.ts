@@ -2,8 +2,8 @@
  * Every way out of `cm2 demo` stops what it started, on its own local infrastructure (a Temporal dev server and MinIO
  * on free ports in a temp folder, as a fresh clone would start them):
  *
- * 1. SIGTERM in the middle of SFT (what `kill`, systemd and `docker stop` send): the demo exits within a bounded
- *    time like Ctrl-C, and its workers, the gpu worker child and both servers are gone;
+ * 1. SIGTERM to `npm run demo` in the middle of SFT (what `kill`, systemd and `docker stop` send): the demo exits
+ *    within a bounded time like Ctrl-C, and its workers, the gpu worker child and both servers are gone;
  * 2. SIGKILL of the demo (nothing can clean up): the gpu worker child notices its parent's death and exits; the
  *    servers stay up;
  * 3. the next `cm2 demo` adopts the servers the killed demo left, resumes the run to completion, and stops them.
@@ -44,23 +44,24 @@ test('SIGTERM mid-SFT stops the demo and everything it started; after a SIGKILL 
   const keep = (name: string, text: string) => process.env['CM2_TEST_KEEP_OUTPUT'] && writeFileSync(`${process.env['CM2_TEST_KEEP_OUTPUT']}/${name}.txt`, text);
   const demos: ReturnType<typeof startDemo>[] = [];
   try {
-    // 1. SIGTERM while the gpu worker trains.
-    const first = startDemo(file, runId, env);
+    // 1. SIGTERM to `npm run demo` while the gpu worker trains (npm forwards it to the demo).
+    const first = startDemo(file, runId, env, [], { viaNpm: true });
     demos.push(first);
     await first.waitFor(/Temporal dev server: 127\.0\.0\.1:\d+/);
     const [, gpuPid] = await first.waitFor(/gpu worker started \(pid (\d+)\)/);
     await first.waitFor(/gpu worker: \[sft [^\]]+\] step 10\//);
     const servers = readInfraState(dir)!;
-    assert.equal(servers.owner?.pid, first.proc.pid, 'the demo recorded that it owns the servers');
+    const demoPid = servers.owner?.pid;
+    assert.ok(demoPid !== undefined && isAlive(demoPid), 'the demo recorded that it owns the servers');
     const sentAt = Date.now();
     first.proc.kill('SIGTERM');
     const ex = await first.exited;
-    keep('demoSigterm-1', `${first.output()}\n[test] exited ${ex.at - sentAt} ms after SIGTERM\n`);
-    assert.equal(ex.code, 143, first.output());
+    keep('demoSigterm-1', `${first.output()}\n[test] npm exited ${ex.at - sentAt} ms after SIGTERM (code ${ex.code}, signal ${ex.signal})\n`);
+    assert.notEqual(ex.code, 0, first.output());
     assert.ok(ex.at - sentAt < STOP_BOUND_MS, `stopped in ${ex.at - sentAt} ms`);
     assert.match(first.output(), new RegExp(`SIGTERM received: stopping the workers and what else the demo started; run "${runId}" is kept`));
     // It waited for them: gone when it exited (a little slack for the kernel to reap).
-    await allGone([Number(gpuPid), servers.temporal.pid, servers.minio.pid], 5_000);
+    await allGone([demoPid, Number(gpuPid), servers.temporal.pid, servers.minio.pid], 5_000);
 
     // 2. SIGKILL: no cleanup possible; the child worker must not outlive its parent.
     const second = startDemo(file, runId, env);
