@@ -104,8 +104,16 @@ interface Job {
   maxGradNorm: number;
 }
 
+/** Rates per CPU-second (user + system time of the process) instead of per wall-clock second. */
+interface CpuRates {
+  trainTokPerS: number;
+  genCacheTokPerS: number;
+  genNoCacheTokPerS: number;
+}
+
 interface OursResult {
   backend: string;
+  cpu: CpuRates;
   params: number;
   trainTokPerS: number;
   trainStepMs: number[];
@@ -121,6 +129,7 @@ interface OursResult {
 
 interface TorchResult {
   available: boolean;
+  cpu?: CpuRates;
   error?: string;
   params?: number;
   trainTokPerS?: number;
@@ -185,10 +194,17 @@ async function runOurs(job: Job, backendPref: BackendPref): Promise<OursResult> 
       console.error(`[${job.name}] warm-up step ${i + 1}/${job.warmup}: loss ${losses.at(-1)!.toFixed(4)}`);
     }
     const stepMs: number[] = [];
+    const stepCpuMs: number[] = [];
+    const cpuMs = (): number => {
+      const u = process.cpuUsage();
+      return (u.user + u.system) / 1000;
+    };
     for (let i = 0; i < job.steps; i++) {
       const t0 = performance.now();
+      const c0 = cpuMs();
       losses.push(step());
       stepMs.push(performance.now() - t0);
+      stepCpuMs.push(cpuMs() - c0);
       console.error(`[${job.name}] step ${i + 1}/${job.steps}: ${stepMs.at(-1)!.toFixed(0)} ms, loss ${losses.at(-1)!.toFixed(4)}`);
       await new Promise((r) => setImmediate(r));
     }
@@ -196,16 +212,20 @@ async function runOurs(job: Job, backendPref: BackendPref): Promise<OursResult> 
 
     const prompts = randomIds(rng, job.gen.batch, job.gen.prompt, V);
     const genRate: Record<string, number> = {};
+    const genCpuRate: Record<string, number> = {};
     const outputs: Record<string, number[][]> = {};
     for (const useCache of [true, false]) {
       generate(model, prompts, { maxNewTokens: 4, temperature: 0, useCache });
       poll();
       const t0 = performance.now();
+      const c0 = cpuMs();
       const out = generate(model, prompts, { maxNewTokens: useCache ? job.gen.newTokens : job.gen.noCacheTokens, temperature: 0, useCache });
       const sec = (performance.now() - t0) / 1000;
+      const cpuSec = (cpuMs() - c0) / 1000;
       poll();
       const n = out.tokens.reduce((a, r) => a + r.length, 0);
       genRate[useCache ? 'cache' : 'noCache'] = n / sec;
+      genCpuRate[useCache ? 'cache' : 'noCache'] = n / cpuSec;
       outputs[useCache ? 'cache' : 'noCache'] = out.tokens;
       console.error(`[${job.name}] generate ${useCache ? 'with' : 'without'} cache: ${n} tokens in ${sec.toFixed(1)} s`);
     }
@@ -218,6 +238,7 @@ async function runOurs(job: Job, backendPref: BackendPref): Promise<OursResult> 
       params,
       trainTokPerS,
       trainStepMs: stepMs,
+      cpu: { trainTokPerS: (job.batch * job.seq) / (median(stepCpuMs) / 1000), genCacheTokPerS: genCpuRate.cache!, genNoCacheTokPerS: genCpuRate.noCache! },
       losses,
       genCacheTokPerS: genRate.cache!,
       genNoCacheTokPerS: genRate.noCache!,
@@ -250,16 +271,22 @@ function runChild(cmd: string, args: string[], input: string, env: NodeJS.Proces
   });
 }
 
-async function oursInChild(job: Job, backend: string): Promise<OursResult> {
-  const r = await runChild(process.execPath, [...process.execArgv, __filename, '--child', '--backend', backend], JSON.stringify(job), process.env);
+/** `--threads N`: both sides limited to N threads (TensorFlow's intra-op pool, torch.set_num_threads); default every core. */
+function threadEnv(threads?: number): NodeJS.ProcessEnv {
+  if (threads === undefined) return process.env;
+  return { ...process.env, TF_NUM_INTRAOP_THREADS: String(threads), TF_NUM_INTEROP_THREADS: '1', CM2_BENCH_THREADS: String(threads), OMP_NUM_THREADS: String(threads), MKL_NUM_THREADS: String(threads) };
+}
+
+async function oursInChild(job: Job, backend: string, threads?: number): Promise<OursResult> {
+  const r = await runChild(process.execPath, [...process.execArgv, __filename, '--child', '--backend', backend], JSON.stringify(job), threadEnv(threads));
   const line = r.stdout.split('\n').find((l) => l.startsWith(RESULT_MARK));
   if (r.code !== 0 || !line) throw new Error(`tfjs run for '${job.name}' failed (exit ${r.code})${r.error ? `: ${r.error.message}` : ''}`);
   return JSON.parse(line.slice(RESULT_MARK.length)) as OursResult;
 }
 
-async function torchInChild(job: Job): Promise<TorchResult> {
+async function torchInChild(job: Job, threads?: number): Promise<TorchResult> {
   const python = process.env.PYTHON ?? 'python3';
-  const r = await runChild(python, [path.join(__dirname, 'torch_throughput.py')], JSON.stringify(job), process.env);
+  const r = await runChild(python, [path.join(__dirname, 'torch_throughput.py')], JSON.stringify(job), threadEnv(threads));
   if (r.error) return { available: false, error: `${python}: ${r.error.message}` };
   const line = r.stdout.trim().split('\n').at(-1) ?? '';
   try {
@@ -286,6 +313,7 @@ async function main(): Promise<void> {
       'new-tokens': { type: 'string' },
       'no-torch': { type: 'boolean', default: false },
       'no-ours': { type: 'boolean', default: false },
+      threads: { type: 'string' },
       json: { type: 'string' },
       child: { type: 'boolean', default: false },
     },
@@ -307,6 +335,8 @@ async function main(): Promise<void> {
   const names = values.sizes.split(',').map((s) => s.trim()).filter(Boolean);
   for (const n of names) if (!SIZES[n]) throw new Error(`unknown size '${n}' (known: ${Object.keys(SIZES).join(', ')})`);
   const warmup = Number(values.warmup);
+  const threads = values.threads === undefined ? undefined : Number(values.threads);
+  if (threads !== undefined && !(threads >= 1)) throw new Error('--threads must be ≥ 1');
   const stepsOpt = values.steps === undefined ? undefined : Number(values.steps);
   const newOpt = values['new-tokens'] === undefined ? undefined : Number(values['new-tokens']);
   if (!(warmup >= 1) || (stepsOpt !== undefined && !(stepsOpt >= 1)) || (newOpt !== undefined && !(newOpt >= 1))) throw new Error('--steps, --warmup and --new-tokens must be ≥ 1');
@@ -320,8 +350,8 @@ async function main(): Promise<void> {
       gen: { ...spec.gen, newTokens: newOpt ?? spec.gen.newTokens, noCacheTokens: newOpt ?? spec.gen.noCacheTokens }, seed: 0, lr: 1e-3, maxGradNorm: 1.0,
     };
     console.error(`== ${name}: d${spec.hidden}, ${spec.layers} layers, ${spec.heads}/${spec.kvHeads} heads, vocab ${spec.vocab}, seq ${spec.seq}, batch ${spec.batch}`);
-    const ours = values['no-ours'] ? undefined : await oursInChild(job, backendPref);
-    const torch: TorchResult = values['no-torch'] ? { available: false, error: '--no-torch' } : await torchInChild(job);
+    const ours = values['no-ours'] ? undefined : await oursInChild(job, backendPref, threads);
+    const torch: TorchResult = values['no-torch'] ? { available: false, error: '--no-torch' } : await torchInChild(job, threads);
     if (torch.available) console.error(`[${name}] PyTorch: train ${fmtRate(torch.trainTokPerS)} tok/s, generate ${fmtRate(torch.genCacheTokPerS)} / ${fmtRate(torch.genNoCacheTokPerS)} tok/s`);
     if (ours && torch.available && torch.params !== ours.params) console.error(`[${name}] warning: parameter counts differ (ours ${ours.params}, PyTorch ${torch.params})`);
     if (ours && !ours.cachedEqualsUncached) console.error(`[${name}] warning: our cached and uncached greedy outputs differ`);
@@ -330,7 +360,8 @@ async function main(): Promise<void> {
 
   const torchInfo = rows.find((r) => r.torch.available)?.torch;
   const backend = rows.find((r) => r.ours)?.ours?.backend ?? '–';
-  const threadNote = backend === 'wasm' ? '1 thread, since tfjs turns wasm threads off in Node' : backend === 'cpu' ? 'plain JS, 1 thread' : 'libtensorflow, its own thread pool';
+  const threadNote = backend === 'wasm' ? '1 thread, since tfjs turns wasm threads off in Node' : backend === 'cpu' ? 'plain JS, 1 thread'
+    : threads !== undefined ? `libtensorflow, TF_NUM_INTRAOP_THREADS=${threads}` : 'libtensorflow, its own thread pool (every core)';
   const lines: string[] = [];
   lines.push(`ours: tfjs ${tf.version_core}, backend ${backend} (${threadNote}), Node ${process.version}`);
   if (torchInfo) {
@@ -356,6 +387,18 @@ async function main(): Promise<void> {
   }
   lines.push('');
   lines.push(`ratio = ours / PyTorch (speed: above 1 = ours faster; memory: below 1 = ours smaller). Total bench time ${((Date.now() - t0) / 1000).toFixed(0)} s.`);
+  lines.push('');
+  lines.push('The same rates per CPU-second of the process (user + system time), which other load on the machine disturbs less:');
+  lines.push('');
+  lines.push('| size | train ours \\| torch \\| ratio | gen, KV cache: ours \\| torch \\| ratio | gen, no cache: ours \\| torch \\| ratio |');
+  lines.push('|---|---|---|---|');
+  for (const { name, ours, torch } of rows) {
+    const o: Partial<CpuRates> = ours?.cpu ?? {};
+    const t: Partial<CpuRates> = (torch.available ? torch.cpu : undefined) ?? {};
+    lines.push(`| ${name} | ${fmtRate(o.trainTokPerS)} \\| ${fmtRate(t.trainTokPerS)} \\| ${fmtRatio(o.trainTokPerS, t.trainTokPerS)} ` +
+      `| ${fmtRate(o.genCacheTokPerS)} \\| ${fmtRate(t.genCacheTokPerS)} \\| ${fmtRatio(o.genCacheTokPerS, t.genCacheTokPerS)} ` +
+      `| ${fmtRate(o.genNoCacheTokPerS)} \\| ${fmtRate(t.genNoCacheTokPerS)} \\| ${fmtRatio(o.genNoCacheTokPerS, t.genNoCacheTokPerS)} |`);
+  }
   console.log(`\nmodel throughput\n${lines.join('\n')}`);
   if (values.json) writeFileSync(values.json, JSON.stringify({ backend, warmup, rows }, null, 2));
 }

@@ -20,9 +20,14 @@ import statistics
 import sys
 import time
 
-# Every core: torch.set_num_threads(os.cpu_count()) below, and no 1-thread limits inherited from the environment.
+# Every core: torch.set_num_threads(os.cpu_count()) below, and no thread limits inherited from the environment, unless
+# the bench asks for N threads (CM2_BENCH_THREADS, its --threads option).
+THREADS = int(os.environ["CM2_BENCH_THREADS"]) if os.environ.get("CM2_BENCH_THREADS") else None
 for var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
-    os.environ.pop(var, None)
+    if THREADS is None:
+        os.environ.pop(var, None)
+    else:
+        os.environ[var] = str(THREADS)
 
 
 def emit(obj):
@@ -40,7 +45,7 @@ def main():
         emit({"available": False, "error": f"{type(e).__name__}: {e}"})
         return
 
-    torch.set_num_threads(os.cpu_count() or 1)
+    torch.set_num_threads(THREADS or os.cpu_count() or 1)
     torch.manual_seed(job.get("seed", 0))
     transformers.logging.set_verbosity_error()
 
@@ -76,10 +81,13 @@ def main():
     for _ in range(job.get("warmup", 1)):
         losses.append(train_step())
     step_ms = []
+    step_cpu_ms = []
     for _ in range(job["steps"]):
         t0 = time.perf_counter()
+        c0 = time.process_time()
         losses.append(train_step())
         step_ms.append((time.perf_counter() - t0) * 1000)
+        step_cpu_ms.append((time.process_time() - c0) * 1000)
     train_tps = B * T / (statistics.median(step_ms) / 1000)
 
     # Generation: random prompts, greedy, exactly newTokens per sequence (no EOS).
@@ -98,12 +106,16 @@ def main():
         return out[:, prompts.shape[1]:]
 
     gen_result = {}
+    cpu_rates = {"trainTokPerS": B * T / (statistics.median(step_cpu_ms) / 1000)}
     outputs = {}
     for use_cache in (True, False):
         run_gen(use_cache, 4)  # warm-up
         t0 = time.perf_counter()
+        c0 = time.process_time()
         out = run_gen(use_cache, gen["newTokens"] if use_cache else gen.get("noCacheTokens", gen["newTokens"]))
         sec = time.perf_counter() - t0
+        cpu_sec = time.process_time() - c0
+        cpu_rates["genCacheTokPerS" if use_cache else "genNoCacheTokPerS"] = out.numel() / cpu_sec
         outputs[use_cache] = out
         gen_result["genCacheTokPerS" if use_cache else "genNoCacheTokPerS"] = out.numel() / sec
         gen_result["genCacheNewTokens" if use_cache else "genNoCacheNewTokens"] = out.numel()
@@ -114,6 +126,7 @@ def main():
         "params": params,
         "trainTokPerS": train_tps,
         "trainStepMs": step_ms,
+        "cpu": cpu_rates,
         "losses": losses,
         **gen_result,
         "cachedEqualsUncached": bool(torch.equal(outputs[True][:, :outputs[False].shape[1]], outputs[False])),

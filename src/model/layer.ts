@@ -9,6 +9,7 @@
  * The math is HF's Qwen2/Qwen3 decoder layer; test/unit/modelNative.test.ts compares its gradients with tf's own.
  */
 import * as tf from '@tensorflow/tfjs';
+import { attr, nativeOp } from './native';
 
 /** A layer's parameters in the model's internal layout (Linear weights [in, out]). */
 export interface LayerParams {
@@ -47,8 +48,8 @@ export interface LayerContext {
   sinK: tf.Tensor3D;
   /** rotate_half as a [d, d] matrix */
   rotate: tf.Tensor2D;
-  /** additive attention bias [B, 1, T, T] (causal and padding) */
-  bias: tf.Tensor4D;
+  /** additive attention bias (causal and padding) per query chunk (causalChunks(T)): [B, 1, b − a, 1, b] */
+  biasChunks: tf.Tensor[];
 }
 
 /** x [B·T, hidden] → the layer's output [B·T, hidden]. */
@@ -77,7 +78,8 @@ export function decoderLayer(x: tf.Tensor2D, p: LayerParams, ctx: LayerContext):
 
 /** Saved tensors, in this order. */
 interface Saved {
-  x: tf.Tensor;
+  /** x·r1: the input norm before its weight (folded into the q|k|v weights) */
+  xr1: tf.Tensor;
   r1: tf.Tensor;
   q3: tf.Tensor;
   rq: tf.Tensor;
@@ -86,23 +88,65 @@ interface Saved {
   q4: tf.Tensor;
   k4: tf.Tensor;
   v4: tf.Tensor;
-  probs: tf.Tensor;
   attn: tf.Tensor;
-  x2: tf.Tensor;
+  /** x2·r2: the post-attention norm before its weight (folded into the gate and up weights) */
+  xr2: tf.Tensor;
   r2: tf.Tensor;
   gate: tf.Tensor;
   up: tf.Tensor;
   sg: tf.Tensor;
+  silu: tf.Tensor;
   cosQ: tf.Tensor;
   sinQ: tf.Tensor;
   cosK: tf.Tensor;
   sinK: tf.Tensor;
 }
-const SAVED_KEYS: (keyof Saved)[] = ['x', 'r1', 'q3', 'rq', 'k3', 'rk', 'q4', 'k4', 'v4', 'probs', 'attn', 'x2', 'r2', 'gate', 'up', 'sg', 'cosQ', 'sinQ', 'cosK', 'sinK'];
+const SAVED_KEYS: (keyof Saved)[] = ['xr1', 'r1', 'q3', 'rq', 'k3', 'rk', 'q4', 'k4', 'v4', 'attn', 'xr2', 'r2', 'gate', 'up', 'sg', 'silu', 'cosQ', 'sinQ', 'cosK', 'sinK'];
+// ...followed by the attention probabilities of each query chunk.
+
+/** Queries per attention chunk: causal attention skips the keys after a chunk's last query. */
+const CHUNK = 128;
+
+/**
+ * Query chunks [a, b) of a causal sequence of length T: chunk c attends keys [0, b) only, which skips the masked
+ * upper triangle blockwise (3/8 of the attention work at T = 512).
+ */
+export function causalChunks(T: number, size = CHUNK): [number, number][] {
+  const n = Math.max(1, Math.round(T / size));
+  return Array.from({ length: n }, (_, c) => [Math.round((c * T) / n), Math.round(((c + 1) * T) / n)] as [number, number]);
+}
 
 /** 1 / sqrt(mean(x²) + eps) over the last axis (kept as size 1). */
 function invRms(x: tf.Tensor, eps: number): tf.Tensor {
   return tf.rsqrt(tf.add(tf.mean(tf.square(x), -1, true), eps));
+}
+
+/** dy·y·(1 − y) in one op (TensorFlow's SigmoidGrad). */
+function sigmoidGrad(y: tf.Tensor, dy: tf.Tensor): tf.Tensor {
+  return nativeOp('SigmoidGrad', [y, dy], [attr.type('T', 'float32')]);
+}
+
+/** diag(w)·W: row i of W times w[i]. */
+function scaleRows(w: tf.Tensor, m: tf.Tensor): tf.Tensor2D {
+  return tf.mul(tf.reshape(w, [-1, 1]), m) as tf.Tensor2D;
+}
+
+/** Backward of y = x·r with r = invRms(x), given dy, xr = x·r and r. */
+function unitNormBackward(dy: tf.Tensor, xr: tf.Tensor, r: tf.Tensor): tf.Tensor {
+  return tf.mul(r, tf.sub(dy, tf.mul(xr, tf.mean(tf.mul(dy, xr), -1, true))));
+}
+
+/**
+ * Backward of Y = X·(diag(w)·W) for Y's gradient dY: dX, and the gradients of w (rowsum of dM ⊙ W) and of W
+ * (diag(w)·dM), with dM = Xᵀ·dY the gradient of the folded matrix.
+ */
+function foldedBackward(dY: tf.Tensor, X: tf.Tensor, w: tf.Tensor, W: tf.Tensor): { dX: tf.Tensor; dw: tf.Tensor; dW: tf.Tensor } {
+  const dM = tf.matMul(X, dY, true, false);
+  return {
+    dX: tf.matMul(dY, scaleRows(w, W), false, true),
+    dw: tf.sum(tf.mul(dM, W), 1),
+    dW: scaleRows(w, dM),
+  };
 }
 
 /** RMSNorm backward for y = x·r·w: (dx, dw) given dy, x, r = invRms(x), w; dw summed over all leading axes. */
@@ -118,9 +162,10 @@ function forward(x: tf.Tensor2D, w: Partial<Record<ParamName, tf.Tensor>>, ctx: 
   const { B, T, heads: H, kvHeads: K, headDim: hd, eps } = ctx;
   const N = B * T;
   const G = H / K;
+  // norm(x)·W = (x·r1)·(diag(w)·W): the norm's weight goes into the (small) weight matrix, not the activations.
   const r1 = invRms(x, ctx.eps);
-  const h = tf.mul(tf.mul(x, r1), w.inNorm!);
-  let qkv = tf.matMul(h, tf.concat([w.q!, w.k!, w.v!], 1) as tf.Tensor2D);
+  const xr1 = tf.mul(x, r1);
+  let qkv = tf.matMul(xr1, scaleRows(w.inNorm!, tf.concat([w.q!, w.k!, w.v!], 1)));
   if (w.qb) qkv = tf.add(qkv, tf.concat([w.qb, w.kb!, w.vb!]));
   const [q, k, v] = tf.split(qkv, [H * hd, K * hd, K * hd], 1) as [tf.Tensor2D, tf.Tensor2D, tf.Tensor2D];
   const q3 = tf.reshape(q, [N, H, hd]);
@@ -138,69 +183,93 @@ function forward(x: tf.Tensor2D, w: Partial<Record<ParamName, tf.Tensor>>, ctx: 
   const rope = (t: tf.Tensor, c: tf.Tensor, s: tf.Tensor): tf.Tensor => tf.add(tf.mul(t, c), tf.mul(tf.matMul(t, ctx.rotate), s));
   const qr = rope(qn, ctx.cosQ, ctx.sinQ);
   const kr = rope(kn, ctx.cosK, ctx.sinK);
-  // Head layout: [B, K, G·T, d] for queries (head h = kv head · G + g), [B, K, T, d] for keys and values.
-  const q4 = tf.reshape(tf.transpose(tf.reshape(qr, [B, T, H, hd]), [0, 2, 1, 3]), [B, K, G * T, hd]);
+  // Head layout: queries [B, K, T·G, d] (row t·G + g is query head kv·G + g at position t), keys and values
+  // [B, K, T, d]. Per query chunk [a, b): scores against keys [0, b), bias, softmax, ·v.
+  const q4 = tf.reshape(tf.transpose(tf.reshape(qr, [B, T, K, G, hd]), [0, 2, 1, 3, 4]), [B, K, T * G, hd]);
   const k4 = tf.transpose(tf.reshape(kr, [B, T, K, hd]), [0, 2, 1, 3]);
   const v4 = tf.transpose(tf.reshape(v, [B, T, K, hd]), [0, 2, 1, 3]);
-  const scores = tf.reshape(tf.matMul(q4, k4, false, true), [B, H, T, T]);
-  const probs = tf.reshape(tf.softmax(tf.add(scores, ctx.bias)), [B, K, G * T, T]);
-  const o = tf.matMul(probs, v4);
-  const attn = tf.reshape(tf.transpose(tf.reshape(o, [B, H, T, hd]), [0, 2, 1, 3]), [N, H * hd]);
+  const chunks = causalChunks(T);
+  const probs: tf.Tensor[] = [];
+  const outs = chunks.map(([a, b], c) => {
+    const n = b - a;
+    const qc = chunks.length === 1 ? q4 : tf.slice(q4, [0, 0, a * G, 0], [B, K, n * G, hd]);
+    const kc = b === T ? k4 : tf.slice(k4, [0, 0, 0, 0], [B, K, b, hd]);
+    const vc = b === T ? v4 : tf.slice(v4, [0, 0, 0, 0], [B, K, b, hd]);
+    const bias = ctx.biasChunks[c]!;
+    const scores = tf.reshape(tf.matMul(qc, kc, false, true), [B, K, n, G, b]);
+    const p = tf.reshape(tf.softmax(tf.add(scores, bias)), [B, K, n * G, b]);
+    probs.push(p);
+    return tf.matMul(p, vc);
+  });
+  const o = outs.length === 1 ? outs[0]! : tf.concat(outs, 2);
+  const attn = tf.reshape(tf.transpose(tf.reshape(o, [B, K, T, G, hd]), [0, 2, 1, 3, 4]), [N, H * hd]);
   let y1 = tf.matMul(attn, w.o! as tf.Tensor2D);
   if (w.ob) y1 = tf.add(y1, w.ob);
   const x2 = tf.add(x, y1);
   const r2 = invRms(x2, eps);
-  const h2 = tf.mul(tf.mul(x2, r2), w.postNorm!) as tf.Tensor2D;
-  const gate = tf.matMul(h2, w.gate! as tf.Tensor2D);
-  const up = tf.matMul(h2, w.up! as tf.Tensor2D);
+  const xr2 = tf.mul(x2, r2);
+  const gate = tf.matMul(xr2, scaleRows(w.postNorm!, w.gate!));
+  const up = tf.matMul(xr2, scaleRows(w.postNorm!, w.up!));
   const sg = tf.sigmoid(gate);
-  const act = tf.mul(tf.mul(gate, sg), up) as tf.Tensor2D;
-  const value = tf.add(x2, tf.matMul(act, w.down! as tf.Tensor2D)) as tf.Tensor2D;
+  const silu = tf.mul(gate, sg);
+  const value = tf.add(x2, tf.matMul(tf.mul(silu, up), w.down! as tf.Tensor2D)) as tf.Tensor2D;
   const saved: Saved = {
-    x, r1, q3, rq, k3, rk, q4, k4, v4, probs, attn, x2, r2, gate, up, sg,
+    xr1, r1, q3, rq, k3, rk, q4, k4, v4, attn, xr2, r2, gate, up, sg, silu,
     cosQ: ctx.cosQ, sinQ: ctx.sinQ, cosK: ctx.cosK, sinK: ctx.sinK,
   };
-  return { value, saved: SAVED_KEYS.map((key) => saved[key]) };
+  return { value, saved: [...SAVED_KEYS.map((key) => saved[key]), ...probs] };
 }
 
 function backward(dy: tf.Tensor2D, list: tf.Tensor[], w: Partial<Record<ParamName, tf.Tensor>>, ctx: LayerContext): { dx: tf.Tensor; dw: Partial<Record<ParamName, tf.Tensor>> } {
   const s = Object.fromEntries(SAVED_KEYS.map((key, i) => [key, list[i]!])) as unknown as Saved;
+  const probs = list.slice(SAVED_KEYS.length);
   const { B, T, heads: H, kvHeads: K, headDim: hd } = ctx;
   const N = B * T;
   const G = H / K;
   const dw: Partial<Record<ParamName, tf.Tensor>> = {};
   const sumRows = (t: tf.Tensor): tf.Tensor => tf.sum(t, 0);
 
-  // MLP: out = x2 + (silu(gate)·up) @ Wd, gate = h2 @ Wg, up = h2 @ Wu, h2 = norm(x2)
-  const silu = tf.mul(s.gate, s.sg);
-  const act = tf.mul(silu, s.up);
-  dw.down = tf.matMul(act, dy, true, false);
+  // MLP: out = x2 + (silu(gate)·up) @ Wd, gate = (x2·r2) @ diag(w2)·Wg, up = (x2·r2) @ diag(w2)·Wu
+  dw.down = tf.matMul(tf.mul(s.silu, s.up), dy, true, false);
   const dAct = tf.matMul(dy, w.down!, false, true);
-  const dUp = tf.mul(dAct, silu);
-  // d silu / d gate = sg·(1 + gate·(1 − sg)) = sg·(1 + gate − silu)
-  const dGate = tf.mul(tf.mul(dAct, s.up), tf.mul(s.sg, tf.add(tf.sub(s.gate, silu), 1)));
-  const xr2 = tf.mul(s.x2, s.r2);
-  const h2 = tf.mul(xr2, w.postNorm!);
-  dw.gate = tf.matMul(h2, dGate, true, false);
-  dw.up = tf.matMul(h2, dUp, true, false);
-  const dh2 = tf.add(tf.matMul(dGate, w.gate!, false, true), tf.matMul(dUp, w.up!, false, true));
-  const n2 = normBackward(dh2, s.x2, s.r2, w.postNorm!);
-  dw.postNorm = n2.dw;
-  const dx2 = tf.add(dy, n2.dx);
+  const dUp = tf.mul(dAct, s.silu);
+  // d silu / d gate = sg + gate·sg·(1 − sg), the last term TensorFlow's SigmoidGrad(sg, gate)
+  const dGate = tf.mul(tf.mul(dAct, s.up), tf.add(s.sg, sigmoidGrad(s.sg, s.gate)));
+  const fg = foldedBackward(dGate, s.xr2, w.postNorm!, w.gate!);
+  const fu = foldedBackward(dUp, s.xr2, w.postNorm!, w.up!);
+  dw.gate = fg.dW;
+  dw.up = fu.dW;
+  dw.postNorm = tf.add(fg.dw, fu.dw);
+  const dx2 = tf.add(dy, unitNormBackward(tf.add(fg.dX, fu.dX), s.xr2, s.r2));
 
   // Attention: x2 = x + attn @ Wo (+ bo)
   dw.o = tf.matMul(s.attn, dx2, true, false);
   if (w.ob) dw.ob = sumRows(dx2);
   const dAttn = tf.matMul(dx2, w.o!, false, true);
-  // D = rowsum(dO·O) per (b, h, t), from rows [N, H, d] into head layout [B, K, G·T, 1]
+  // D = rowsum(dO·O) per (b, t, h), from rows [N, H, d] into the queries' head layout [B, K, T·G, 1]
   const dRows = tf.sum(tf.mul(tf.reshape(dAttn, [N, H, hd]), tf.reshape(s.attn, [N, H, hd])), -1);
-  const D = tf.reshape(tf.transpose(tf.reshape(dRows, [B, T, H]), [0, 2, 1]), [B, K, G * T, 1]);
-  const dO = tf.reshape(tf.transpose(tf.reshape(dAttn, [B, T, H, hd]), [0, 2, 1, 3]), [B, K, G * T, hd]);
-  const dV4 = tf.matMul(s.probs, dO, true, false);
-  const dS = tf.mul(s.probs, tf.sub(tf.matMul(dO, s.v4, false, true), D));
-  const dQ4 = tf.matMul(dS, s.k4);
-  const dK4 = tf.matMul(dS, s.q4, true, false);
-  const dqr = tf.reshape(tf.transpose(tf.reshape(dQ4, [B, H, T, hd]), [0, 2, 1, 3]), [N, H, hd]);
+  const D = tf.reshape(tf.transpose(tf.reshape(dRows, [B, T, K, G]), [0, 2, 1, 3]), [B, K, T * G, 1]);
+  const dO = tf.reshape(tf.transpose(tf.reshape(dAttn, [B, T, K, G, hd]), [0, 2, 1, 3, 4]), [B, K, T * G, hd]);
+  const chunks = causalChunks(T);
+  const dQs: tf.Tensor[] = [];
+  const dKs: tf.Tensor[] = [];
+  const dVs: tf.Tensor[] = [];
+  chunks.forEach(([a, b], c) => {
+    const n = b - a;
+    const rows = (t: tf.Tensor, width: number): tf.Tensor => (chunks.length === 1 ? t : tf.slice(t, [0, 0, a * G, 0], [B, K, n * G, width]));
+    const keys = (t: tf.Tensor): tf.Tensor => (b === T ? t : tf.slice(t, [0, 0, 0, 0], [B, K, b, hd]));
+    const p = probs[c]!;
+    const dOc = rows(dO, hd);
+    const dS = tf.mul(p, tf.sub(tf.matMul(dOc, keys(s.v4), false, true), rows(D, 1)));
+    dQs.push(tf.matMul(dS, keys(s.k4)));
+    const pad = (t: tf.Tensor): tf.Tensor => (b === T ? t : tf.pad(t, [[0, 0], [0, 0], [0, T - b], [0, 0]]));
+    dKs.push(pad(tf.matMul(dS, rows(s.q4, hd), true, false)));
+    dVs.push(pad(tf.matMul(p, dOc, true, false)));
+  });
+  const dQ4 = dQs.length === 1 ? dQs[0]! : tf.concat(dQs, 2);
+  const dK4 = dKs.length === 1 ? dKs[0]! : tf.addN(dKs);
+  const dV4 = dVs.length === 1 ? dVs[0]! : tf.addN(dVs);
+  const dqr = tf.reshape(tf.transpose(tf.reshape(dQ4, [B, K, T, G, hd]), [0, 2, 1, 3, 4]), [N, H, hd]);
   const dkr = tf.reshape(tf.transpose(dK4, [0, 2, 1, 3]), [N, K, hd]);
   const dv = tf.reshape(tf.transpose(dV4, [0, 2, 1, 3]), [N, K * hd]);
   // RoPE: y = x·C + (x·R)·S  ⇒  dx = dy·C − (dy·S)·R
@@ -216,13 +285,9 @@ function backward(dy: tf.Tensor2D, list: tf.Tensor[], w: Partial<Record<ParamNam
     dk = nk.dx;
   }
   const dqkv = tf.concat([tf.reshape(dq, [N, H * hd]), tf.reshape(dk, [N, K * hd]), dv], 1);
-  const xr1 = tf.mul(s.x, s.r1);
-  const h = tf.mul(xr1, w.inNorm!);
-  const dW = tf.matMul(h, dqkv, true, false);
-  [dw.q, dw.k, dw.v] = tf.split(dW, [H * hd, K * hd, K * hd], 1);
+  const f1 = foldedBackward(dqkv, s.xr1, w.inNorm!, tf.concat([w.q!, w.k!, w.v!], 1));
+  [dw.q, dw.k, dw.v] = tf.split(f1.dW, [H * hd, K * hd, K * hd], 1);
   if (w.qb) [dw.qb, dw.kb, dw.vb] = tf.split(sumRows(dqkv), [H * hd, K * hd, K * hd]);
-  const dh = tf.matMul(dqkv, tf.concat([w.q!, w.k!, w.v!], 1), false, true);
-  const n1 = normBackward(dh, s.x, s.r1, w.inNorm!);
-  dw.inNorm = n1.dw;
-  return { dx: tf.add(dx2, n1.dx), dw };
+  dw.inNorm = f1.dw;
+  return { dx: tf.add(dx2, unitNormBackward(f1.dX, s.xr1, s.r1)), dw };
 }

@@ -31,7 +31,7 @@
 import * as tf from '@tensorflow/tfjs';
 import { parseQwenConfig, qwenDims, type QwenConfig, type QwenDims } from './config';
 import { isNative, rawOps } from './native';
-import { decoderLayer, type LayerContext } from './layer';
+import { causalChunks, decoderLayer, type LayerContext } from './layer';
 import { attention as batchedAttention, embeddingLookup, headLogprobs, linear, matMul2d, rmsNorm, rope, ropeTables, rotateHalfMatrix, swiGlu, targetLogprobs, usingReferenceOps } from './ops';
 import { Rng } from './random';
 
@@ -177,7 +177,9 @@ export class QwenModel {
       const data = values(spec);
       const size = spec.shape.reduce((a, b) => a * b, 1);
       if (data.length !== size) throw new Error(`weight ${spec.name}: ${data.length} values, expected ${size} (shape [${spec.shape.join(', ')}])`);
-      this.params.set(spec.name, tf.variable(this.toInternal(spec, data), true));
+      const initial = this.toInternal(spec, data);
+      this.params.set(spec.name, tf.variable(initial, true));
+      initial.dispose(); // the variable holds the data; the initial tensor's reference would keep it forever
     }
     for (let i = 0; i < this.dims.layers; i++) {
       const p = `model.layers.${i}.`;
@@ -401,7 +403,7 @@ export class QwenModel {
       const ctx: LayerContext = {
         B, T, heads: d.heads, kvHeads: d.kvHeads, headDim: d.headDim, eps: d.eps,
         cosQ: tf.mul(c3, scale), sinQ: tf.mul(s3, scale), cosK: c3, sinK: s3, rotate: this.rotate,
-        bias: tf.tensor4d(this.biasData(B, T, 0, T, keyMask), [B, 1, T, T]),
+        biasChunks: this.biasChunks(B, T, keyMask),
       };
       for (const L of this.layerVars) {
         x = decoderLayer(x, { inNorm: L.inNorm, q: L.q, k: L.k, v: L.v, qb: L.qb, kb: L.kb, vb: L.vb, qNorm: L.qNorm, kNorm: L.kNorm, o: L.o, ob: L.ob, postNorm: L.postNorm, gate: L.gate, up: L.up, down: L.down }, ctx);
@@ -446,6 +448,17 @@ export class QwenModel {
       }
     }
     return data;
+  }
+
+  /** The training attention bias cut into the query chunks of layer.ts, each [B, 1, b − a, 1, b]. */
+  private biasChunks(B: number, T: number, keyMask?: number[][]): tf.Tensor[] {
+    const full = this.biasData(B, T, 0, T, keyMask);
+    return causalChunks(T).map(([a, b]) => {
+      const n = b - a;
+      const data = new Float32Array(B * n * b);
+      for (let s = 0; s < B; s++) for (let t = 0; t < n; t++) data.set(full.subarray((s * T + a + t) * T, (s * T + a + t) * T + b), (s * n + t) * b);
+      return tf.tensor(data, [B, 1, n, 1, b]);
+    });
   }
 
   /** Additive attention bias per sequence, [T, S] (wasm / cpu paths). */
