@@ -9,8 +9,7 @@
  * temperature > 0, the logits are read and sampled on the host: softmax of logits / temperature, restricted to the
  * smallest set of most likely tokens whose probability reaches topP, drawn with a seeded PRNG (same seed, same tokens).
  */
-import * as tf from '@tensorflow/tfjs';
-import { isNative, sparseSoftmaxCrossEntropy } from './native';
+import { isNative } from './native';
 import type { QwenModel } from './qwen';
 import { Rng } from './random';
 
@@ -121,20 +120,20 @@ function* generateSteps(model: QwenModel, prompts: number[][], opts: GenerateOpt
     let input = ids;
     let inputPositions = positions;
     for (let step = 0; step < opts.maxNewTokens; step++) {
-      const logitsT = model.forward(input, { positions: inputPositions, keyMask, cache, lastOnly: true });
       let pick: (b: number) => { tok: number; logprob: number };
       if (onDevice) {
-        const { ids: picked, logprobs: lp } = greedyOnDevice(logitsT);
-        pick = (b) => ({ tok: picked[b]!, logprob: lp[b]! });
+        const picked = model.greedyStep(input, { positions: inputPositions, keyMask, cache });
+        pick = (b) => ({ tok: picked.ids[b]!, logprob: picked.logprobs[b]! });
       } else {
+        const logitsT = model.forward(input, { positions: inputPositions, keyMask, cache, lastOnly: true });
         const logits = logitsT.dataSync();
+        logitsT.dispose();
         pick = (b) => {
           const row = logits.subarray(b * V, (b + 1) * V);
           const tok = sampleToken(row, temperature, topP, rng);
           return { tok, logprob: logProbOf(row, tok) };
         };
       }
-      logitsT.dispose();
       const next: number[] = [];
       for (let b = 0; b < B; b++) {
         if (finished[b]) {
@@ -165,19 +164,6 @@ function* generateSteps(model: QwenModel, prompts: number[][], opts: GenerateOpt
     if (cache) model.disposeCache(cache);
   }
   return { tokens, finished, logprobs };
-}
-
-/** Greedy tokens of logits [B, 1, V] and their log-probabilities, computed on the device (native TensorFlow). */
-function greedyOnDevice(logits: tf.Tensor3D): { ids: Int32Array; logprobs: Float32Array } {
-  const [B, , V] = logits.shape;
-  const [ids, loss] = tf.tidy(() => {
-    const rows = tf.reshape(logits, [B, V]) as tf.Tensor2D;
-    const best = tf.argMax(rows, -1) as tf.Tensor1D;
-    return [best, sparseSoftmaxCrossEntropy(rows, best).loss];
-  });
-  const out = { ids: ids.dataSync() as Int32Array, logprobs: (loss.dataSync() as Float32Array).map((x) => -x) };
-  tf.dispose([ids, loss]);
-  return out;
 }
 
 /** log softmax(row)[tok], computed stably in float64. */

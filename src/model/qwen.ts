@@ -30,7 +30,8 @@
  */
 import * as tf from '@tensorflow/tfjs';
 import { parseQwenConfig, qwenDims, type QwenConfig, type QwenDims } from './config';
-import { isNative, rawOps } from './native';
+import { buildDecodeGraph, type DecodeGraph } from './decodeGraph';
+import { isNative, rawOps, sparseSoftmaxCrossEntropy } from './native';
 import { causalChunks, decoderLayer, type LayerContext } from './layer';
 import { attention as batchedAttention, embeddingLookup, headLogprobs, linear, matMul2d, rmsNorm, rope, ropeTables, rotateHalfMatrix, swiGlu, targetLogprobs, usingReferenceOps } from './ops';
 import { Rng } from './random';
@@ -166,6 +167,8 @@ export class QwenModel {
   private readonly layerVars: LayerVars[] = [];
   private readonly rotate: tf.Tensor2D;
   private fused: (FusedLayer | undefined)[] = [];
+  /** the native decoding-step graph: undefined until first needed, null when unavailable or switched off */
+  private decodeGraph?: DecodeGraph | null;
   /** native inference constants (headConstants) */
   private headConst?: { a: tf.Tensor; c: tf.Tensor; m: tf.Tensor; e: tf.Tensor; eps: tf.Tensor };
 
@@ -232,9 +235,26 @@ export class QwenModel {
    * needed, so a large checkpoint is never held whole next to the model (src/model/checkpoint.ts streams it from disk).
    * Built inside tf.tidy, so the initial tensor of every variable is released once the variable holds its data (else
    * it keeps a reference and dispose() frees nothing); tensors the model keeps as fields are returned, hence kept.
+   * Each new variable is used once (a reshape) as soon as it exists: tfjs-node keeps a tensor's values in JS memory
+   * until an op first reads them, so without this the whole checkpoint would sit in JS garbage next to the model.
    */
   static fromLoader(config: QwenConfig, load: (name: string, shape: number[]) => Float32Array): QwenModel {
-    const build = () => new QwenModel(config, (spec) => load(spec.name, [...spec.shape])) as unknown as tf.TensorContainer;
+    const seen = new Set(Object.keys(tf.engine().registeredVariables));
+    const touchNew = () => {
+      for (const [name, v] of Object.entries(tf.engine().registeredVariables)) {
+        if (seen.has(name)) continue;
+        seen.add(name);
+        tf.dispose(tf.reshape(v, [-1]));
+      }
+    };
+    const build = () => {
+      const model = new QwenModel(config, (spec) => {
+        touchNew();
+        return load(spec.name, [...spec.shape]);
+      });
+      touchNew();
+      return model as unknown as tf.TensorContainer;
+    };
     return tf.tidy(build) as unknown as QwenModel;
   }
 
@@ -641,9 +661,105 @@ export class QwenModel {
       });
       return { buffer, layers } as unknown as tf.TensorContainer;
     }) as unknown as { buffer: tf.Tensor; layers: NativeCache['layers'] };
+    // Kept: the cache outlives whatever tidy scope the forward call that allocates it runs in.
+    tf.keep(next.buffer);
+    for (const l of next.layers) [l.rows, l.keys, l.values].forEach((t) => tf.keep(t));
     if (have) this.disposeCache({ length: 0, layers: [], native: have });
     cache.native = { batch: B, capacity, ...next };
     return cache.native;
+  }
+
+  /**
+   * Greedy next token of the last position of each sequence and its log-probability under the raw distribution. On
+   * native TensorFlow both are computed on the device (a KV-cached step with one token per sequence runs as one graph)
+   * and only these 2·B numbers are read; elsewhere the logits are read and the argmax taken on the host (lowest id on
+   * ties). Same options as forward.
+   */
+  greedyStep(ids: number[][], opts: ForwardOptions = {}): { ids: number[]; logprobs: number[] } {
+    if (isNative() && !taping()) {
+      const fromGraph = this.graphStep(ids, opts, ['ids_out', 'nll']);
+      const [best, nll] = fromGraph ?? tf.tidy(() => {
+        const logits = this.forward(ids, { ...opts, lastOnly: true });
+        const rows = tf.reshape(logits, [ids.length, this.dims.vocab]) as tf.Tensor2D;
+        const top = tf.argMax(rows, -1) as tf.Tensor1D;
+        return [top, sparseSoftmaxCrossEntropy(rows, top).loss];
+      });
+      const out = { ids: Array.from(best!.dataSync()), logprobs: Array.from(nll!.dataSync(), (x) => -x) };
+      tf.dispose([best!, nll!]);
+      return out;
+    }
+    const logits = this.forward(ids, { ...opts, lastOnly: true });
+    const data = logits.dataSync();
+    logits.dispose();
+    const V = this.dims.vocab;
+    const out: { ids: number[]; logprobs: number[] } = { ids: [], logprobs: [] };
+    for (let b = 0; b < ids.length; b++) {
+      const row = data.subarray(b * V, (b + 1) * V);
+      let best = 0;
+      for (let i = 1; i < V; i++) if (row[i]! > row[best]!) best = i;
+      let total = 0;
+      for (let i = 0; i < V; i++) total += Math.exp(row[i]! - row[best]!);
+      out.ids.push(best);
+      out.logprobs.push(-Math.log(total));
+    }
+    return out;
+  }
+
+  /** The decoding-step graph, built on first use (CM2_TF_GRAPH=0 switches it off; a build failure is reported once). */
+  private stepGraph(): DecodeGraph | null {
+    if (this.decodeGraph !== undefined) return this.decodeGraph;
+    if (process.env.CM2_TF_GRAPH === '0') return (this.decodeGraph = null);
+    try {
+      this.decodeGraph = buildDecodeGraph(this.dims, rotateHalfMatrix(this.dims.headDim));
+    } catch (e) {
+      console.warn(`decoding graph unavailable, decoding op by op: ${(e as Error).message.split('\n')[0]}`);
+      this.decodeGraph = null;
+    }
+    return this.decodeGraph;
+  }
+
+  /**
+   * One KV-cached step with one token per sequence through the decoding graph; returns the fetched tensors, or
+   * undefined when the graph does not apply (not cached, more than one token, graph unavailable).
+   */
+  private graphStep(ids: number[][], opts: ForwardOptions, fetch: string[]): tf.Tensor[] | undefined {
+    const cache = opts.cache;
+    if (!cache || ids[0]!.length !== 1 || cache.length === 0) return undefined;
+    const graph = this.stepGraph();
+    if (!graph) return undefined;
+    const d = this.dims;
+    const B = ids.length;
+    const past = cache.length;
+    const store = this.nativeCache(cache, B, past + 1);
+    const K = d.kvHeads;
+    const S = store.capacity;
+    const { cos, sin } = ropeTables(this.positionsOf(B, 1, past, opts.positions), d.headDim, d.ropeTheta);
+    const slots = new Int32Array(B * 2 * K);
+    for (let b = 0, o = 0; b < B; b++) for (let j = 0; j < 2; j++) for (let g = 0; g < K; g++) slots[o++] = ((j * B + b) * K + g) * S + past;
+    const step = [
+      tf.tensor1d(ids.map((r) => r[0]!), 'int32'),
+      tf.tensor3d(cos, [B, 1, d.headDim]),
+      tf.tensor3d(sin, [B, 1, d.headDim]),
+      tf.tensor4d(this.biasData(B, 1, past, S, opts.keyMask), [B, 1, 1, S]),
+      tf.tensor1d(slots, 'int32'),
+    ];
+    const feeds: tf.Tensor[] = [...step, rawOps().ints([2, B, K, S, d.headDim]), this.w('model.embed_tokens.weight'), this.w('model.norm.weight')];
+    if (graph.untiedHead) feeds.push(this.w('lm_head.weight'));
+    this.layerVars.forEach((L, i) => {
+      const F = this.fusedLayer(i);
+      feeds.push(F.wqkv);
+      if (graph.layer.bqkv) feeds.push(F.bqkv!);
+      if (graph.layer.headNorm) feeds.push(F.headNorm!);
+      feeds.push(L.o);
+      if (graph.layer.ob) feeds.push(L.ob!);
+      feeds.push(L.postNorm, L.gate, L.up, L.down, store.layers[i]!.rows);
+    });
+    try {
+      return graph.session.run(feeds, fetch);
+    } finally {
+      tf.dispose(step);
+      cache.length = past + 1;
+    }
   }
 
   /**
@@ -655,6 +771,12 @@ export class QwenModel {
     const d = this.dims;
     const B = ids.length;
     const T = ids[0]!.length;
+    const fromGraph = this.graphStep(ids, opts, ['logits']);
+    if (fromGraph) {
+      const out = tf.reshape(fromGraph[0]!, [B, 1, d.vocab]) as tf.Tensor3D;
+      fromGraph[0]!.dispose();
+      return out;
+    }
     const cache = opts.cache;
     const past = cache?.length ?? 0;
     const store = cache ? this.nativeCache(cache, B, past + T) : undefined;
@@ -726,6 +848,8 @@ export class QwenModel {
 
   dispose(): void {
     this.releaseFused();
+    this.decodeGraph?.session.dispose();
+    this.decodeGraph = undefined;
     tf.dispose([...this.params.values()]);
     this.params.clear();
     this.rotate.dispose();

@@ -1,0 +1,115 @@
+/**
+ * One KV-cached decoding step (one new token per sequence) of the Qwen decoder as a single TensorFlow graph, run by
+ * QwenModel on native TensorFlow in place of ~40 eager ops per layer. The math is forwardNative's (qwen.ts) for T = 1:
+ * fused q|k|v with the input norm's weight folded in, QK-norm and RoPE on all heads at once (value heads pass
+ * through), the new keys and values written into the cache buffer in place (InplaceUpdate; attention reads the
+ * updated buffer through its output, which also orders the two), attention over the cache's capacity with a bias
+ * that masks unused and padded slots, SwiGLU MLP, LM head, and the greedy token with its log-probability.
+ */
+import type { QwenDims } from './config';
+import { GraphBuilder, GraphSession } from './graph';
+
+/** Per-step inputs besides the weights, in feed order. */
+export const STEP_INPUTS = ['ids', 'cos', 'sin', 'bias', 'slots', 'cacheShape'] as const;
+
+export interface DecodeGraph {
+  session: GraphSession;
+  /** per layer, which optional weights it feeds */
+  layer: { bqkv: boolean; headNorm: boolean; ob: boolean };
+  untiedHead: boolean;
+}
+
+/**
+ * Builds the graph for a model's dimensions. Feeds: STEP_INPUTS, then embed, final norm weight, (lm_head), then per
+ * layer wqkv, (bqkv), (headNorm), o, (o bias), post-attention norm weight, gate, up, down, cache rows. Fetches
+ * 'logits' [B, V], 'ids' [B] (int32 argmax) and 'nll' [B] (−log p(ids)).
+ */
+export function buildDecodeGraph(d: QwenDims, rotate: Float32Array): DecodeGraph {
+  const g = new GraphBuilder();
+  const F = { T: { type: 'float32' } } as const;
+  const H = d.heads;
+  const K = d.kvHeads;
+  const hd = d.headDim;
+  const G = H / K;
+  const nh = H + 2 * K;
+  const scale = 1 / Math.sqrt(hd);
+  const layer = { bqkv: d.qkvBias, headNorm: d.qkNorm, ob: d.oBias };
+
+  const ids = g.placeholder('ids', 'int32', [-1]);
+  const cos = g.placeholder('cos', 'float32', [-1, 1, hd]);
+  const sin = g.placeholder('sin', 'float32', [-1, 1, hd]);
+  const bias = g.placeholder('bias', 'float32', [-1, 1, 1, -1]);
+  const slots = g.placeholder('slots', 'int32', [-1]);
+  const cacheShape = g.placeholder('cacheShape', 'int32', [5]);
+  const embed = g.placeholder('embed', 'float32', [d.vocab, d.hidden]);
+  const finalNorm = g.placeholder('final_norm', 'float32', [d.hidden]);
+  const lmHead = d.tied ? undefined : g.placeholder('lm_head', 'float32', [d.hidden, d.vocab]);
+
+  const ints = (v: number[], name: string): string => g.constant(v, [v.length], 'int32', name);
+  const scalarInt = (v: number, name: string): string => g.constant([v], [], 'int32', name);
+  const perHead = (f: (kind: 'q' | 'k' | 'v') => number, name: string): string =>
+    g.constant(Array.from({ length: nh }, (_, h) => f(h < H ? 'q' : h < H + K ? 'k' : 'v')), [1, nh, 1], 'float32', name);
+  const eps = g.constant([d.eps], [], 'float32', 'eps');
+  const lastAxis = scalarInt(-1, 'last_axis');
+  const axis0 = scalarInt(0, 'axis0');
+  const axis1 = scalarInt(1, 'axis1');
+  const shapeHeads = ints([-1, nh, hd], 'shape_heads');
+  const shapeRows = ints([-1, hd], 'shape_rows');
+  const shapeQ = ints([-1, K, G, hd], 'shape_q');
+  const shapeAttn = ints([-1, H * hd], 'shape_attn');
+  const splitSizes = ints([H, 2 * K], 'split_q_kv');
+  const R = g.constant(rotate, [hd, hd], 'float32', 'rotate');
+  const a = perHead((k) => (k === 'q' ? scale : k === 'k' ? 1 : 0), 'rope_a');
+  const c = perHead((k) => (k === 'v' ? 1 : 0), 'rope_c');
+  const m = perHead((k) => (k === 'v' ? 0 : 1), 'norm_m');
+  const e = perHead((k) => (k === 'v' ? 1 : d.eps), 'norm_e');
+
+  const op = (name: string, inputs: string[], attrs: Record<string, import('./graph').AttrSpec> = F): string => g.node(name, inputs, attrs);
+  const mul = (x: string, y: string): string => op('Mul', [x, y]);
+  const add = (x: string, y: string): string => op('AddV2', [x, y]);
+  const matMul = (x: string, y: string, tb = false): string => op('MatMul', [x, y], { ...F, transpose_a: { b: false }, transpose_b: { b: tb } });
+  const bmm = (x: string, y: string, ty = false): string => op('BatchMatMulV2', [x, y], { ...F, adj_x: { b: false }, adj_y: { b: ty } });
+  const reshape = (x: string, shape: string): string => op('Reshape', [x, shape], { ...F, Tshape: { type: 'int32' } });
+  const meanLast = (x: string): string => op('Mean', [x, lastAxis], { ...F, Tidx: { type: 'int32' }, keep_dims: { b: true } });
+  const norm = (x: string): string => mul(x, op('Rsqrt', [add(meanLast(op('Square', [x])), eps)]));
+
+  const C = add(mul(cos, a), c);
+  const S = mul(sin, a);
+  let x = op('GatherV2', [embed, ids, axis0], { Tparams: { type: 'float32' }, Tindices: { type: 'int32' }, Taxis: { type: 'int32' }, batch_dims: { i: 0 } });
+  for (let i = 0; i < d.layers; i++) {
+    const w = (n: string, shape: number[]): string => g.placeholder(`l${i}_${n}`, 'float32', shape);
+    const wqkv = w('wqkv', [d.hidden, nh * hd]);
+    const bqkv = layer.bqkv ? w('bqkv', [nh * hd]) : undefined;
+    const headNorm = layer.headNorm ? w('head_norm', [nh, hd]) : undefined;
+    const wo = w('o', [H * hd, d.hidden]);
+    const bo = layer.ob ? w('o_bias', [d.hidden]) : undefined;
+    const postNorm = w('post_norm', [d.hidden]);
+    const gate = w('gate', [d.hidden, d.intermediate]);
+    const up = w('up', [d.hidden, d.intermediate]);
+    const down = w('down', [d.intermediate, d.hidden]);
+    const rows = w('cache_rows', [-1, hd]);
+
+    let qkv = matMul(norm(x), wqkv);
+    if (bqkv) qkv = add(qkv, bqkv);
+    let heads = reshape(qkv, shapeHeads);
+    if (headNorm) heads = mul(mul(heads, op('Rsqrt', [add(mul(meanLast(op('Square', [heads])), m), e)])), headNorm);
+    heads = add(mul(heads, C), mul(bmm(heads, R), S));
+    const split = op('SplitV', [heads, splitSizes, axis1], { ...F, Tlen: { type: 'int32' }, num_split: { i: 2 } });
+    const updated = op('InplaceUpdate', [rows, slots, reshape(`${split}:1`, shapeRows)]);
+    const kv = op('Unpack', [reshape(updated, cacheShape)], { ...F, num: { i: 2 }, axis: { i: 0 } });
+    const scores = bmm(reshape(split, shapeQ), kv, true);
+    const probs = op('Softmax', [add(scores, bias)]);
+    const attn = reshape(bmm(probs, `${kv}:1`), shapeAttn);
+    let proj = matMul(attn, wo);
+    if (bo) proj = add(proj, bo);
+    x = add(x, proj);
+    const h2 = mul(norm(x), postNorm);
+    const gt = matMul(h2, gate);
+    x = add(x, matMul(mul(mul(gt, op('Sigmoid', [gt])), matMul(h2, up)), down));
+  }
+  const xf = mul(norm(x), finalNorm);
+  const logits = g.node('Identity', [lmHead ? matMul(xf, lmHead) : matMul(xf, embed, true)], F, 'logits');
+  const best = g.node('ArgMax', [logits, lastAxis], { ...F, Tidx: { type: 'int32' }, output_type: { type: 'int32' } }, 'ids_out');
+  g.node('SparseSoftmaxCrossEntropyWithLogits', [logits, best], { ...F, Tlabels: { type: 'int32' } }, 'nll');
+  return { session: new GraphSession(g, ['logits', 'ids_out', 'nll']), layer, untiedHead: !d.tied };
+}
