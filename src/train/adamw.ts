@@ -81,18 +81,23 @@ export class AdamW {
     const bc1 = 1 - beta1 ** this.step;
     const bc2 = 1 - beta2 ** this.step;
     for (const [name, p] of this.params) {
-      // One tidy per parameter: its temporaries (about a dozen of its size) are freed before the next parameter's.
+      // One tidy per parameter, and nested tidies inside it: at most ~4 temporaries of the parameter's size are alive
+      // at once (not the dozen of the whole update: for a 0.5B model's 545 MB embedding that was 6.5 GB at the peak).
+      // Same ops on the same operands in the same order, so the same numbers.
       tf.tidy(() => {
         const g0 = grads.get(name);
         if (!g0) return;
         const g = scale === 1 ? g0 : tf.mul(g0, scale);
         const m = this.m.get(name)!;
         const v = this.v.get(name)!;
-        m.assign(tf.add(tf.mul(m, beta1), tf.mul(g, 1 - beta1)));
-        v.assign(tf.add(tf.mul(v, beta2), tf.mul(tf.square(g), 1 - beta2)));
-        const update = tf.div(tf.div(m, bc1), tf.add(tf.sqrt(tf.div(v, bc2)), eps));
-        const decayed = weightDecay > 0 ? tf.sub(p, tf.mul(p, lr * weightDecay)) : p;
-        p.assign(tf.sub(decayed, tf.mul(update, lr)));
+        m.assign(tf.tidy(() => tf.add(tf.mul(m, beta1), tf.mul(g, 1 - beta1))));
+        v.assign(tf.tidy(() => tf.add(tf.mul(v, beta2), tf.mul(tf.square(g), 1 - beta2))));
+        if (g !== g0) g.dispose();
+        const denom = tf.tidy(() => tf.add(tf.sqrt(tf.div(v, bc2)), eps));
+        const step = tf.tidy(() => tf.mul(tf.div(tf.div(m, bc1), denom), lr));
+        denom.dispose();
+        const decayed = weightDecay > 0 ? tf.tidy(() => tf.sub(p, tf.mul(p, lr * weightDecay))) : p;
+        p.assign(tf.sub(decayed, step));
       });
     }
     return norm;
