@@ -96,12 +96,14 @@ interface Saved {
   up: tf.Tensor;
   sg: tf.Tensor;
   silu: tf.Tensor;
+  /** silu·up, the down projection's input */
+  act: tf.Tensor;
   cosQ: tf.Tensor;
   sinQ: tf.Tensor;
   cosK: tf.Tensor;
   sinK: tf.Tensor;
 }
-const SAVED_KEYS: (keyof Saved)[] = ['xr1', 'r1', 'q3', 'rq', 'k3', 'rk', 'q4', 'k4', 'v4', 'attn', 'xr2', 'r2', 'gate', 'up', 'sg', 'silu', 'cosQ', 'sinQ', 'cosK', 'sinK'];
+const SAVED_KEYS: (keyof Saved)[] = ['xr1', 'r1', 'q3', 'rq', 'k3', 'rk', 'q4', 'k4', 'v4', 'attn', 'xr2', 'r2', 'gate', 'up', 'sg', 'silu', 'act', 'cosQ', 'sinQ', 'cosK', 'sinK'];
 // ...followed by the attention probabilities of each query chunk.
 
 /** Queries per attention chunk: causal attention skips the keys after a chunk's last query. */
@@ -212,9 +214,10 @@ function forward(x: tf.Tensor2D, w: Partial<Record<ParamName, tf.Tensor>>, ctx: 
   const up = tf.matMul(xr2, scaleRows(w.postNorm!, w.up!));
   const sg = tf.sigmoid(gate);
   const silu = tf.mul(gate, sg);
-  const value = tf.add(x2, tf.matMul(tf.mul(silu, up), w.down! as tf.Tensor2D)) as tf.Tensor2D;
+  const act = tf.mul(silu, up);
+  const value = tf.add(x2, tf.matMul(act, w.down! as tf.Tensor2D)) as tf.Tensor2D;
   const saved: Saved = {
-    xr1, r1, q3, rq, k3, rk, q4, k4, v4, attn, xr2, r2, gate, up, sg, silu,
+    xr1, r1, q3, rq, k3, rk, q4, k4, v4, attn, xr2, r2, gate, up, sg, silu, act,
     cosQ: ctx.cosQ, sinQ: ctx.sinQ, cosK: ctx.cosK, sinK: ctx.sinK,
   };
   return { value, saved: [...SAVED_KEYS.map((key) => saved[key]), ...probs] };
@@ -230,7 +233,7 @@ function backward(dy: tf.Tensor2D, list: tf.Tensor[], w: Partial<Record<ParamNam
   const sumRows = (t: tf.Tensor): tf.Tensor => tf.sum(t, 0);
 
   // MLP: out = x2 + (silu(gate)·up) @ Wd, gate = (x2·r2) @ diag(w2)·Wg, up = (x2·r2) @ diag(w2)·Wu
-  dw.down = tf.matMul(tf.mul(s.silu, s.up), dy, true, false);
+  dw.down = tf.matMul(s.act, dy, true, false);
   const dAct = tf.matMul(dy, w.down!, false, true);
   const dUp = tf.mul(dAct, s.silu);
   // d silu / d gate = sg + gate·sg·(1 − sg), the last term TensorFlow's SigmoidGrad(sg, gate)
@@ -250,6 +253,9 @@ function backward(dy: tf.Tensor2D, list: tf.Tensor[], w: Partial<Record<ParamNam
   const dRows = tf.sum(tf.mul(tf.reshape(dAttn, [N, H, hd]), tf.reshape(s.attn, [N, H, hd])), -1);
   const D = tf.reshape(tf.transpose(tf.reshape(dRows, [B, T, K, G]), [0, 2, 1, 3]), [B, K, T * G, 1]);
   const dO = tf.reshape(tf.transpose(tf.reshape(dAttn, [B, T, K, G, hd]), [0, 2, 1, 3, 4]), [B, K, T * G, hd]);
+  // dP − D in one matmul: [dO | −D] · [v | 1]ᵀ
+  const dOaug = tf.concat([dO, tf.neg(D)], 3);
+  const vAug = tf.concat([s.v4, tf.ones([B, K, T, 1])], 3);
   const chunks = causalChunks(T);
   const dQs: tf.Tensor[] = [];
   const dKs: tf.Tensor[] = [];
@@ -257,14 +263,13 @@ function backward(dy: tf.Tensor2D, list: tf.Tensor[], w: Partial<Record<ParamNam
   chunks.forEach(([a, b], c) => {
     const n = b - a;
     const rows = (t: tf.Tensor, width: number): tf.Tensor => (chunks.length === 1 ? t : tf.slice(t, [0, 0, a * G, 0], [B, K, n * G, width]));
-    const keys = (t: tf.Tensor): tf.Tensor => (b === T ? t : tf.slice(t, [0, 0, 0, 0], [B, K, b, hd]));
+    const keys = (t: tf.Tensor, width = hd): tf.Tensor => (b === T ? t : tf.slice(t, [0, 0, 0, 0], [B, K, b, width]));
     const p = probs[c]!;
-    const dOc = rows(dO, hd);
-    const dS = tf.mul(p, tf.sub(tf.matMul(dOc, keys(s.v4), false, true), rows(D, 1)));
+    const dS = tf.mul(p, tf.matMul(rows(dOaug, hd + 1), keys(vAug, hd + 1), false, true));
     dQs.push(tf.matMul(dS, keys(s.k4)));
     const pad = (t: tf.Tensor): tf.Tensor => (b === T ? t : tf.pad(t, [[0, 0], [0, 0], [0, T - b], [0, 0]]));
     dKs.push(pad(tf.matMul(dS, rows(s.q4, hd), true, false)));
-    dVs.push(pad(tf.matMul(p, dOc, true, false)));
+    dVs.push(pad(tf.matMul(p, rows(dO, hd), true, false)));
   });
   const dQ4 = dQs.length === 1 ? dQs[0]! : tf.concat(dQs, 2);
   const dK4 = dKs.length === 1 ? dKs[0]! : tf.addN(dKs);

@@ -53,6 +53,14 @@ export const attr = {
   string: (name: string, value: string): OpAttr => ({ name, type: backend().binding.TF_ATTR_STRING, value }),
 };
 
+/**
+ * Moves a tensor's data into TensorFlow now. tfjs-node keeps a tensor made from a JS array as that array until an op
+ * first uses it, so a model built from JS data would hold a second copy of its weights until then.
+ */
+export function materialize(t: tf.Tensor): void {
+  if (isNative()) (tf.backend() as unknown as { getInputTensorIds(ts: tf.Tensor[]): number[] }).getInputTensorIds([t]);
+}
+
 /** Runs a TensorFlow op with one output. */
 export function nativeOp(name: string, inputs: tf.Tensor[], attrs: OpAttr[]): tf.Tensor {
   return backend().executeSingleOutput(name, attrs, inputs);

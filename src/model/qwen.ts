@@ -31,7 +31,7 @@
 import * as tf from '@tensorflow/tfjs';
 import { parseQwenConfig, qwenDims, type QwenConfig, type QwenDims } from './config';
 import { buildDecodeGraph, type DecodeGraph } from './decodeGraph';
-import { isNative, rawOps, sparseSoftmaxCrossEntropy } from './native';
+import { isNative, materialize, rawOps, sparseSoftmaxCrossEntropy } from './native';
 import { causalChunks, decoderLayer, type LayerContext } from './layer';
 import { attention as batchedAttention, embeddingLookup, headLogprobs, linear, matMul2d, rmsNorm, rope, ropeTables, rotateHalfMatrix, swiGlu, targetLogprobs, usingReferenceOps } from './ops';
 import { Rng } from './random';
@@ -181,8 +181,10 @@ export class QwenModel {
       const size = spec.shape.reduce((a, b) => a * b, 1);
       if (data.length !== size) throw new Error(`weight ${spec.name}: ${data.length} values, expected ${size} (shape [${spec.shape.join(', ')}])`);
       const initial = this.toInternal(spec, data);
-      this.params.set(spec.name, tf.variable(initial, true));
+      const variable = tf.variable(initial, true);
       initial.dispose(); // the variable holds the data; the initial tensor's reference would keep it forever
+      materialize(variable); // native: into TensorFlow's memory now, so the JS array can go
+      this.params.set(spec.name, variable);
     }
     for (let i = 0; i < this.dims.layers; i++) {
       const p = `model.layers.${i}.`;
@@ -302,6 +304,7 @@ export class QwenModel {
       const t = this.toInternal(spec, data);
       this.w(name).assign(t);
       t.dispose();
+      materialize(this.w(name));
     }
   }
 
