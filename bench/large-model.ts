@@ -11,9 +11,11 @@
  *                                [--rl-steps 2] [--micro-batch 1] [--kl-coef 1e-4] [--gen-batch 2] [--prompt 32]
  *                                [--new-tokens 32] [--no-torch] [--json FILE] [--tmp DIR]
  *
- * Each side runs in a fresh child process, one after the other (peak RSS is that side's own, the CPU is not shared):
- * ours is this script with --child; PyTorch is bench/torch_large_model.py (float32, eager attention, all cores, the
- * same token ids, the same loss definitions, torch.optim.AdamW, save_pretrained + torch.save of the optimizer state).
+ * Each side runs as two child processes, like two stages: "sft" (load, generate, SFT steps, save the checkpoint) and
+ * "rl" (load the checkpoint into the RL trainer, RL steps); sides and parts run one after the other (the CPU is not
+ * shared; peak RSS is per part). Ours is this script with --child; PyTorch is bench/torch_large_model.py (float32,
+ * eager attention, all cores, the same token ids, the same loss definitions, torch.optim.AdamW, save_pretrained +
+ * torch.save of the optimizer state).
  *
  * Memory columns: "RSS" is the process's resident set after the phase, "peak RSS" getrusage's maxRSS so far (runtime
  * and imports included); "tf bytes" tf.memory().numBytes after the phase (live tensors: weights, moments, cache),
@@ -40,6 +42,8 @@ const RESULT_MARK = '@@RESULT ';
 
 /** What both sides run (the token ids are generated here, so both see the same data). */
 interface Job {
+  /** sft: load, generate, SFT steps, save the checkpoint; rl: load it into the RL trainer, RL steps. */
+  part: 'sft' | 'rl';
   dir: string;
   tmp: string;
   seq: number;
@@ -55,6 +59,8 @@ interface Job {
   sft: TokenizedExample[];
   rl: GrpoSequence[];
   reference?: { prompts: number[][]; last_logits: number[][] };
+  /** rl part: the sha256 of the checkpoint's weights and moments as the sft part wrote them. */
+  saved?: { weights: string; optimizer: string };
 }
 
 interface Phase {
@@ -82,6 +88,7 @@ interface SideResult {
   genTokPerS?: number;
   parityMaxAbs?: number;
   roundTripExact?: boolean;
+  saved?: { weights: string; optimizer: string };
   versions?: Record<string, string>;
 }
 
@@ -100,69 +107,71 @@ async function runOurs(job: Job, pref: BackendPref): Promise<SideResult> {
     return p;
   };
   out.backend = await selectBackend(pref, (l) => console.error(`[ours] ${l}`));
-
-  // 1. Load the BF16 shards written by transformers, one tensor at a time.
-  let t0 = performance.now();
-  let model: QwenModel = loadHfCheckpoint(job.dir);
-  out.params = model.numParams();
-  let note: string | undefined;
-  if (job.reference) {
-    let d = 0;
-    for (const [i, p] of job.reference.prompts.entries()) {
-      const logits = model.forward([p], { lastOnly: true });
-      const row = logits.dataSync();
-      logits.dispose();
-      for (let v = 0; v < row.length; v++) d = Math.max(d, Math.abs(row[v]! - job.reference.last_logits[i]![v]!));
-    }
-    out.parityMaxAbs = d;
-    note = `max |logits − transformers| ${d.toExponential(2)}`;
-  }
-  phase('load HF checkpoint (BF16 shards)', t0, note ? { note } : {});
-
-  // 2. Greedy generation with the KV cache (after a 2-token warm-up).
-  generate(model, job.prompts, { maxNewTokens: 2, temperature: 0, useCache: true });
-  t0 = performance.now();
-  const gen = generate(model, job.prompts, { maxNewTokens: job.newTokens, temperature: 0, useCache: true });
-  const genSec = (performance.now() - t0) / 1000;
-  out.generated = gen.tokens;
-  out.genTokPerS = gen.tokens.reduce((n, r) => n + r.length, 0) / genSec;
-  phase(`generate ${job.prompts.length}×${job.newTokens} tokens, KV cache`, t0, { note: `${out.genTokPerS.toFixed(1)} tok/s` });
-
-  // 3. SFT steps.
-  t0 = performance.now();
-  let sft: SftTrainer | undefined = new SftTrainer(model, job.sft, {
-    epochs: 1, microBatch: job.microBatch, gradAccum: 1, peakLr: job.lr, warmupRatio: 0, minLrRatio: 1, maxGradNorm: job.maxGradNorm,
-    weightDecay: job.weightDecay, maxSeqLen: job.seq, seed: 1, padId: 0,
-  });
-  let sftPeak = 0;
-  for (let i = 0; i < job.sftSteps; i++) {
-    const s0 = performance.now();
-    if (i === 0) {
-      const prof = await tf.profile(() => {
-        out.sftLosses.push(sft!.step().loss);
-      });
-      sftPeak = prof.peakBytes;
-    } else out.sftLosses.push(sft.step().loss);
-    out.sftStepSeconds.push((performance.now() - s0) / 1000);
-    console.error(`[ours] SFT step ${i + 1}: ${out.sftStepSeconds.at(-1)!.toFixed(1)} s, loss ${out.sftLosses.at(-1)!.toFixed(4)}`);
-  }
-  phase(`SFT ${job.sftSteps} steps (B=${job.microBatch}, T=${job.seq})`, t0, { tfPeakBytes: sftPeak });
-
-  // 4. Save a training checkpoint: HF folder (config.json + F32 safetensors) and the AdamW moments, streamed.
   const ckpt = path.join(job.tmp, 'ours-ckpt');
-  t0 = performance.now();
-  const weightsFiles = saveHfCheckpoint(ckpt, model);
-  const optFile = writeAdamWState(path.join(ckpt, 'optimizer.safetensors'), sft.optimizer);
-  const savedBytes = weightsFiles.reduce((n, f) => n + f.bytes, 0) + optFile.bytes;
-  phase('save checkpoint (weights + AdamW moments)', t0, { note: `${(savedBytes / 1e9).toFixed(2)} GB written` });
-  const savedWeightsSha = weightsFiles.map((f) => f.sha256).join(',');
+  let t0 = performance.now();
 
-  // 5. Load it into the RL trainer (a fresh model + the moments), as rlTrain does; the reference policy too.
-  sft.optimizer.dispose();
-  sft = undefined;
-  model.dispose();
-  t0 = performance.now();
-  model = loadHfCheckpoint(ckpt);
+  if (job.part === 'sft') {
+    // 1. Load the BF16 shards written by transformers, one tensor at a time.
+    const model: QwenModel = loadHfCheckpoint(job.dir);
+    out.params = model.numParams();
+    let note: string | undefined;
+    if (job.reference) {
+      let d = 0;
+      for (const [i, p] of job.reference.prompts.entries()) {
+        const logits = model.forward([p], { lastOnly: true });
+        const row = logits.dataSync();
+        logits.dispose();
+        for (let v = 0; v < row.length; v++) d = Math.max(d, Math.abs(row[v]! - job.reference.last_logits[i]![v]!));
+      }
+      out.parityMaxAbs = d;
+      note = `max |logits − transformers| ${d.toExponential(2)}`;
+    }
+    phase('load HF checkpoint (BF16 shards)', t0, note ? { note } : {});
+
+    // 2. Greedy generation with the KV cache (after a 2-token warm-up).
+    generate(model, job.prompts, { maxNewTokens: 2, temperature: 0, useCache: true });
+    t0 = performance.now();
+    const gen = generate(model, job.prompts, { maxNewTokens: job.newTokens, temperature: 0, useCache: true });
+    const genSec = (performance.now() - t0) / 1000;
+    out.generated = gen.tokens;
+    out.genTokPerS = gen.tokens.reduce((n, r) => n + r.length, 0) / genSec;
+    phase(`generate ${job.prompts.length}×${job.newTokens} tokens, KV cache`, t0, { note: `${out.genTokPerS.toFixed(1)} tok/s` });
+
+    // 3. SFT steps.
+    t0 = performance.now();
+    const sft = new SftTrainer(model, job.sft, {
+      epochs: 1, microBatch: job.microBatch, gradAccum: 1, peakLr: job.lr, warmupRatio: 0, minLrRatio: 1, maxGradNorm: job.maxGradNorm,
+      weightDecay: job.weightDecay, maxSeqLen: job.seq, seed: 1, padId: 0,
+    });
+    let sftPeak = 0;
+    for (let i = 0; i < job.sftSteps; i++) {
+      const s0 = performance.now();
+      if (i === 0) {
+        const prof = await tf.profile(() => {
+          out.sftLosses.push(sft.step().loss);
+        });
+        sftPeak = prof.peakBytes;
+      } else out.sftLosses.push(sft.step().loss);
+      out.sftStepSeconds.push((performance.now() - s0) / 1000);
+      console.error(`[ours] SFT step ${i + 1}: ${out.sftStepSeconds.at(-1)!.toFixed(1)} s, loss ${out.sftLosses.at(-1)!.toFixed(4)}`);
+    }
+    phase(`SFT ${job.sftSteps} steps (B=${job.microBatch}, T=${job.seq})`, t0, { tfPeakBytes: sftPeak });
+
+    // 4. Save a training checkpoint: HF folder (config.json + F32 safetensors) and the AdamW moments, streamed.
+    t0 = performance.now();
+    const weightsFiles = saveHfCheckpoint(ckpt, model);
+    const optFile = writeAdamWState(path.join(ckpt, 'optimizer.safetensors'), sft.optimizer);
+    const savedBytes = weightsFiles.reduce((n, f) => n + f.bytes, 0) + optFile.bytes;
+    phase('save checkpoint (weights + AdamW moments)', t0, { note: `${(savedBytes / 1e9).toFixed(2)} GB written` });
+    out.saved = { weights: weightsFiles.map((f) => f.sha256).join(','), optimizer: optFile.sha256 };
+    sft.optimizer.dispose();
+    model.dispose();
+    return out;
+  }
+
+  // 5. Load the checkpoint into the RL trainer (a fresh model + the moments), as rlTrain does; the reference policy too.
+  const model = loadHfCheckpoint(ckpt);
+  out.params = model.numParams();
   const reference = job.klCoef > 0 ? loadHfCheckpoint(job.dir) : undefined;
   const rl = new GrpoTrainer(model, reference, job.weightDecay);
   const opened = openAdamWState(path.join(ckpt, 'optimizer.safetensors'));
@@ -172,7 +181,7 @@ async function runOurs(job: Job, pref: BackendPref): Promise<SideResult> {
   // Exact round trip: the reloaded weights and moments write the same bytes.
   const again = writeModelWeights(path.join(job.tmp, 'again.safetensors'), model);
   const againOpt = writeAdamWState(path.join(job.tmp, 'again-opt.safetensors'), rl.optimizer);
-  out.roundTripExact = weightsFiles.length === 1 && again.sha256 === savedWeightsSha && againOpt.sha256 === optFile.sha256;
+  out.roundTripExact = again.sha256 === job.saved?.weights && againOpt.sha256 === job.saved.optimizer;
   rmSync(path.join(job.tmp, 'again.safetensors'));
   rmSync(path.join(job.tmp, 'again-opt.safetensors'));
   console.error(`[ours] round trip bit-exact: ${out.roundTripExact}`);
@@ -221,6 +230,18 @@ function runChild(cmd: string, args: string[], input: string, env: NodeJS.Proces
     child.stdin.on('error', () => {});
     child.stdin.end(input);
   });
+}
+
+/** The two parts of one side as one result (phases in order, peak RSS per part). */
+function merge(a: SideResult, b: SideResult): SideResult {
+  if (!b.available) return { ...a, available: false, error: b.error ?? 'the rl part failed' };
+  return {
+    ...a, ...b,
+    phases: [...a.phases, ...b.phases],
+    sftStepSeconds: a.sftStepSeconds, sftLosses: a.sftLosses, rlStepSeconds: b.rlStepSeconds, rlLosses: b.rlLosses,
+    ...(a.generated ? { generated: a.generated } : {}), ...(a.genTokPerS !== undefined ? { genTokPerS: a.genTokPerS } : {}),
+    ...(a.parityMaxAbs !== undefined ? { parityMaxAbs: a.parityMaxAbs } : {}),
+  };
 }
 
 const resultOf = (stdout: string): SideResult | undefined => {
@@ -302,23 +323,33 @@ async function main(): Promise<void> {
   const refFile = path.join(dir, 'reference-logits.json');
   const tmp = values.tmp ? path.resolve(values.tmp) : mkdtempSync(path.join(os.tmpdir(), 'cm2-large-'));
   const job: Job = {
-    dir, tmp, seq, microBatch, sftSteps, rlSteps: num('rl-steps'), klCoef: num('kl-coef'), lr: 1e-5, weightDecay: 0.01, maxGradNorm: 1,
+    part: 'sft', dir, tmp, seq, microBatch, sftSteps, rlSteps: num('rl-steps'), klCoef: num('kl-coef'), lr: 1e-5, weightDecay: 0.01, maxGradNorm: 1,
     newTokens: num('new-tokens'), prompts: Array.from({ length: num('gen-batch') }, () => randomIds(rng, num('prompt'), vocab)), sft, rl,
     ...(existsSync(refFile) ? { reference: JSON.parse(readFileSync(refFile, 'utf8')) as Job['reference'] } : {}),
   };
-  const input = JSON.stringify(job);
   const t0 = Date.now();
   try {
     console.error(`ours: ${dir} on ${backend} (${os.cpus().length} cores), scratch ${tmp}`);
-    const r1 = await runChild(process.execPath, [...process.execArgv, __filename, '--child', '--backend', backend], input, process.env);
-    const ours = resultOf(r1.stdout);
-    if (!ours) throw new Error(`our run failed (exit ${r1.code})${r1.error ? `: ${r1.error.message}` : ''}`);
+    const oursPart = async (part: Job['part'], saved?: Job['saved']): Promise<SideResult> => {
+      const r = await runChild(process.execPath, [...process.execArgv, __filename, '--child', '--backend', backend], JSON.stringify({ ...job, part, ...(saved ? { saved } : {}) }), process.env);
+      const res = resultOf(r.stdout);
+      if (!res) throw new Error(`our ${part} run failed (exit ${r.code})${r.error ? `: ${r.error.message}` : ''}`);
+      return res;
+    };
+    const oursSft = await oursPart('sft');
+    const oursRl = await oursPart('rl', oursSft.saved);
     rmSync(path.join(tmp, 'ours-ckpt'), { recursive: true, force: true });
+    const ours = merge(oursSft, oursRl);
     let torch: SideResult = { side: 'torch', available: false, error: 'skipped (--no-torch)', phases: [], sftStepSeconds: [], rlStepSeconds: [], sftLosses: [], rlLosses: [] };
     if (!values['no-torch']) {
       console.error('torch: bench/torch_large_model.py');
-      const r2 = await runChild(process.env['PYTHON'] ?? 'python3', [path.join(__dirname, 'torch_large_model.py')], input, process.env);
-      torch = resultOf(r2.stdout) ?? { ...torch, error: `exit ${r2.code}${r2.error ? `: ${r2.error.message}` : ''}` };
+      const torchPart = async (part: Job['part']): Promise<SideResult> => {
+        const r = await runChild(process.env['PYTHON'] ?? 'python3', [path.join(__dirname, 'torch_large_model.py')], JSON.stringify({ ...job, part }), process.env);
+        return resultOf(r.stdout) ?? { ...torch, error: `${part} part: exit ${r.code}${r.error ? `: ${r.error.message}` : ''}` };
+      };
+      const a = await torchPart('sft');
+      torch = a.available ? merge(a, await torchPart('rl')) : a;
+      rmSync(path.join(tmp, 'torch-ckpt'), { recursive: true, force: true });
     }
     const seconds = (Date.now() - t0) / 1000;
     console.log(`\n${path.relative(root, dir) || dir} (${ours.params?.toLocaleString('en-US')} parameters), ours on ${ours.backend}${torch.versions ? `, torch ${torch.versions['torch']} / transformers ${torch.versions['transformers']} (${torch.versions['threads']} threads)` : ''}; ${seconds.toFixed(0)} s in all\n`);

@@ -2,7 +2,8 @@
 """PyTorch + transformers side of bench/large-model.ts: the same phases on the same token ids.
 
 Reads the job JSON (written by bench/large-model.ts) on stdin, prints one line `@@RESULT {json}` on stdout, progress on
-stderr. float32, eager attention, torch.set_num_threads(all cores).
+stderr. float32, eager attention, torch.set_num_threads(all cores). Two parts, each its own process, as on our side:
+part "sft" runs load, generate, SFT, save; part "rl" runs load ckpt and RL.
 
 Phases (each timed as a whole):
   load      Qwen2ForCausalLM.from_pretrained(dir, dtype=float32)   (the BF16 shards, upcast)
@@ -17,7 +18,6 @@ Phases (each timed as a whole):
 import json
 import os
 import resource
-import shutil
 import sys
 import time
 
@@ -55,69 +55,72 @@ def main() -> int:
     def load(d):
         return AutoModelForCausalLM.from_pretrained(d, dtype=torch.float32, attn_implementation="eager")
 
-    t0 = time.perf_counter()
-    model = load(job["dir"])
-    out["params"] = sum(p.numel() for p in model.parameters())
-    phase("load HF checkpoint (BF16 shards)", t0)
-
-    model.eval()
-    prompts = torch.tensor(job["prompts"])
-    n = job["newTokens"]
-    # No padding: every position is attended (an explicit mask, so that token 0 is not taken for padding). No stop
-    # token, as on our side: exactly n new tokens, plain argmax (min_new_tokens would instead forbid the EOS id).
-    model.generation_config.eos_token_id = None
-    kw = dict(attention_mask=torch.ones_like(prompts), do_sample=False, use_cache=True, pad_token_id=0)
-    with torch.no_grad():
-        model.generate(prompts, max_new_tokens=2, **kw)
-        t0 = time.perf_counter()
-        gen = model.generate(prompts, max_new_tokens=n, **kw)
-    sec = time.perf_counter() - t0
-    out["generated"] = gen[:, prompts.shape[1]:].tolist()
-    out["genTokPerS"] = prompts.shape[0] * n / sec
-    phase("generate", t0)
-
-    model.train()
-    for m in model.modules():  # no dropout in Qwen2, but be explicit
-        if isinstance(m, torch.nn.Dropout):
-            m.p = 0.0
-    params = [p for p in model.parameters()]
-    opt = torch.optim.AdamW(params, lr=job["lr"], betas=(0.9, 0.999), eps=1e-8, weight_decay=job["weightDecay"])
-    seq, micro = job["seq"], job["microBatch"]
-
     def token_logp(m, ids, targets):
         logits = m(input_ids=ids).logits
         return torch.log_softmax(logits.float(), -1).gather(-1, targets.unsqueeze(-1)).squeeze(-1)
 
-    t0 = time.perf_counter()
-    for i in range(job["sftSteps"]):
-        s0 = time.perf_counter()
-        batch = job["sft"][i * micro:(i + 1) * micro]
-        ids = torch.tensor([ex["ids"][:seq] for ex in batch])
-        tgt = torch.tensor([ex["ids"][1:seq + 1] for ex in batch])
-        mask = torch.tensor([ex["lossMask"][1:seq + 1] for ex in batch], dtype=torch.float32)
-        logp = token_logp(model, ids, tgt)
-        loss = -(logp * mask).sum() / mask.sum().clamp(min=1)
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(params, job["maxGradNorm"])
-        opt.step()
-        opt.zero_grad(set_to_none=True)
-        out["sftStepSeconds"].append(time.perf_counter() - s0)
-        out["sftLosses"].append(loss.item())
-        print(f"[torch] SFT step {i + 1}: {out['sftStepSeconds'][-1]:.1f} s, loss {loss.item():.4f}", file=sys.stderr, flush=True)
-    phase("SFT", t0)
+    def adamw(params):
+        return torch.optim.AdamW(params, lr=job["lr"], betas=(0.9, 0.999), eps=1e-8, weight_decay=job["weightDecay"])
 
     ckpt = os.path.join(job["tmp"], "torch-ckpt")
-    t0 = time.perf_counter()
-    model.save_pretrained(ckpt, safe_serialization=True)
-    torch.save(opt.state_dict(), os.path.join(ckpt, "optimizer.pt"))
-    phase("save checkpoint", t0)
+    seq, micro = job["seq"], job["microBatch"]
 
-    del opt, params, model
+    if job["part"] == "sft":
+        t0 = time.perf_counter()
+        model = load(job["dir"])
+        out["params"] = sum(p.numel() for p in model.parameters())
+        phase("load HF checkpoint (BF16 shards)", t0)
+
+        model.eval()
+        prompts = torch.tensor(job["prompts"])
+        n = job["newTokens"]
+        # No padding: every position is attended (an explicit mask, so that token 0 is not taken for padding). No stop
+        # token, as on our side: exactly n new tokens, plain argmax (min_new_tokens would instead forbid the EOS id).
+        model.generation_config.eos_token_id = None
+        kw = dict(attention_mask=torch.ones_like(prompts), do_sample=False, use_cache=True, pad_token_id=0)
+        with torch.no_grad():
+            model.generate(prompts, max_new_tokens=2, **kw)
+            t0 = time.perf_counter()
+            gen = model.generate(prompts, max_new_tokens=n, **kw)
+        sec = time.perf_counter() - t0
+        out["generated"] = gen[:, prompts.shape[1]:].tolist()
+        out["genTokPerS"] = prompts.shape[0] * n / sec
+        phase("generate", t0)
+
+        model.train()
+        params = [p for p in model.parameters()]
+        opt = adamw(params)
+        t0 = time.perf_counter()
+        for i in range(job["sftSteps"]):
+            s0 = time.perf_counter()
+            batch = job["sft"][i * micro:(i + 1) * micro]
+            ids = torch.tensor([ex["ids"][:seq] for ex in batch])
+            tgt = torch.tensor([ex["ids"][1:seq + 1] for ex in batch])
+            mask = torch.tensor([ex["lossMask"][1:seq + 1] for ex in batch], dtype=torch.float32)
+            logp = token_logp(model, ids, tgt)
+            loss = -(logp * mask).sum() / mask.sum().clamp(min=1)
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(params, job["maxGradNorm"])
+            opt.step()
+            opt.zero_grad(set_to_none=True)
+            out["sftStepSeconds"].append(time.perf_counter() - s0)
+            out["sftLosses"].append(loss.item())
+            print(f"[torch] SFT step {i + 1}: {out['sftStepSeconds'][-1]:.1f} s, loss {loss.item():.4f}", file=sys.stderr, flush=True)
+        phase("SFT", t0)
+
+        t0 = time.perf_counter()
+        model.save_pretrained(ckpt, safe_serialization=True)
+        torch.save(opt.state_dict(), os.path.join(ckpt, "optimizer.pt"))
+        phase("save checkpoint", t0)
+        print("@@RESULT " + json.dumps(out), flush=True)
+        return 0
+
     t0 = time.perf_counter()
     model = load(ckpt)
+    out["params"] = sum(p.numel() for p in model.parameters())
     model.train()
     params = [p for p in model.parameters()]
-    opt = torch.optim.AdamW(params, lr=job["lr"], betas=(0.9, 0.999), eps=1e-8, weight_decay=job["weightDecay"])
+    opt = adamw(params)
     opt.load_state_dict(torch.load(os.path.join(ckpt, "optimizer.pt")))
     reference = load(job["dir"]).eval() if job["klCoef"] > 0 else None
     phase("load checkpoint into the RL trainer", t0)
@@ -169,7 +172,6 @@ def main() -> int:
         out["rlLosses"].append(loss_sum)
         print(f"[torch] RL step {i + 1}: {out['rlStepSeconds'][-1]:.1f} s, loss {loss_sum:.3e}", file=sys.stderr, flush=True)
     phase("RL", t0)
-    shutil.rmtree(ckpt, ignore_errors=True)
     print("@@RESULT " + json.dumps(out), flush=True)
     return 0
 
