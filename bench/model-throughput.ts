@@ -1,24 +1,32 @@
 /**
- * Throughput of the tfjs Qwen3 decoder (src/model) against PyTorch + transformers on the same CPU, in the same run:
- * training tokens/s, generation tokens/s with and without the KV cache, and peak memory, for 2–3 model sizes.
+ * Throughput of the tfjs Qwen decoder (src/model) against PyTorch + transformers on the same CPU, in the same run:
+ * training tokens/s, generation tokens/s with and without the KV cache, and peak memory, for the sizes tiny, small,
+ * demo and qwen05b (Qwen2.5-0.5B's shape). The default run (all four, both sides) takes ~5 minutes on 2 cores and ends
+ * with a markdown table.
  *
- *   npx tsx bench/model-throughput.ts [--backend auto|wasm|cpu] [--sizes tiny,small,demo] [--steps N] [--warmup N]
- *                                     [--new-tokens N] [--no-torch] [--json FILE]
+ *   npx tsx bench/model-throughput.ts [--backend auto|tfjs-node|wasm|cpu] [--sizes tiny,small,demo,qwen05b]
+ *                                     [--steps N] [--warmup N] [--new-tokens N] [--threads N] [--no-torch] [--no-ours]
+ *                                     [--json FILE]
  *
  * Each size runs in a fresh child process (ours: this script with --child; PyTorch: bench/torch_throughput.py), one
  * after the other, so a process's peak RSS belongs to that size alone and the two never share the CPU.
  *
+ * Threads: by default both sides use every core (TensorFlow's own intra-op pool; torch.set_num_threads(cpu_count)
+ * with no OMP/MKL limits). `--threads N` limits both to N (TF_NUM_INTRAOP_THREADS / torch.set_num_threads), which
+ * gives steadier per-core numbers on a machine that other work keeps busy.
+ *
  * Training step = forward + cross-entropy over all B·T positions + backward (tf.variableGrads over model.loss) +
  * global-norm clipping to 1.0 + AdamW (src/train/adamw.ts), weight decay 0; `--warmup` steps are not timed, then the
- * median of `--steps` timed steps gives tokens/s = B·T / median step time. Generation = B random 32-token prompts,
- * greedy, exactly `--new-tokens` new tokens each (no stop token), after a 4-token warm-up run; tokens/s = B·new / wall
- * time, prefill included. PyTorch runs the same architecture (Qwen3ForCausalLM, random init, float32, eager attention,
- * tied embeddings), batch, sequence length and step counts, with torch.set_num_threads(1) and
- * OMP/OPENBLAS/MKL_NUM_THREADS=1 (two threads on a 2-core machine make OpenMP and BLAS contend).
+ * median of the timed steps (`--steps`, else per size) gives tokens/s = B·T / median step time. Generation = B random
+ * 32-token prompts, greedy, exactly the size's number of new tokens each (no stop token), after a 4-token warm-up run;
+ * tokens/s = B·new / wall time, prefill included. PyTorch runs the same architecture (Qwen3ForCausalLM, or
+ * Qwen2ForCausalLM for qwen05b; random init, float32, eager attention, tied embeddings), batch, sequence length and
+ * step counts. Besides wall-clock rates, both sides report rates per CPU-second of their process (user + system).
  *
  * Memory: "peak RSS" is the process's getrusage maxRSS (Node: process.resourceUsage().maxRSS; Python: ru_maxrss),
  * runtime and imports included; "tf peak" is tf.profile's peakBytes over the first (untimed) training step, i.e. the
- * most bytes of live tfjs tensors at any kernel (weights, optimizer moments, activations, gradients).
+ * most bytes of live tfjs tensors at any kernel (weights, optimizer moments, activations, gradients; on native
+ * TensorFlow views that share a buffer, e.g. reshapes, are counted again).
  */
 import { spawn } from 'node:child_process';
 import { writeFileSync } from 'node:fs';
