@@ -2,7 +2,8 @@
  * The Qwen2.5-0.5B-shaped model end to end (issue 12, item 6), ours (src/model on tfjs) and PyTorch + transformers
  * side by side: load the HF checkpoint (BF16 shards written by transformers: scripts/make-large-checkpoint.py), greedy
  * generation with the KV cache, SFT train steps (src/train/sft.ts: cross-entropy, AdamW), a training checkpoint saved
- * (weights as HF safetensors + AdamW moments, streamed to disk) and loaded back into the RL trainer (weights and
+ * (config.json, F32 weights and AdamW moments written one tensor at a time with their sha256, as the activities write
+ * them before the S3 upload) and loaded back into the RL trainer (weights and
  * moments), and RL train steps (src/rl/grpo.ts: GRPO loss with a KL term against a reference model, AdamW). Seconds per
  * phase and per step, memory after each phase.
  *
@@ -23,13 +24,14 @@
  * kernel). The phase times include everything the phase does (reading files, building tensors, writing files).
  */
 import { spawn } from 'node:child_process';
-import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
 import { parseArgs } from 'node:util';
 import * as tf from '@tensorflow/tfjs';
 import { backendPrefs, selectBackend, type BackendPref } from '../src/model/backend';
-import { loadHfCheckpoint, saveHfCheckpoint, writeModelWeights } from '../src/model/checkpoint';
+import { writeCheckpointFiles } from '../src/activities/policyStore';
+import { hfConfigJson, loadHfCheckpoint, writeModelWeights } from '../src/model/checkpoint';
 import { generate } from '../src/model/generate';
 import type { QwenModel } from '../src/model/qwen';
 import { Rng } from '../src/model/random';
@@ -157,13 +159,14 @@ async function runOurs(job: Job, pref: BackendPref): Promise<SideResult> {
     }
     phase(`SFT ${job.sftSteps} steps (B=${job.microBatch}, T=${job.seq})`, t0, { tfPeakBytes: sftPeak });
 
-    // 4. Save a training checkpoint: HF folder (config.json + F32 safetensors) and the AdamW moments, streamed.
+    // 4. Save a training checkpoint as the activities write it before the upload (src/activities/policyStore.ts):
+    //    config.json, model.safetensors (F32) and optimizer.safetensors, one tensor at a time, with their sha256.
     t0 = performance.now();
-    const weightsFiles = saveHfCheckpoint(ckpt, model);
-    const optFile = writeAdamWState(path.join(ckpt, 'optimizer.safetensors'), sft.optimizer);
-    const savedBytes = weightsFiles.reduce((n, f) => n + f.bytes, 0) + optFile.bytes;
-    phase('save checkpoint (weights + AdamW moments)', t0, { note: `${(savedBytes / 1e9).toFixed(2)} GB written` });
-    out.saved = { weights: weightsFiles.map((f) => f.sha256).join(','), optimizer: optFile.sha256 };
+    mkdirSync(ckpt, { recursive: true });
+    writeFileSync(path.join(ckpt, 'config.json'), JSON.stringify(hfConfigJson(model)));
+    const files = await writeCheckpointFiles(ckpt, model, sft.optimizer);
+    phase('save checkpoint (weights + AdamW moments, sha256)', t0, { note: `${((files.weights.bytes + files.optimizer.bytes) / 1e9).toFixed(2)} GB written` });
+    out.saved = { weights: files.weights.sha256, optimizer: files.optimizer.sha256 };
     sft.optimizer.dispose();
     model.dispose();
     return out;

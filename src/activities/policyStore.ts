@@ -13,11 +13,12 @@ import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { CheckpointManifest, downloadCheckpoint, downloadHfFolder, withTempDir, writeCheckpoint, type CheckpointFile } from '../infra/checkpoints';
 import { sha256, type ObjectRef, type ObjectStore } from '../infra/store';
-import { HfWeights, loadHfCheckpoint, modelFromSource, writeModelWeights } from '../model/checkpoint';
+import { HfWeights, loadHfCheckpoint, modelFromSource, writeModelWeightsAsync } from '../model/checkpoint';
 import { parseQwenConfig, type QwenConfig } from '../model/config';
 import type { QwenModel } from '../model/qwen';
 import { serializeTensors } from '../model/safetensors';
-import { openAdamWState, parseAdamWState, writeAdamWState, type AdamW, type AdamWState } from '../train/adamw';
+import { openAdamWState, parseAdamWState, writeAdamWStateAsync, type AdamW, type AdamWState } from '../train/adamw';
+import type { WrittenFile } from '../model/safetensors';
 
 /** Checkpoints up to this many bytes go through memory; larger ones through temp files. */
 export const IN_MEMORY_MAX_BYTES = 256 * 2 ** 20;
@@ -28,6 +29,15 @@ export interface TransferOptions {
 }
 
 const limit = (opts: TransferOptions) => opts.inMemoryMaxBytes ?? IN_MEMORY_MAX_BYTES;
+
+/**
+ * A training checkpoint's two big files in `dir`: model.safetensors and optimizer.safetensors, one tensor at a time,
+ * disk writes overlapped with their sha256.
+ */
+export async function writeCheckpointFiles(dir: string, model: QwenModel, optimizer: AdamW): Promise<{ weights: WrittenFile; optimizer: WrittenFile }> {
+  const weights = await writeModelWeightsAsync(join(dir, 'model.safetensors'), model);
+  return { weights, optimizer: await writeAdamWStateAsync(join(dir, 'optimizer.safetensors'), optimizer) };
+}
 
 /**
  * Writes step `step`'s checkpoint (weights, optimizer, optional config.json, then the manifest). `state` may be computed
@@ -52,8 +62,7 @@ export async function saveTrainingCheckpoint(
     return { ...written, weightsSha256 };
   }
   return withTempDir(async (dir) => {
-    const weights = writeModelWeights(join(dir, 'model.safetensors'), model);
-    const moments = writeAdamWState(join(dir, 'optimizer.safetensors'), optimizer);
+    const { weights, optimizer: moments } = await writeCheckpointFiles(dir, model, optimizer);
     const files = {
       ...config,
       'model.safetensors': { path: weights.path, sha256: weights.sha256 },
@@ -149,7 +158,7 @@ export async function loadStoredHfModel(store: ObjectStore, prefix: string, opts
 export function uploadModelWeights(store: ObjectStore, key: string, model: QwenModel, opts: TransferOptions = {}): Promise<ObjectRef> {
   if (4 * model.numParams() <= limit(opts)) return store.putBytes(key, serializeTensors(model.weightEntries(), { format: 'pt' }));
   return withTempDir(async (dir) => {
-    const w = writeModelWeights(join(dir, 'model.safetensors'), model);
+    const w = await writeModelWeightsAsync(join(dir, 'model.safetensors'), model);
     return store.putFile(key, w.path, { sha256: w.sha256 });
   });
 }

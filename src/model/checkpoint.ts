@@ -10,7 +10,7 @@ import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { parseQwenConfig, type QwenConfig } from './config';
 import { QwenModel } from './qwen';
-import { SafetensorsReader, shardsOfIndex, writeSafetensors, writeShardedSafetensors, type HeaderEntry, type WrittenFile } from './safetensors';
+import { SafetensorsReader, shardsOfIndex, writeSafetensors, writeSafetensorsAsync, writeShardedSafetensors, type HeaderEntry, type WrittenFile } from './safetensors';
 
 export function readHfConfig(dir: string): QwenConfig {
   const file = join(dir, 'config.json');
@@ -156,6 +156,11 @@ export function hfConfigJson(model: QwenModel): Record<string, unknown> {
 /** The model's weights as one F32 safetensors file, written tensor by tensor (for S3 checkpoints). */
 export function writeModelWeights(path: string, model: QwenModel, opts: { chunkBytes?: number } = {}): WrittenFile {
   return writeSafetensors(path, model.weightEntries(), { metadata: { format: 'pt' }, ...opts });
+}
+
+/** `writeModelWeights` with writes and hashing overlapped (for async callers; the same bytes). */
+export function writeModelWeightsAsync(path: string, model: QwenModel, opts: { chunkBytes?: number } = {}): Promise<WrittenFile> {
+  return writeSafetensorsAsync(path, model.weightEntries(), { metadata: { format: 'pt' }, ...opts });
 }
 
 export interface SaveOptions {

@@ -10,7 +10,7 @@
  *   p ← p − lr·wd·p − lr · (m / (1−β1^t)) / (sqrt(v / (1−β2^t)) + ε)
  */
 import * as tf from '@tensorflow/tfjs';
-import { parseSafetensors, SafetensorsReader, serializeSafetensors, writeSafetensors, type TensorSource, type WrittenFile } from '../model/safetensors';
+import { parseSafetensors, SafetensorsReader, serializeSafetensors, writeSafetensors, writeSafetensorsAsync, type TensorSource, type WrittenFile } from '../model/safetensors';
 
 export interface AdamWConfig {
   beta1: number;
@@ -166,6 +166,11 @@ export function parseAdamWState(bytes: Uint8Array): AdamWState {
  */
 export function writeAdamWState(path: string, optimizer: AdamW, opts: { chunkBytes?: number } = {}): WrittenFile {
   return writeSafetensors(path, optimizer.momentEntries(), { metadata: { step: String(optimizer.steps) }, ...opts });
+}
+
+/** `writeAdamWState` with writes and hashing overlapped (for async callers; the same bytes). */
+export function writeAdamWStateAsync(path: string, optimizer: AdamW, opts: { chunkBytes?: number } = {}): Promise<WrittenFile> {
+  return writeSafetensorsAsync(path, optimizer.momentEntries(), { metadata: { step: String(optimizer.steps) }, ...opts });
 }
 
 /**

@@ -15,7 +15,7 @@ import * as tf from '@tensorflow/tfjs';
 import { HfWeights, loadHfCheckpoint, readHfWeights, saveHfCheckpoint } from '../../src/model/checkpoint';
 import { QwenModel } from '../../src/model/qwen';
 import {
-  parseSafetensors, parseShardSize, planShards, SafetensorsReader, serializeSafetensors, writeSafetensors, writeShardedSafetensors,
+  parseSafetensors, parseShardSize, planShards, SafetensorsReader, serializeSafetensors, writeSafetensors, writeSafetensorsAsync, writeShardedSafetensors,
 } from '../../src/model/safetensors';
 import { AdamW, openAdamWState, serializeAdamWState, writeAdamWState } from '../../src/train/adamw';
 import { sha256 } from '../../src/infra/store';
@@ -105,7 +105,7 @@ test('re-saving with another shard size leaves one checkpoint in the folder (sta
   rmSync(dir, { recursive: true });
 });
 
-test('streaming reader and writer agree with the in-memory ones for F32, F16 and BF16, across chunk boundaries', () => {
+test('streaming reader and writers (sync and async) agree with the in-memory ones for F32, F16 and BF16, across chunk boundaries', async () => {
   const dir = tmp('st');
   const tensors = new Map([
     ['b', { shape: [3, 5], data: Float32Array.from({ length: 15 }, (_, i) => Math.sin(i) * 1e3) }],
@@ -118,6 +118,10 @@ test('streaming reader and writer agree with the in-memory ones for F32, F16 and
     const w = writeSafetensors(path, [...tensors].map(([name, t]) => ({ name, shape: t.shape, data: () => t.data })), { metadata: { step: '3' }, chunkBytes });
     assert.ok(readFileSync(path).equals(Buffer.from(bytes)), `chunk ${chunkBytes}: bytes differ from serializeSafetensors`);
     assert.deepEqual(w, { path, bytes: bytes.byteLength, sha256: sha256(bytes) });
+    const path2 = join(dir, `a${chunkBytes}.safetensors`);
+    const w2 = await writeSafetensorsAsync(path2, [...tensors].map(([name, t]) => ({ name, shape: t.shape, data: () => t.data })), { metadata: { step: '3' }, chunkBytes });
+    assert.ok(readFileSync(path2).equals(Buffer.from(bytes)), `chunk ${chunkBytes}: async writer's bytes differ`);
+    assert.deepEqual(w2, { path: path2, bytes: bytes.byteLength, sha256: sha256(bytes) });
     const r = SafetensorsReader.open(path, { chunkBytes });
     assert.deepEqual(r.metadata, { step: '3' });
     for (const [name, t] of tensors) assert.deepEqual(r.read(name, t.shape), t.data);
