@@ -246,3 +246,92 @@ export function rawOps(): RawOps {
   }
   return raw;
 }
+
+/**
+ * A float32 TensorFlow resource variable: state that fused TensorFlow ops update in place (the optimizer's moments).
+ * Offers what AdamW uses of a tf.Variable: shape, size, dataSync, assign, dispose.
+ */
+export class ResourceVariable {
+  readonly shape: number[];
+  readonly size: number;
+  private handle: tf.Tensor | undefined;
+
+  constructor(init: tf.Tensor) {
+    this.shape = [...init.shape];
+    this.size = init.size;
+    // An anonymous resource: TensorFlow frees it with its last handle.
+    this.handle = tf.keep(nativeOp('VarHandleOp', [], [
+      attr.type('dtype', 'float32'), attr.shape('shape', this.shape), attr.string('container', ''),
+      attr.string('shared_name', 'cd2c89b7-88b7-44c8-ad83-06c2a9158347'),
+    ]));
+    this.assign(init);
+  }
+
+  get resource(): tf.Tensor {
+    if (!this.handle) throw new Error('ResourceVariable used after dispose');
+    return this.handle;
+  }
+
+  /** The current value; shares the variable's buffer until the next in-place update (which then copies). */
+  read(): tf.Tensor {
+    return nativeOp('ReadVariableOp', [this.resource], [attr.type('dtype', 'float32')]);
+  }
+
+  dataSync(): Float32Array {
+    const t = this.read();
+    const data = t.dataSync() as Float32Array;
+    t.dispose();
+    return data;
+  }
+
+  /** Takes `value` (TensorFlow shares its buffer rather than copying it). */
+  assign(value: tf.Tensor): void {
+    nativeOps('AssignVariableOp', [this.resource, value], [attr.type('dtype', 'float32')], 0);
+  }
+
+  dispose(): void {
+    this.handle?.dispose();
+    this.handle = undefined;
+  }
+}
+
+/** Σ x² of a float32 tensor as a scalar, in one pass and without a squared copy (EuclideanNorm, squared). */
+export function sumOfSquares(x: tf.Tensor): tf.Scalar {
+  return tf.tidy(() => {
+    const axes = tf.tensor1d(Array.from({ length: x.rank }, (_, i) => i), 'int32');
+    const norm = nativeOp('EuclideanNorm', [x, axes], [attr.type('T', 'float32'), attr.type('Tidx', 'int32'), attr.bool('keep_dims', false)]);
+    return tf.square(norm) as tf.Scalar;
+  });
+}
+
+/**
+ * One AdamW update of parameter `p` in two fused passes: p·(1 − lr·wd) into the resource `work` (skipped without weight
+ * decay), then TensorFlow's ResourceApplyAdam on `work`, `m`, `v` (m += (1−β1)(g − m); v += (1−β2)(g² − v);
+ * p −= α·m / (√v + ε') with α = lr·√(1−β2ᵗ)/(1−β1ᵗ) and ε' = ε·√(1−β2ᵗ), which is PyTorch's AdamW step
+ * p −= lr/(1−β1ᵗ) · m / (√(v/(1−β2ᵗ)) + ε)). `p` then holds the result (sharing `work`'s buffer).
+ */
+export function adamWStep(
+  p: tf.Variable,
+  work: ResourceVariable,
+  m: ResourceVariable,
+  v: ResourceVariable,
+  g: tf.Tensor,
+  hp: { lr: number; beta1: number; beta2: number; eps: number; weightDecay: number; step: number },
+): void {
+  tf.tidy(() => {
+    const bc2 = 1 - hp.beta2 ** hp.step;
+    if (hp.weightDecay > 0) {
+      const decayed = tf.mul(p, 1 - hp.lr * hp.weightDecay);
+      work.assign(decayed);
+      decayed.dispose(); // work is the buffer's only holder now, so ResourceApplyAdam updates it in place
+    } else {
+      work.assign(p); // shared with p: ResourceApplyAdam copies it once (copy-on-write)
+    }
+    const s = (x: number): tf.Tensor => tf.scalar(x, 'float32');
+    nativeOps('ResourceApplyAdam', [
+      work.resource, m.resource, v.resource, s(hp.beta1 ** hp.step), s(hp.beta2 ** hp.step), s(hp.lr), s(hp.beta1), s(hp.beta2),
+      s(hp.eps * Math.sqrt(bc2)), g,
+    ], [attr.type('T', 'float32'), attr.bool('use_locking', false), attr.bool('use_nesterov', false)], 0);
+    p.assign(work.read());
+  });
+}

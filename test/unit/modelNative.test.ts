@@ -260,3 +260,42 @@ test('native: a weight update reaches the inference path (fused weights are rebu
   fresh.dispose();
   model.dispose();
 });
+
+test('native: AdamW\'s fused update (ResourceApplyAdam) follows the op-by-op update on cpu; state round-trips', { skip }, async () => {
+  const { AdamW } = await import('../../src/train/adamw');
+  const shapes = [[7, 5], [5], [3, 4, 2]];
+  const init = shapes.map((s, i) => tf.tidy(() => tf.randomNormal(s, 0, 1, 'float32', i + 1).dataSync() as Float32Array));
+  const gradsAt = (step: number): Float32Array[] => shapes.map((s, i) => tf.tidy(() => tf.randomNormal(s, 0, step === 2 ? 50 : 0.5, 'float32', 100 * step + i).dataSync() as Float32Array));
+  const run = (): { weights: Float32Array[]; m: Float32Array[]; norms: number[] } => {
+    const params = new Map(shapes.map((s, i) => [`p${i}`, tf.variable(tf.tensor(init[i]!, s))]));
+    const opt = new AdamW(params, { beta1: 0.9, beta2: 0.999, eps: 1e-8, weightDecay: 0.1 });
+    const norms: number[] = [];
+    for (let step = 1; step <= 4; step++) {
+      const grads = new Map(shapes.map((s, i) => [`p${i}`, tf.tensor(gradsAt(step)[i]!, s)]));
+      norms.push(opt.apply(grads, 1e-2, 1.0)); // step 2's gradients are large: clipped
+      tf.dispose([...grads.values()]);
+    }
+    const state = opt.state();
+    const out = { weights: [...params.values()].map((p) => p.dataSync() as Float32Array), m: [...state.m.values()], norms };
+    // a restored optimizer continues the same way
+    const again = new AdamW(params, opt.config);
+    again.load(state);
+    assert.deepEqual([...again.state().v.values()], [...state.v.values()]);
+    again.dispose();
+    opt.dispose();
+    tf.dispose([...params.values()]);
+    return out;
+  };
+  const nat = run();
+  await tf.setBackend('cpu');
+  try {
+    const cpu = run();
+    for (let i = 0; i < shapes.length; i++) {
+      assertClose(nat.weights[i]!, cpu.weights[i]!, 1e-5, `p${i}`);
+      assertClose(nat.m[i]!, cpu.m[i]!, 1e-5, `m${i}`);
+    }
+    assertClose(nat.norms, cpu.norms, 1e-3, 'gradient norms');
+  } finally {
+    await tf.setBackend('tensorflow');
+  }
+});
