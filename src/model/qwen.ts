@@ -234,30 +234,11 @@ export class QwenModel {
 
   /**
    * Built one tensor at a time: `load(name, shape)` gives each parameter (HF name, HF shape and layout) when it is
-   * needed, so a large checkpoint is never held whole next to the model (src/model/checkpoint.ts streams it from disk).
-   * Built inside tf.tidy, so the initial tensor of every variable is released once the variable holds its data (else
-   * it keeps a reference and dispose() frees nothing); tensors the model keeps as fields are returned, hence kept.
-   * Each new variable is used once (a reshape) as soon as it exists: tfjs-node keeps a tensor's values in JS memory
-   * until an op first reads them, so without this the whole checkpoint would sit in JS garbage next to the model.
+   * needed, so a large checkpoint is never held whole next to the model (src/model/checkpoint.ts streams it from disk;
+   * the constructor moves each tensor into the backend at once, so its array can go before the next is read).
    */
   static fromLoader(config: QwenConfig, load: (name: string, shape: number[]) => Float32Array): QwenModel {
-    const seen = new Set(Object.keys(tf.engine().registeredVariables));
-    const touchNew = () => {
-      for (const [name, v] of Object.entries(tf.engine().registeredVariables)) {
-        if (seen.has(name)) continue;
-        seen.add(name);
-        tf.dispose(tf.reshape(v, [-1]));
-      }
-    };
-    const build = () => {
-      const model = new QwenModel(config, (spec) => {
-        touchNew();
-        return load(spec.name, [...spec.shape]);
-      });
-      touchNew();
-      return model as unknown as tf.TensorContainer;
-    };
-    return tf.tidy(build) as unknown as QwenModel;
+    return new QwenModel(config, (spec) => load(spec.name, [...spec.shape]));
   }
 
   /**
