@@ -1,17 +1,59 @@
 // First step of `npm test` and `npm run demo` on a fresh clone: install the npm dependencies when they are
 // missing or older than the lockfile. Plain Node, no dependencies (it runs before they exist).
+//
+// Two of these starting at once (a test run and a demo, two terminals) would each run `npm ci`, and one would delete
+// node_modules under the other: the install holds a lock (a folder created atomically beside node_modules), and a
+// second caller waits for it and then re-checks instead of installing again. A lock left by a killed process is taken
+// over after 10 minutes or when its owner's pid is gone.
 import { execSync } from 'node:child_process';
-import { existsSync, statSync } from 'node:fs';
+import { existsSync, mkdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 const marker = path.join(root, 'node_modules', '.package-lock.json');
 const lock = path.join(root, 'package-lock.json');
-const stale = !existsSync(marker) || (existsSync(lock) && statSync(lock).mtimeMs > statSync(marker).mtimeMs + 1000);
-if (stale) {
-  console.log('installing npm dependencies (npm ci)...');
-  execSync(existsSync(lock) ? 'npm ci --no-audit --no-fund' : 'npm install --no-audit --no-fund', { cwd: root, stdio: 'inherit' });
+const lockDir = path.join(root, '.npm-install.lock');
+const stale = () => !existsSync(marker) || (existsSync(lock) && statSync(lock).mtimeMs > statSync(marker).mtimeMs + 1000);
+
+function alive(pid) {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (e) {
+    return e.code === 'EPERM';
+  }
+}
+
+function acquire() {
+  for (;;) {
+    try {
+      mkdirSync(lockDir);
+      writeFileSync(path.join(lockDir, 'pid'), String(process.pid));
+      return;
+    } catch (e) {
+      if (e.code !== 'EEXIST') throw e;
+      let owner = 0;
+      try {
+        owner = Number(readFileSync(path.join(lockDir, 'pid'), 'utf8'));
+      } catch { /* being written */ }
+      const age = Date.now() - statSync(lockDir, { throwIfNoEntry: false })?.mtimeMs;
+      if ((owner > 0 && !alive(owner)) || age > 10 * 60_000) rmSync(lockDir, { recursive: true, force: true });
+      else execSync('sleep 1');
+    }
+  }
+}
+
+if (stale()) {
+  acquire();
+  try {
+    if (stale()) {
+      console.log('installing npm dependencies (npm ci)...');
+      execSync(existsSync(lock) ? 'npm ci --no-audit --no-fund' : 'npm install --no-audit --no-fund', { cwd: root, stdio: 'inherit' });
+    }
+  } finally {
+    rmSync(lockDir, { recursive: true, force: true });
+  }
 }
 
 // Then TensorFlow's native runtime for @tensorflow/tfjs-node(-gpu), from PyPI's wheel (once per machine, cached);
