@@ -21,7 +21,8 @@ export interface DecodeGraph {
 
 /**
  * Builds the graph for a model's dimensions. Feeds: STEP_INPUTS, then embed, final norm weight, (lm_head), then per
- * layer wqkv, (bqkv), (headNorm), o, (o bias), post-attention norm weight, gate, up, down, cache rows. Fetches
+ * layer wqkv, (bqkv), (headNorm), o, (o bias), post-attention norm weight, gate, up, down (matrices [out, in]), cache
+ * rows. Fetches
  * 'logits' [B, V], 'ids' [B] (int32 argmax) and 'nll' [B] (−log p(ids)).
  */
 export function buildDecodeGraph(d: QwenDims, rotate: Float32Array): DecodeGraph {
@@ -78,18 +79,19 @@ export function buildDecodeGraph(d: QwenDims, rotate: Float32Array): DecodeGraph
   let x = op('GatherV2', [embed, ids, axis0], { Tparams: { type: 'float32' }, Tindices: { type: 'int32' }, Taxis: { type: 'int32' }, batch_dims: { i: 0 } });
   for (let i = 0; i < d.layers; i++) {
     const w = (n: string, shape: number[]): string => g.placeholder(`l${i}_${n}`, 'float32', shape);
-    const wqkv = w('wqkv', [d.hidden, nh * hd]);
+    // Matrices come transposed, [out, in] (see FusedLayer in qwen.ts): x·Wᵀ.
+    const wqkv = w('wqkv', [nh * hd, d.hidden]);
     const bqkv = layer.bqkv ? w('bqkv', [nh * hd]) : undefined;
     const headNorm = layer.headNorm ? w('head_norm', [nh, hd]) : undefined;
-    const wo = w('o', [H * hd, d.hidden]);
+    const wo = w('o', [d.hidden, H * hd]);
     const bo = layer.ob ? w('o_bias', [d.hidden]) : undefined;
     const postNorm = w('post_norm', [d.hidden]);
-    const gate = w('gate', [d.hidden, d.intermediate]);
-    const up = w('up', [d.hidden, d.intermediate]);
-    const down = w('down', [d.intermediate, d.hidden]);
+    const gate = w('gate', [d.intermediate, d.hidden]);
+    const up = w('up', [d.intermediate, d.hidden]);
+    const down = w('down', [d.hidden, d.intermediate]);
     const rows = w('cache_rows', [-1, hd]);
 
-    let qkv = matMul(norm(x), wqkv);
+    let qkv = matMul(norm(x), wqkv, true);
     if (bqkv) qkv = add(qkv, bqkv);
     let heads = reshape(qkv, shapeHeads);
     if (headNorm) heads = mul(mul(heads, op('Rsqrt', [add(mul(meanLast(op('Square', [heads])), m), e)])), headNorm);
@@ -100,12 +102,12 @@ export function buildDecodeGraph(d: QwenDims, rotate: Float32Array): DecodeGraph
     const scores = bmm(reshape(split, shapeQ), kv, true);
     const probs = op('Softmax', [add(scores, bias)]);
     const attn = reshape(bmm(probs, `${kv}:1`), shapeAttn);
-    let proj = matMul(attn, wo);
+    let proj = matMul(attn, wo, true);
     if (bo) proj = add(proj, bo);
     x = add(x, proj);
     const h2 = mul(norm(x), postNorm);
-    const gt = matMul(h2, gate);
-    x = add(x, matMul(mul(mul(gt, op('Sigmoid', [gt])), matMul(h2, up)), down));
+    const gt = matMul(h2, gate, true);
+    x = add(x, matMul(mul(mul(gt, op('Sigmoid', [gt])), matMul(h2, up, true)), down, true));
   }
   const xf = mul(norm(x), finalNorm);
   const logits = g.node('Identity', [lmHead ? matMul(xf, lmHead) : matMul(xf, embed, true)], F, 'logits');

@@ -14,6 +14,7 @@ import { TINY_FIXTURE_SEED, tinyFixtureConfigs } from '../../src/model/fixtures'
 import { generate } from '../../src/model/generate';
 import { useReferenceOps } from '../../src/model/ops';
 import { QwenModel } from '../../src/model/qwen';
+import { AdamW } from '../../src/train/adamw';
 
 const FIX = join(__dirname, '..', 'fixtures');
 const native = readNativeStatus().ok;
@@ -262,7 +263,6 @@ test('native: a weight update reaches the inference path (fused weights are rebu
 });
 
 test('native: AdamW\'s fused update (ResourceApplyAdam) follows the op-by-op update on cpu; state round-trips', { skip }, async () => {
-  const { AdamW } = await import('../../src/train/adamw');
   const shapes = [[7, 5], [5], [3, 4, 2]];
   const init = shapes.map((s, i) => tf.tidy(() => tf.randomNormal(s, 0, 1, 'float32', i + 1).dataSync() as Float32Array));
   const gradsAt = (step: number): Float32Array[] => shapes.map((s, i) => tf.tidy(() => tf.randomNormal(s, 0, step === 2 ? 50 : 0.5, 'float32', 100 * step + i).dataSync() as Float32Array));
