@@ -361,19 +361,36 @@ export interface WrittenFile {
   sha256: string;
 }
 
-/**
- * Writes an F32 safetensors file tensor by tensor (`data()` is called once per tensor, in name order, and the array is
- * dropped after it is written): the same bytes as `serializeSafetensors`, in memory one tensor plus one chunk at a
- * time. Written to `<path>.partial` and renamed, so `path` is either the whole file or absent. Returns size and sha256.
- */
-export function writeSafetensors(path: string, tensors: Iterable<TensorSource>, opts: { metadata?: Record<string, string>; chunkBytes?: number } = {}): WrittenFile {
+/** What both writers do before the first byte: the chunk size, the sources by name (each once) and the header. */
+function planWrite(path: string, tensors: Iterable<TensorSource>, opts: { metadata?: Record<string, string>; chunkBytes?: number }) {
   const chunkBytes = Math.max(4, Math.floor((opts.chunkBytes ?? DEFAULT_CHUNK_BYTES) / 4) * 4);
   const sources = new Map<string, TensorSource>();
   for (const t of tensors) {
     if (sources.has(t.name)) throw new Error(`${path}: tensor ${t.name} appears twice`);
     sources.set(t.name, t);
   }
-  const { sorted, header, dataBytes } = buildHeader([...sources.values()], opts.metadata, path);
+  return { chunkBytes, sources, ...buildHeader([...sources.values()], opts.metadata, path) };
+}
+
+/** One tensor's values, checked against the header's size; errors name the file and the tensor. */
+function tensorData(path: string, sources: Map<string, TensorSource>, t: { name: string; shape: readonly number[]; bytes: number }): Float32Array {
+  let data: Float32Array;
+  try {
+    data = sources.get(t.name)!.data();
+  } catch (e) {
+    throw new Error(`${path}: tensor ${t.name}: ${(e as Error).message}`);
+  }
+  if (data.length * 4 !== t.bytes) throw new Error(`${path}: tensor ${t.name} has ${data.length} values for shape [${t.shape.join(', ')}]`);
+  return data;
+}
+
+/**
+ * Writes an F32 safetensors file tensor by tensor (`data()` is called once per tensor, in name order, and the array is
+ * dropped after it is written): the same bytes as `serializeSafetensors`, in memory one tensor plus one chunk at a
+ * time. Written to `<path>.partial` and renamed, so `path` is either the whole file or absent. Returns size and sha256.
+ */
+export function writeSafetensors(path: string, tensors: Iterable<TensorSource>, opts: { metadata?: Record<string, string>; chunkBytes?: number } = {}): WrittenFile {
+  const { chunkBytes, sources, sorted, header, dataBytes } = planWrite(path, tensors, opts);
   const hash = createHash('sha256');
   const partial = `${path}.partial`;
   const fd = openSync(partial, 'w');
@@ -393,13 +410,7 @@ export function writeSafetensors(path: string, tensors: Iterable<TensorSource>, 
     put(len);
     put(header);
     for (const t of sorted) {
-      let data: Float32Array;
-      try {
-        data = sources.get(t.name)!.data();
-      } catch (e) {
-        throw new Error(`${path}: tensor ${t.name}: ${(e as Error).message}`);
-      }
-      if (data.length * 4 !== t.bytes) throw new Error(`${path}: tensor ${t.name} has ${data.length} values for shape [${t.shape.join(', ')}]`);
+      const data = tensorData(path, sources, t);
       put(f32Bytes(data));
     }
     closeSync(fd);
@@ -419,13 +430,7 @@ export function writeSafetensors(path: string, tensors: Iterable<TensorSource>, 
  * arrays must not change until it resolves.
  */
 export async function writeSafetensorsAsync(path: string, tensors: Iterable<TensorSource>, opts: { metadata?: Record<string, string>; chunkBytes?: number } = {}): Promise<WrittenFile> {
-  const chunkBytes = Math.max(4, Math.floor((opts.chunkBytes ?? DEFAULT_CHUNK_BYTES) / 4) * 4);
-  const sources = new Map<string, TensorSource>();
-  for (const t of tensors) {
-    if (sources.has(t.name)) throw new Error(`${path}: tensor ${t.name} appears twice`);
-    sources.set(t.name, t);
-  }
-  const { sorted, header, dataBytes } = buildHeader([...sources.values()], opts.metadata, path);
+  const { chunkBytes, sources, sorted, header, dataBytes } = planWrite(path, tensors, opts);
   const hash = createHash('sha256');
   const partial = `${path}.partial`;
   const fh = await open(partial, 'w');
@@ -449,13 +454,7 @@ export async function writeSafetensorsAsync(path: string, tensors: Iterable<Tens
     await put(len);
     await put(header);
     for (const t of sorted) {
-      let data: Float32Array;
-      try {
-        data = sources.get(t.name)!.data();
-      } catch (e) {
-        throw new Error(`${path}: tensor ${t.name}: ${(e as Error).message}`);
-      }
-      if (data.length * 4 !== t.bytes) throw new Error(`${path}: tensor ${t.name} has ${data.length} values for shape [${t.shape.join(', ')}]`);
+      const data = tensorData(path, sources, t);
       await put(f32Bytes(data));
     }
     await fh.close();
