@@ -78,7 +78,7 @@ export function decoderLayer(x: tf.Tensor2D, p: LayerParams, ctx: LayerContext):
 
 /** Saved tensors, in this order. */
 interface Saved {
-  /** x·r1: the input norm before its weight (folded into the q|k|v weights) */
+  /** x·r1: the input norm before its weight */
   xr1: tf.Tensor;
   r1: tf.Tensor;
   q3: tf.Tensor;
@@ -89,7 +89,7 @@ interface Saved {
   k4: tf.Tensor;
   v4: tf.Tensor;
   attn: tf.Tensor;
-  /** x2·r2: the post-attention norm before its weight (folded into the gate and up weights) */
+  /** x2·r2: the post-attention norm before its weight */
   xr2: tf.Tensor;
   r2: tf.Tensor;
   gate: tf.Tensor;
@@ -128,26 +128,22 @@ function sigmoidGrad(y: tf.Tensor, dy: tf.Tensor): tf.Tensor {
   return nativeOp('SigmoidGrad', [y, dy], [attr.type('T', 'float32')]);
 }
 
-/** diag(w)·W: row i of W times w[i]. */
-function scaleRows(w: tf.Tensor, m: tf.Tensor): tf.Tensor2D {
-  return tf.mul(tf.reshape(w, [-1, 1]), m) as tf.Tensor2D;
-}
-
 /** Backward of y = x·r with r = invRms(x), given dy, xr = x·r and r. */
 function unitNormBackward(dy: tf.Tensor, xr: tf.Tensor, r: tf.Tensor): tf.Tensor {
   return tf.mul(r, tf.sub(dy, tf.mul(xr, tf.mean(tf.mul(dy, xr), -1, true))));
 }
 
 /**
- * Backward of Y = X·(diag(w)·W) for Y's gradient dY: dX, and the gradients of w (rowsum of dM ⊙ W) and of W
- * (diag(w)·dM), with dM = Xᵀ·dY the gradient of the folded matrix.
+ * Backward of Y = (xr·w)·W for Y's gradient dY (a norm's output times its weight w, then a projection W): dxr and
+ * the gradients of w and W. (Folding w into W instead would trade these [N, hidden] passes for passes over W, which
+ * for a 0.5B model's MLP is ~10× more data.)
  */
-function foldedBackward(dY: tf.Tensor, X: tf.Tensor, w: tf.Tensor, W: tf.Tensor): { dX: tf.Tensor; dw: tf.Tensor; dW: tf.Tensor } {
-  const dM = tf.matMul(X, dY, true, false);
+function normProjBackward(dY: tf.Tensor, xr: tf.Tensor, w: tf.Tensor, W: tf.Tensor): { dxr: tf.Tensor; dw: tf.Tensor; dW: tf.Tensor } {
+  const dh = tf.matMul(dY, W, false, true);
   return {
-    dX: tf.matMul(dY, scaleRows(w, W), false, true),
-    dw: tf.sum(tf.mul(dM, W), 1),
-    dW: scaleRows(w, dM),
+    dW: tf.matMul(tf.mul(xr, w), dY, true, false),
+    dw: tf.sum(tf.mul(dh, xr), 0),
+    dxr: tf.mul(dh, w),
   };
 }
 
@@ -164,10 +160,9 @@ function forward(x: tf.Tensor2D, w: Partial<Record<ParamName, tf.Tensor>>, ctx: 
   const { B, T, heads: H, kvHeads: K, headDim: hd, eps } = ctx;
   const N = B * T;
   const G = H / K;
-  // norm(x)·W = (x·r1)·(diag(w)·W): the norm's weight goes into the (small) weight matrix, not the activations.
   const r1 = invRms(x, ctx.eps);
   const xr1 = tf.mul(x, r1);
-  let qkv = tf.matMul(xr1, scaleRows(w.inNorm!, tf.concat([w.q!, w.k!, w.v!], 1)));
+  let qkv = tf.matMul(tf.mul(xr1, w.inNorm!), tf.concat([w.q!, w.k!, w.v!], 1) as tf.Tensor2D);
   if (w.qb) qkv = tf.add(qkv, tf.concat([w.qb, w.kb!, w.vb!]));
   const [q, k, v] = tf.split(qkv, [H * hd, K * hd, K * hd], 1) as [tf.Tensor2D, tf.Tensor2D, tf.Tensor2D];
   const q3 = tf.reshape(q, [N, H, hd]);
@@ -210,8 +205,9 @@ function forward(x: tf.Tensor2D, w: Partial<Record<ParamName, tf.Tensor>>, ctx: 
   const x2 = tf.add(x, y1);
   const r2 = invRms(x2, eps);
   const xr2 = tf.mul(x2, r2);
-  const gate = tf.matMul(xr2, scaleRows(w.postNorm!, w.gate!));
-  const up = tf.matMul(xr2, scaleRows(w.postNorm!, w.up!));
+  const h2 = tf.mul(xr2, w.postNorm!) as tf.Tensor2D;
+  const gate = tf.matMul(h2, w.gate! as tf.Tensor2D);
+  const up = tf.matMul(h2, w.up! as tf.Tensor2D);
   const sg = tf.sigmoid(gate);
   const silu = tf.mul(gate, sg);
   const act = tf.mul(silu, up);
@@ -238,12 +234,12 @@ function backward(dy: tf.Tensor2D, list: tf.Tensor[], w: Partial<Record<ParamNam
   const dUp = tf.mul(dAct, s.silu);
   // d silu / d gate = sg + gate·sg·(1 − sg), the last term TensorFlow's SigmoidGrad(sg, gate)
   const dGate = tf.mul(tf.mul(dAct, s.up), tf.add(s.sg, sigmoidGrad(s.sg, s.gate)));
-  const fg = foldedBackward(dGate, s.xr2, w.postNorm!, w.gate!);
-  const fu = foldedBackward(dUp, s.xr2, w.postNorm!, w.up!);
-  dw.gate = fg.dW;
-  dw.up = fu.dW;
-  dw.postNorm = tf.add(fg.dw, fu.dw);
-  const dx2 = tf.add(dy, unitNormBackward(tf.add(fg.dX, fu.dX), s.xr2, s.r2));
+  const h2 = tf.mul(s.xr2, w.postNorm!);
+  dw.gate = tf.matMul(h2, dGate, true, false);
+  dw.up = tf.matMul(h2, dUp, true, false);
+  const dh2 = tf.add(tf.matMul(dGate, w.gate!, false, true), tf.matMul(dUp, w.up!, false, true));
+  dw.postNorm = tf.sum(tf.mul(dh2, s.xr2), 0);
+  const dx2 = tf.add(dy, unitNormBackward(tf.mul(dh2, w.postNorm!), s.xr2, s.r2));
 
   // Attention: x2 = x + attn @ Wo (+ bo)
   dw.o = tf.matMul(s.attn, dx2, true, false);
@@ -290,9 +286,9 @@ function backward(dy: tf.Tensor2D, list: tf.Tensor[], w: Partial<Record<ParamNam
     dk = nk.dx;
   }
   const dqkv = tf.concat([tf.reshape(dq, [N, H * hd]), tf.reshape(dk, [N, K * hd]), dv], 1);
-  const f1 = foldedBackward(dqkv, s.xr1, w.inNorm!, tf.concat([w.q!, w.k!, w.v!], 1));
+  const f1 = normProjBackward(dqkv, s.xr1, w.inNorm!, tf.concat([w.q!, w.k!, w.v!], 1));
   [dw.q, dw.k, dw.v] = tf.split(f1.dW, [H * hd, K * hd, K * hd], 1);
   if (w.qb) [dw.qb, dw.kb, dw.vb] = tf.split(sumRows(dqkv), [H * hd, K * hd, K * hd]);
   dw.inNorm = f1.dw;
-  return { dx: tf.add(dx2, unitNormBackward(f1.dX, s.xr1, s.r1)), dw };
+  return { dx: tf.add(dx2, unitNormBackward(f1.dxr, s.xr1, s.r1)), dw };
 }
