@@ -425,22 +425,8 @@ export class QwenModel {
     const bias = native ? tf.tensor4d(this.biasData(B, T, 0, T, keyMask), [B, 1, T, T]) : this.attentionBias(B, T, 0, keyMask);
     for (const L of this.layerVars) {
       // A tidy per layer frees what the gradient tape did not save as soon as the layer is done.
-      x = tf.tidy(() => {
-        const h = rmsNorm(x, L.inNorm, d.eps);
-        let q = linear(h, L.q, L.qb);
-        let k = linear(h, L.k, L.kb);
-        const v = linear(h, L.v, L.vb);
-        if (L.qNorm && L.kNorm) {
-          q = tf.reshape(rmsNorm(tf.reshape(q, [-1, d.headDim]), L.qNorm, d.eps), [B * T, -1]);
-          k = tf.reshape(rmsNorm(tf.reshape(k, [-1, d.headDim]), L.kNorm, d.eps), [B * T, -1]);
-        }
-        q = rope(q, d.heads, cosT, sinT, this.rotate);
-        k = rope(k, d.kvHeads, cosT, sinT, this.rotate);
-        const attn = native ? batchedAttention(q, k, v, B, T, d.heads, d.kvHeads, bias as tf.Tensor4D) : this.slicedAttention(q, k, v, B, T, bias as tf.Tensor2D[]);
-        const x2 = tf.add(x, linear(attn, L.o, L.ob)) as tf.Tensor2D;
-        const h2 = rmsNorm(x2, L.postNorm, d.eps);
-        return tf.add(x2, linear(swiGlu(linear(h2, L.gate), linear(h2, L.up)), L.down)) as tf.Tensor2D;
-      });
+      x = tf.tidy(() => this.block(x, L, B * T, cosT, sinT, (q, k, v) =>
+        native ? batchedAttention(q, k, v, B, T, d.heads, d.kvHeads, bias as tf.Tensor4D) : this.slicedAttention(q, k, v, B, T, bias as tf.Tensor2D[])));
     }
     return rmsNorm(x, this.w<tf.Rank.R1>('model.norm.weight'), d.eps);
   }
@@ -530,20 +516,7 @@ export class QwenModel {
       const bias = this.attentionBias(B, T, past, opts.keyMask);
       let x = embeddingLookup(this.w<tf.Rank.R2>('model.embed_tokens.weight'), ids.flat());
       this.layerVars.forEach((L, i) => {
-        const h = rmsNorm(x, L.inNorm, d.eps);
-        let q = linear(h, L.q, L.qb);
-        let k = linear(h, L.k, L.kb);
-        const v = linear(h, L.v, L.vb);
-        if (L.qNorm && L.kNorm) {
-          q = tf.reshape(rmsNorm(tf.reshape(q, [-1, d.headDim]), L.qNorm, d.eps), [B * T, -1]);
-          k = tf.reshape(rmsNorm(tf.reshape(k, [-1, d.headDim]), L.kNorm, d.eps), [B * T, -1]);
-        }
-        q = rope(q, d.heads, cosT, sinT, this.rotate);
-        k = rope(k, d.kvHeads, cosT, sinT, this.rotate);
-        const attn = this.concatCacheAttention(q, k, v, B, T, bias, cache.layers[i]!);
-        x = tf.add(x, linear(attn, L.o, L.ob));
-        const h2 = rmsNorm(x, L.postNorm, d.eps);
-        x = tf.add(x, linear(swiGlu(linear(h2, L.gate), linear(h2, L.up)), L.down));
+        x = this.block(x, L, B * T, cosT, sinT, (q, k, v) => this.concatCacheAttention(q, k, v, B, T, bias, cache.layers[i]!));
       });
       cache.length = past + T;
       if (opts.lastOnly) x = tf.gather(x, Array.from({ length: B }, (_, b) => b * T + T - 1));
@@ -844,6 +817,27 @@ export class QwenModel {
     });
     if (cache) cache.length = past + T;
     return out;
+  }
+
+  /**
+   * One decoder layer on rows x [N, hidden] through the tape-recorded ops (the wasm/cpu path and KV-cached decoding
+   * there): RMSNorm, q/k/v (+ QK-norm), RoPE, `attend`, o-projection, SwiGLU MLP, both residuals.
+   */
+  private block(x: tf.Tensor2D, L: LayerVars, N: number, cosT: tf.Tensor2D, sinT: tf.Tensor2D, attend: (q: tf.Tensor2D, k: tf.Tensor2D, v: tf.Tensor2D) => tf.Tensor2D): tf.Tensor2D {
+    const d = this.dims;
+    const h = rmsNorm(x, L.inNorm, d.eps);
+    let q = linear(h, L.q, L.qb);
+    let k = linear(h, L.k, L.kb);
+    const v = linear(h, L.v, L.vb);
+    if (L.qNorm && L.kNorm) {
+      q = tf.reshape(rmsNorm(tf.reshape(q, [-1, d.headDim]), L.qNorm, d.eps), [N, -1]);
+      k = tf.reshape(rmsNorm(tf.reshape(k, [-1, d.headDim]), L.kNorm, d.eps), [N, -1]);
+    }
+    q = rope(q, d.heads, cosT, sinT, this.rotate);
+    k = rope(k, d.kvHeads, cosT, sinT, this.rotate);
+    const x2 = tf.add(x, linear(attend(q, k, v), L.o, L.ob)) as tf.Tensor2D;
+    const h2 = rmsNorm(x2, L.postNorm, d.eps);
+    return tf.add(x2, linear(swiGlu(linear(h2, L.gate), linear(h2, L.up)), L.down)) as tf.Tensor2D;
   }
 
   dispose(): void {
