@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Parity fixtures between HF transformers and the tfjs Qwen decoder (src/model/qwen.ts).
 
-Direction 1: builds tiny randomly initialised Qwen3 (untied head) and Qwen2 (tied head, q/k/v bias) models with a fixed
+Direction 1: builds tiny randomly initialised Qwen3 (untied head), Qwen2 (tied head, q/k/v bias) and Llama (tied head as in
+SmolLM2, no bias, no q/k norm, rope_theta 100000) models with a fixed
 seed, saves them as HF checkpoints (config.json + F32 model.safetensors) under test/fixtures/hf-tiny-*/ and records their
 logits on fixed inputs in logits.json.
 Direction 2: loads the checkpoint(s) that the tfjs side saved (scripts/make-tfjs-fixture.ts → test/fixtures/tfjs-tiny-*/)
@@ -17,7 +18,7 @@ import sys
 
 import torch
 import transformers
-from transformers import Qwen2Config, Qwen2ForCausalLM, Qwen3Config, Qwen3ForCausalLM
+from transformers import LlamaConfig, LlamaForCausalLM, Qwen2Config, Qwen2ForCausalLM, Qwen3Config, Qwen3ForCausalLM
 
 ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
 FIX = os.path.join(ROOT, "test", "fixtures")
@@ -91,7 +92,9 @@ def main() -> int:
     make_hf("hf-tiny-qwen3", Qwen3ForCausalLM,
             Qwen3Config(**COMMON, head_dim=8, tie_word_embeddings=False, attention_bias=False), seed=0)
     make_hf("hf-tiny-qwen2-tied", Qwen2ForCausalLM, Qwen2Config(**COMMON, tie_word_embeddings=True), seed=1)
+    make_hf("hf-tiny-llama-tied", LlamaForCausalLM, LlamaConfig(**{**COMMON, "rope_theta": 100000.0}, tie_word_embeddings=True), seed=2)
     check_tfjs("tfjs-tiny-qwen3", Qwen3ForCausalLM)
+    check_tfjs("tfjs-tiny-llama-tied", LlamaForCausalLM)
     check_tfjs("tfjs-tiny-qwen2-tied", Qwen2ForCausalLM)
     return 0
 

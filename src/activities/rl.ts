@@ -30,6 +30,7 @@ import { LlmClient, canonicalJson } from '../infra/llm/client';
 import { ifExists, runKey, storeCache, type ObjectStore } from '../infra/store';
 import { selectBackend } from '../model/backend';
 import { QwenModel } from '../model/qwen';
+import { hfConfigJson } from '../model/checkpoint';
 import type { AdamWState } from '../train/adamw';
 import { takeBatch, type DataCursor } from '../train/rng';
 import { computeAdvantages } from '../rl/advantages';
@@ -491,7 +492,7 @@ export function createRlActivities(deps: RlDeps) {
           checkpointSeconds: 0,
           weightsSha256: '',
         };
-        const config = { ...model.config, architectures: [model.config.model_type === 'qwen3' ? 'Qwen3ForCausalLM' : 'Qwen2ForCausalLM'] };
+        const config = hfConfigJson(model);
         const saved = await saveTrainingCheckpoint(store, prefix, input.step, model, trainer.optimizer, ({ weightsSha256 }) => {
           result.weightsSha256 = weightsSha256;
           return { ...input.state, hp: input.hp, train: { ...result, checkpointSeconds: 0 } };

@@ -21,7 +21,7 @@ import { ObjectRef, runKey, type ObjectStore } from '../infra/store';
 import { selectBackend } from '../model/backend';
 import { parseQwenConfig } from '../model/config';
 import { QwenModel } from '../model/qwen';
-import { loadHfCheckpoint } from '../model/checkpoint';
+import { hfConfigJson, loadHfCheckpoint } from '../model/checkpoint';
 import { applySpecialTokenInit, SPECIAL_TOKEN_SOURCES } from '../model/specialTokens';
 import { evaluateToolCalls, type ToolCallEval } from '../train/evaluate';
 import { SftTrainer, type TrainerState } from '../train/sft';
@@ -161,8 +161,7 @@ export async function runSft(store: ObjectStore, input: z.infer<typeof SftTrainI
 
     // The final policy as an HF checkpoint with its tokenizer: loads in transformers, and in the RL stage.
     const finalPrefix = runKey(input.runId, 'sft', 'final');
-    const arch = model.config.model_type === 'qwen3' ? 'Qwen3ForCausalLM' : 'Qwen2ForCausalLM';
-    await store.putJson(`${finalPrefix}/config.json`, { ...model.config, architectures: [arch], dtype: 'float32' });
+    await store.putJson(`${finalPrefix}/config.json`, hfConfigJson(model));
     for (const f of ['tokenizer.json', 'tokenizer_config.json']) {
       await store.putBytes(`${finalPrefix}/${f}`, readFileSync(path.join(resolveDir(sft.tokenizerDir), f)), 'application/json');
     }

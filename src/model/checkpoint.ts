@@ -146,9 +146,12 @@ export function loadHfCheckpoint(dir: string, opts: { chunkBytes?: number } = {}
   }
 }
 
+/** The transformers class that loads each model_type. */
+export const HF_ARCHITECTURES = { qwen3: 'Qwen3ForCausalLM', qwen2: 'Qwen2ForCausalLM', llama: 'LlamaForCausalLM' } as const;
+
 /** The config.json a saved model carries (the loaded config, with architectures and dtype float32). */
 export function hfConfigJson(model: QwenModel): Record<string, unknown> {
-  const arch = model.config.model_type === 'qwen3' ? 'Qwen3ForCausalLM' : 'Qwen2ForCausalLM';
+  const arch = HF_ARCHITECTURES[model.config.model_type];
   const { torch_dtype: _old, ...rest } = model.config as QwenConfig & { torch_dtype?: unknown };
   return { ...rest, architectures: model.config.architectures ?? [arch], dtype: 'float32' };
 }

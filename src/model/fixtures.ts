@@ -11,4 +11,5 @@ export const TINY_FIXTURE_SEED = 1234;
 export const tinyFixtureConfigs: Record<string, QwenConfig> = {
   'tfjs-tiny-qwen3': { ...common, model_type: 'qwen3', head_dim: 8, tie_word_embeddings: false, attention_bias: false },
   'tfjs-tiny-qwen2-tied': { ...common, model_type: 'qwen2', tie_word_embeddings: true },
+  'tfjs-tiny-llama-tied': { ...common, model_type: 'llama', rope_theta: 100000, tie_word_embeddings: true, attention_bias: false },
 };

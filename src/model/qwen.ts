@@ -1,7 +1,8 @@
 /**
- * A Qwen2 / Qwen3 decoder in TensorFlow.js, parameter for parameter the same as HF `transformers`
- * (Qwen2ForCausalLM / Qwen3ForCausalLM): RMSNorm, RoPE, grouped-query attention, SwiGLU MLP, optional per-head
- * QK-norm (Qwen3), q/k/v bias (Qwen2), tied or untied LM head.
+ * A Qwen2 / Qwen3 / Llama decoder in TensorFlow.js, parameter for parameter the same as HF `transformers`
+ * (Qwen2ForCausalLM / Qwen3ForCausalLM / LlamaForCausalLM): RMSNorm, RoPE, grouped-query attention, SwiGLU MLP,
+ * optional per-head QK-norm (Qwen3), q/k/v bias (Qwen2; Qwen3 and Llama with attention_bias), tied or untied LM head.
+ * Llama (SmolLM2, Llama 2/3 without rope scaling) is Qwen3 without the QK-norm: the same weight names and math.
  *
  * API
  *   QwenModel.init(config, seed)             deterministic random init (normal(0, initializer_range), norms = 1, biases = 0)

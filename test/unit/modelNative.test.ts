@@ -160,7 +160,7 @@ function fixtureLogits(model: QwenModel, ref: LogitsFixture): { plain: number[][
 }
 
 const fixtures: { name: string; load: () => QwenModel; ref: () => LogitsFixture }[] = [
-  ...['hf-tiny-qwen3', 'hf-tiny-qwen2-tied'].map((name) => ({
+  ...['hf-tiny-qwen3', 'hf-tiny-qwen2-tied', 'hf-tiny-llama-tied'].map((name) => ({
     name,
     load: () => loadHfCheckpoint(join(FIX, name)),
     ref: () => JSON.parse(readFileSync(join(FIX, name, 'logits.json'), 'utf8')) as LogitsFixture,

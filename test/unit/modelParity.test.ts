@@ -8,6 +8,7 @@ import { modelLogitsCommand } from '../../src/cli/modelCommand';
 import { loadHfCheckpoint, readHfConfig, saveHfCheckpoint } from '../../src/model/checkpoint';
 import { TINY_FIXTURE_SEED, tinyFixtureConfigs } from '../../src/model/fixtures';
 import { QwenModel } from '../../src/model/qwen';
+import { parseQwenConfig, qwenDims } from '../../src/model/config';
 import { f16ToF32, parseSafetensors, serializeSafetensors } from '../../src/model/safetensors';
 
 const FIX = join(__dirname, '..', 'fixtures');
@@ -42,7 +43,7 @@ function checkLogits(model: QwenModel, ref: LogitsFixture): void {
   tf.dispose([plain, padded]);
 }
 
-for (const name of ['hf-tiny-qwen3', 'hf-tiny-qwen2-tied']) {
+for (const name of ['hf-tiny-qwen3', 'hf-tiny-qwen2-tied', 'hf-tiny-llama-tied']) {
   test(`an HF checkpoint (${name}) loads and gives transformers' logits within 1e-4`, () => {
     const dir = join(FIX, name);
     const model = loadHfCheckpoint(dir);
@@ -145,4 +146,14 @@ test('cm2 model logits prints the last position\'s logits', async () => {
   }
   const row = JSON.parse(printed[0]!) as number[];
   assert.ok(maxDiff([[row]], [[ref.logits[1]!.at(-1)!]]) < 1e-4);
+});
+
+test('config.json: Llama is read as Qwen-without-bias; what the decoder cannot compute is refused by name', () => {
+  const llama = JSON.parse(readFileSync(join(FIX, 'hf-tiny-llama-tied', 'config.json'), 'utf8')) as Record<string, unknown>;
+  const dims = qwenDims(parseQwenConfig(llama));
+  assert.deepEqual([dims.qkvBias, dims.oBias, dims.qkNorm, dims.tied, dims.ropeTheta], [false, false, false, true, 100000]);
+  assert.deepEqual([qwenDims(parseQwenConfig({ ...llama, attention_bias: true })).qkvBias, qwenDims(parseQwenConfig({ ...llama, attention_bias: true })).oBias], [true, true]);
+  assert.throws(() => parseQwenConfig({ ...llama, mlp_bias: true }), /mlp_bias is not supported/);
+  assert.throws(() => parseQwenConfig({ ...llama, rope_scaling: { rope_type: 'llama3', factor: 8 } }), /rope scaling 'llama3' is not supported/);
+  assert.throws(() => parseQwenConfig({ ...llama, model_type: 'mistral' }), /model_type/);
 });
