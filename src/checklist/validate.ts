@@ -18,10 +18,16 @@
  *  - A block that does not parse gets only its structure violations, but the other blocks are still checked, so
  *    one answer yields as many problems as possible and the repair loop needs fewer rounds.
  *
- * Snippet matching: both sides whitespace-normalised (`normaliseWs`) and compared **case-insensitively**; a snippet
- * may elide text with "..." / "…" (its pieces must occur in order); a snippet copied with JSON escapes (`\"`, `\n`,
- * as the prompt shows the messages as JSON) is also tried unescaped. Snippets are only shown to the judge as hints
- * (spec §6.4), so a quote that differs from the source in case or escaping costs nothing, while a repair round does.
+ * Snippet matching: a snippet must occur in some faithful rendering of the named part (`partTexts`: the raw text;
+ * the text escaped as inside JSON, as `json.dumps` writes it with and without `ensure_ascii`; JSON contents and
+ * arguments re-serialized on one line and with indent 4; a tool call as the serialized call object, the form the
+ * reference's labeller quotes since it is shown `json.dumps(messages, indent=4)`, or as our prompt's
+ * `{name, arguments}`). Both sides are whitespace-normalised (`normaliseWs`) and compared **case-insensitively**, and
+ * if that fails, also without the whitespace around JSON punctuation (`{ } [ ] , :`); a snippet may elide text with
+ * "..." / "…" (its pieces must occur in order); a snippet copied with JSON escapes is also tried unescaped. Only the
+ * named part's renderings are offered, so a snippet from another part or step is still rejected. Snippets are only
+ * shown to the judge as hints (spec §6.4), so a quote that differs from the source in case, layout or escaping costs
+ * nothing, while a repair round does.
  */
 import { z } from 'zod';
 import { Message, type Example } from '../data/schema';
@@ -35,7 +41,7 @@ import {
   type Evidence,
   type EvidenceFrom,
 } from './schema';
-import { messageAt, normaliseWs, partTexts, turnSpans, type TurnSpan } from './steps';
+import { messageAt, normaliseWs, partIsEmpty, partTexts, rawPartTexts, turnSpans, type TurnSpan } from './steps';
 
 export interface Violation {
   severity: 'error' | 'warning';
@@ -195,22 +201,42 @@ function snippetCandidates(snippet: string): string[] {
 
 const matchKey = (text: string): string => normaliseWs(text).toLowerCase();
 
-/** True when `snippet` occurs in `text`: whitespace-normalised, case-insensitive, "..." / "…" elisions allowed. */
+/** `matchKey` without the whitespace around JSON punctuation, so `{"a": {"b": 1}}` and `{"a":{\n "b":1}}` compare equal. */
+const tightKey = (text: string): string => matchKey(text).replace(/\s*([{}[\],:])\s*/g, '$1');
+
+/** True when the pieces of `snippet` (split at "..." / "…") occur in order in `hay`, both keyed by `key`. */
+function piecesOccur(hay: string, snippet: string, key: (text: string) => string): boolean {
+  const pieces = matchKey(snippet)
+    .split(/\s*(?:\.\.\.|…)\s*/)
+    .map(key)
+    .filter((p) => p.length > 0);
+  if (pieces.length === 0) return false;
+  let from = 0;
+  for (const piece of pieces) {
+    const at = hay.indexOf(piece, from);
+    if (at < 0) return false;
+    from = at + piece.length;
+  }
+  return true;
+}
+
+/**
+ * True when `snippet` occurs in `text`: whitespace-normalised, case-insensitive, "..." / "…" elisions allowed; then
+ * again ignoring whitespace around JSON punctuation (`{ } [ ] , :`), so one JSON layout quoted against another
+ * still matches.
+ */
 export function snippetOccurs(text: string, snippet: string): boolean {
-  const hay = matchKey(text);
-  return snippetCandidates(snippet).some((candidate) => {
-    const pieces = matchKey(candidate)
-      .split(/\s*(?:\.\.\.|…)\s*/)
-      .filter((p) => p.length > 0);
-    if (pieces.length === 0) return false;
-    let from = 0;
-    for (const piece of pieces) {
-      const at = hay.indexOf(piece, from);
-      if (at < 0) return false;
-      from = at + piece.length;
-    }
-    return true;
-  });
+  const candidates = snippetCandidates(snippet);
+  const loose = matchKey(text);
+  if (candidates.some((c) => piecesOccur(loose, c, (p) => p))) return true;
+  const tight = tightKey(text);
+  return candidates.some((c) => piecesOccur(tight, c, tightKey));
+}
+
+/** True when `snippet` occurs in some rendering of the part (`partTexts`; the raw text first, as the cheap common case). */
+export function snippetInPart(message: Message, from: EvidenceFrom, snippet: string): boolean {
+  const occurs = (text: string): boolean => snippetOccurs(text, snippet);
+  return rawPartTexts(message, from).some(occurs) || partTexts(message, from).some(occurs);
 }
 
 const ASSISTANT_PARTS: readonly EvidenceFrom[] = ['assistant.tool_calls', 'assistant.content.thinking', 'assistant.content.user_visible_reply'];
@@ -234,7 +260,7 @@ function locateSnippet(messages: readonly Message[], spans: readonly TurnSpan[],
       const message = messages[index]!;
       const step = index - span.start;
       for (const from of partsForRole(message.role)) {
-        if (!partTexts(message, from).some((text) => snippetOccurs(text, snippet))) continue;
+        if (!snippetInPart(message, from, snippet)) continue;
         const rank = span.turn === near.turn ? (step === near.step ? 0 : 1) : 2;
         const where = rank === 0 ? `this step's ${from}` : `turn ${span.turn} step ${step} (${from})`;
         found.push({ rank, text: step === 0 ? `${where}, the user message, which cannot be evidence` : where });
@@ -437,9 +463,10 @@ function checkEvidence(
     report({ code: 'evidence_snippet', field: 'snippet', message: 'the snippet is empty; quote the supporting text verbatim' });
     return;
   }
-  if (!partTexts(message, ev.from).some((text) => snippetOccurs(text, ev.snippet))) {
+  if (!snippetInPart(message, ev.from, ev.snippet)) {
     const places = locateSnippet(messages, spans, ev.snippet, ev);
-    report({ code: 'evidence_snippet', field: 'snippet', message: `snippet ${describe(ev.snippet)} not found in the ${ev.from} of turn ${ev.turn} step ${ev.step}${whereHint(places)}` });
+    const empty = partIsEmpty(message, ev.from) ? (ev.from === 'assistant.tool_calls' ? ' (that message makes no tool calls)' : ' (that part is empty)') : '';
+    report({ code: 'evidence_snippet', field: 'snippet', message: `snippet ${describe(ev.snippet)} not found in the ${ev.from} of turn ${ev.turn} step ${ev.step}${empty}${whereHint(places)}` });
   }
 }
 
