@@ -11,7 +11,8 @@
  *   cm2 filter --input X --output Y --report R   rule-based filters locally, without Temporal
  *   cm2 demo                              everything on the demo tool world, offline
  *   cm2 backend [--json]                  the tfjs backend model work uses here, and why
- *   cm2 model logits --checkpoint DIR --input-ids 1,2,3   last-position logits of a Qwen2/Qwen3 checkpoint (JSON)
+ *   cm2 model import SOURCE --out DIR     a .gguf file or an HF folder → HF checkpoint (config, F32 safetensors, tokenizer)
+ *   cm2 model logits --checkpoint DIR --input-ids 1,2,3   last-position logits of a Qwen2/Qwen3/Llama checkpoint (JSON)
  */
 import { Command, Option } from 'commander';
 import { ConfigError, loadConfig, type Cm2Config } from '../infra/config';
@@ -213,7 +214,23 @@ program.command('demo')
   .action(async (opts: { config: string; run?: string; keepInfra?: boolean }) =>
     (require('./demo') as typeof import('./demo')).demoCommand(opts.config, { keepInfra: opts.keepInfra ?? false, runId: opts.run }));
 
-const model = program.command('model').description('the tfjs Qwen2/Qwen3 model on HF checkpoints');
+const model = program.command('model').description('the tfjs Qwen2/Qwen3/Llama model on HF checkpoints');
+model.command('import')
+  .description('import a pretrained model — a GGUF file (llama.cpp; F32/F16/BF16, Q4_0/Q4_1/Q5_0/Q5_1/Q8_0, Q2_K…Q6_K) or an HF folder (F32/BF16/F16, sharded or not) — as the HF checkpoint the pipeline uses: config.json, F32 model.safetensors (sharded above --max-shard-size), tokenizer.json, tokenizer_config.json with the chat template')
+  .argument('<source>', 'a .gguf file or an HF model folder (config.json + safetensors)')
+  .requiredOption('--out <dir>', 'the checkpoint folder to write')
+  .option('--max-shard-size <size>', 'largest weight file, e.g. 5GB (as transformers; default 50GB)')
+  .option('--force', 'replace a checkpoint already in --out')
+  .option('--json', 'print the summary as JSON')
+  .action((source: string, opts: { out: string; maxShardSize?: string; force?: boolean; json?: boolean }) => {
+    try {
+      (require('./modelCommand') as typeof import('./modelCommand')).modelImportCommand(source, opts);
+    } catch (e) {
+      // The messages name the file and the field or tensor; a stack trace adds nothing for a refused input.
+      console.error(`cm2 model import: ${(e as Error).message}`);
+      process.exitCode = 1;
+    }
+  });
 model.command('logits')
   .description('print the logits of the last position as a JSON array')
   .requiredOption('--checkpoint <dir>', 'HF checkpoint folder (config.json + safetensors)')

@@ -1,6 +1,17 @@
-/** `cm2 model …`: inspect a Qwen2/Qwen3 HF checkpoint with the tfjs model. */
+/** `cm2 model …`: import a pretrained model (GGUF or HF folder), inspect a Qwen2/Qwen3/Llama HF checkpoint with the tfjs model. */
 import { activeBackend, readNativeStatus, selectBackend, type BackendPref } from '../model/backend';
 import { loadHfCheckpoint } from '../model/checkpoint';
+import { formatImportSummary, importModel, type ImportSummary } from '../model/modelImport';
+
+/** `cm2 model import SOURCE --out DIR`: a .gguf file or an HF folder → the HF checkpoint the pipeline uses. */
+export function modelImportCommand(source: string, opts: { out: string; maxShardSize?: string; force?: boolean; json?: boolean }): ImportSummary {
+  const summary = importModel(source, opts.out, {
+    ...(opts.maxShardSize !== undefined ? { maxShardSize: opts.maxShardSize } : {}),
+    ...(opts.force ? { force: true } : {}),
+  });
+  console.log(opts.json ? JSON.stringify(summary, null, 2) : formatImportSummary(summary).join('\n'));
+  return summary;
+}
 
 export function parseIds(list: string): number[] {
   const ids = list.split(',').map((s) => s.trim()).filter(Boolean).map(Number);

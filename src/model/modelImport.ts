@@ -1,0 +1,512 @@
+/**
+ * `cm2 model import`: a pretrained model → the HF checkpoint folder the pipeline uses (config.json, F32
+ * model.safetensors — or shards + model.safetensors.index.json above the shard size, as transformers —,
+ * tokenizer.json, tokenizer_config.json with the chat template).
+ *
+ * Sources:
+ * - a GGUF file (llama.cpp; architectures llama, qwen2, qwen3): the config from the `<arch>.*` metadata, every tensor
+ *   dequantized (ggufQuant.ts) and renamed to HF's names; for llama, the q/k projection rows are put back in HF's
+ *   order (llama.cpp's converter interleaves the two rotary halves of each head, HF keeps them apart); the tokenizer
+ *   built from the tokenizer metadata (ggufTokenizer.ts).
+ * - an HF folder (config.json + model.safetensors or shards, F32/BF16/F16): config checked and copied, weights
+ *   converted to F32 and re-sharded, tokenizer files copied (a chat_template.jinja folded into
+ *   tokenizer_config.json, where loadChatTokenizer reads it).
+ * Tensors are read, converted and written one at a time (never two copies of the model in memory), with positioned
+ * reads, so files of any size work. Unsupported architectures, tensors or types are refused naming the file and the
+ * field or tensor.
+ */
+import { copyFileSync, existsSync, mkdirSync, readdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
+import { basename, join, resolve } from 'node:path';
+import { z } from 'zod';
+import { HF_ARCHITECTURES, HfWeights } from './checkpoint';
+import { parseQwenConfig, qwenDims, type QwenConfig } from './config';
+import { describeGgufValue, GgufFile, type GgufValue } from './gguf';
+import { tokenizerFromGguf, type GgufTokenizer } from './ggufTokenizer';
+import { paramSpecs } from './qwen';
+import { writeShardedSafetensors, type TensorSource, type WrittenFile } from './safetensors';
+
+export type ModelType = keyof typeof HF_ARCHITECTURES;
+export const SUPPORTED_MODEL_TYPES = Object.keys(HF_ARCHITECTURES) as ModelType[];
+
+export interface ImportOptions {
+  /** Largest shard (bytes, or "5GB"); default transformers' 50GB. */
+  maxShardSize?: number | string;
+  /** Write into a folder that already holds a checkpoint (its files are replaced). */
+  force?: boolean;
+}
+
+export interface ImportSummary {
+  source: string;
+  format: 'gguf' | 'hf';
+  out: string;
+  /** general.name of a GGUF file */
+  name?: string;
+  modelType: ModelType;
+  architecture: string;
+  layers: number;
+  hidden: number;
+  heads: number;
+  kvHeads: number;
+  vocab: number;
+  tied: boolean;
+  parameters: number;
+  /** source tensors by stored type, e.g. { Q4_1: 210, F32: 61, Q8_0: 1 } */
+  sourceTypes: Record<string, number>;
+  /** dtype written */
+  dtype: 'F32';
+  tokenizer?: GgufTokenizer['summary'] | { copied: string[] };
+  files: { path: string; bytes: number }[];
+  seconds: number;
+  warnings: string[];
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// GGUF → HF config
+
+const GGUF_ARCHITECTURES: Readonly<Record<string, ModelType>> = { llama: 'llama', qwen2: 'qwen2', qwen3: 'qwen3' };
+
+/** The shortest decimal that is the same float32 (9.999999747378752e-06 → 1e-5), as a number. */
+export function shortestF32(x: number): number {
+  const f = Math.fround(x);
+  for (let p = 1; p <= 9; p++) {
+    const y = Number(f.toPrecision(p));
+    if (Math.fround(y) === f) return y;
+  }
+  return f;
+}
+
+class Meta {
+  constructor(private readonly meta: ReadonlyMap<string, GgufValue>, private readonly where: string) {}
+
+  get(key: string): GgufValue | undefined {
+    return this.meta.get(key);
+  }
+
+  /** A number field; `dflt` when absent (absent and no default: an error naming the key). */
+  num(key: string, dflt?: number): number {
+    const v = this.meta.get(key);
+    if (v === undefined) {
+      if (dflt === undefined) throw new Error(`${this.where}: metadata ${key} is missing`);
+      return dflt;
+    }
+    if (Array.isArray(v)) {
+      // Some files store per-layer values; one value for every layer is the only kind supported.
+      const first = v[0];
+      if (v.length > 0 && typeof first === 'number' && v.every((x) => x === first)) return first;
+      throw new Error(`${this.where}: metadata ${key} is a per-layer array with different values (${describeGgufValue(v)}); not supported`);
+    }
+    if (typeof v !== 'number') throw new Error(`${this.where}: metadata ${key} must be a number, got ${describeGgufValue(v)}`);
+    return v;
+  }
+
+  int(key: string, dflt?: number): number {
+    const v = this.num(key, dflt);
+    if (!Number.isInteger(v) || v <= 0) throw new Error(`${this.where}: metadata ${key} must be a positive integer, got ${v}`);
+    return v;
+  }
+
+  str(key: string): string | undefined {
+    const v = this.meta.get(key);
+    if (v !== undefined && typeof v !== 'string') throw new Error(`${this.where}: metadata ${key} must be a string, got ${describeGgufValue(v)}`);
+    return v;
+  }
+}
+
+/**
+ * The HF config.json of a GGUF model (transformers' field names), checked by parseQwenConfig. `hasTensor` tells
+ * whether the file has a tensor (the head is tied when there is no output.weight; biases when there are).
+ */
+export function ggufHfConfig(metadata: ReadonlyMap<string, GgufValue>, hasTensor: (name: string) => boolean, where: string): { config: QwenConfig; raw: Record<string, unknown> } {
+  const m = new Meta(metadata, where);
+  const arch = m.str('general.architecture');
+  if (arch === undefined) throw new Error(`${where}: metadata general.architecture is missing`);
+  const modelType = GGUF_ARCHITECTURES[arch];
+  if (!modelType) throw new Error(`${where}: general.architecture '${arch}' is not supported (supported: ${Object.keys(GGUF_ARCHITECTURES).join(', ')})`);
+  const k = (s: string) => `${arch}.${s}`;
+  const experts = m.get(k('expert_count'));
+  if (experts !== undefined && experts !== 0) throw new Error(`${where}: ${k('expert_count')} is ${describeGgufValue(experts)}: mixture-of-experts models are not supported`);
+  const ropeScaling = m.str(k('rope.scaling.type'));
+  if (ropeScaling !== undefined && ropeScaling !== 'none') throw new Error(`${where}: ${k('rope.scaling.type')} '${ropeScaling}' is not supported (only the default RoPE)`);
+  if (hasTensor('rope_freqs.weight')) throw new Error(`${where}: tensor rope_freqs.weight (Llama 3.1-style RoPE frequency factors) is not supported (only the default RoPE)`);
+
+  const hidden = m.int(k('embedding_length'));
+  const heads = m.int(k('attention.head_count'));
+  const kvHeads = m.int(k('attention.head_count_kv'), heads);
+  const headDim = m.int(k('attention.key_length'), hidden / heads);
+  const valueLength = m.int(k('attention.value_length'), headDim);
+  if (valueLength !== headDim) throw new Error(`${where}: ${k('attention.value_length')} ${valueLength} differs from ${k('attention.key_length')} ${headDim}; not supported`);
+  const ropeDims = m.get(k('rope.dimension_count'));
+  if (ropeDims !== undefined && ropeDims !== headDim) throw new Error(`${where}: ${k('rope.dimension_count')} ${describeGgufValue(ropeDims)} differs from the head size ${headDim} (partial rotary embeddings are not supported)`);
+  const tokens = m.get('tokenizer.ggml.tokens');
+  const vocabDefault = Array.isArray(tokens) ? tokens.length : undefined;
+  const vocab = m.int(k('vocab_size'), vocabDefault);
+  const tied = !hasTensor('output.weight');
+  const bias = hasTensor('blk.0.attn_q.bias');
+  const intId = (key: string): number | undefined => {
+    const v = m.get(key);
+    return typeof v === 'number' ? v : undefined;
+  };
+  const bos = intId('tokenizer.ggml.bos_token_id');
+  const eos = intId('tokenizer.ggml.eos_token_id');
+  const pad = intId('tokenizer.ggml.padding_token_id');
+  const ropeTheta = shortestF32(m.num(k('rope.freq_base'), 10000));
+  const raw: Record<string, unknown> = {
+    architectures: [HF_ARCHITECTURES[modelType]],
+    model_type: modelType,
+    vocab_size: vocab,
+    hidden_size: hidden,
+    intermediate_size: m.int(k('feed_forward_length')),
+    num_hidden_layers: m.int(k('block_count')),
+    num_attention_heads: heads,
+    num_key_value_heads: kvHeads,
+    head_dim: headDim,
+    hidden_act: 'silu',
+    max_position_embeddings: m.int(k('context_length'), 2048),
+    rms_norm_eps: shortestF32(m.num(k('attention.layer_norm_rms_epsilon'))),
+    rope_theta: ropeTheta,
+    rope_parameters: { rope_theta: ropeTheta, rope_type: 'default' },
+    tie_word_embeddings: tied,
+    ...(modelType === 'qwen2' ? {} : { attention_bias: bias }),
+    ...(modelType === 'llama' ? { mlp_bias: false } : {}),
+    ...(bos !== undefined ? { bos_token_id: bos } : {}),
+    ...(eos !== undefined ? { eos_token_id: eos } : {}),
+    ...(pad !== undefined ? { pad_token_id: pad } : {}),
+    initializer_range: 0.02,
+    use_cache: true,
+    dtype: 'float32',
+  };
+  if (modelType === 'qwen2' && !bias) throw new Error(`${where}: a qwen2 model without tensor blk.0.attn_q.bias (Qwen2 has q/k/v biases)`);
+  let config: QwenConfig;
+  try {
+    config = parseQwenConfig(raw);
+  } catch (e) {
+    throw new Error(`${where}: the model described by its metadata is not supported: ${e instanceof z.ZodError ? zodIssues(e) : (e as Error).message}`);
+  }
+  return { config, raw };
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// GGUF tensors → HF tensors
+
+const BLOCK_TENSORS: Readonly<Record<string, string>> = {
+  attn_norm: 'input_layernorm',
+  attn_q: 'self_attn.q_proj',
+  attn_k: 'self_attn.k_proj',
+  attn_v: 'self_attn.v_proj',
+  attn_output: 'self_attn.o_proj',
+  attn_q_norm: 'self_attn.q_norm',
+  attn_k_norm: 'self_attn.k_norm',
+  ffn_norm: 'post_attention_layernorm',
+  ffn_gate: 'mlp.gate_proj',
+  ffn_up: 'mlp.up_proj',
+  ffn_down: 'mlp.down_proj',
+};
+
+/** The HF name of a llama.cpp tensor name, or undefined for a name with no HF counterpart here. */
+export function ggufToHfName(name: string): string | undefined {
+  if (name === 'token_embd.weight') return 'model.embed_tokens.weight';
+  if (name === 'output_norm.weight') return 'model.norm.weight';
+  if (name === 'output.weight') return 'lm_head.weight';
+  const m = /^blk\.(\d+)\.([a-z_]+)\.(weight|bias)$/.exec(name);
+  const hf = m ? BLOCK_TENSORS[m[2]!] : undefined;
+  return m && hf ? `model.layers.${m[1]}.${hf}.${m[3]}` : undefined;
+}
+
+/**
+ * Undoes llama.cpp's row permutation of a Llama q or k projection (weight [heads·headDim, in], or bias): its
+ * converter stores, per head, row 2i + j for HF row j·headDim/2 + i (the two rotary halves interleaved), so HF row
+ * h·headDim + j·headDim/2 + i = GGUF row h·headDim + 2i + j.
+ */
+export function unpermuteLlamaRows(data: Float32Array, rows: number, heads: number): Float32Array {
+  const cols = data.length / rows;
+  const headDim = rows / heads;
+  if (!Number.isInteger(cols) || !Number.isInteger(headDim) || headDim % 2 !== 0) throw new Error(`cannot unpermute ${rows} rows into ${heads} heads of even size`);
+  const half = headDim / 2;
+  const out = new Float32Array(data.length);
+  for (let h = 0; h < heads; h++) {
+    for (let j = 0; j < 2; j++) {
+      for (let i = 0; i < half; i++) {
+        const to = (h * headDim + j * half + i) * cols;
+        const from = (h * headDim + 2 * i + j) * cols;
+        out.set(data.subarray(from, from + cols), to);
+      }
+    }
+  }
+  return out;
+}
+
+const sameShape = (a: readonly number[], b: readonly number[]) => a.length === b.length && a.every((d, i) => d === b[i]);
+
+/** The imported tensors of a GGUF file: HF name, shape, and a reader that dequantizes (and unpermutes) on demand. */
+export function ggufTensorSources(g: GgufFile, config: QwenConfig): { sources: TensorSource[]; sourceTypes: Record<string, number> } {
+  const d = qwenDims(config);
+  const specs = paramSpecs(d);
+  const byHf = new Map<string, string>();
+  for (const t of g.tensors) {
+    const hf = ggufToHfName(t.name);
+    if (hf === undefined) throw new Error(`${g.path}: tensor ${t.name} (${t.typeName} [${t.shape.join(', ')}]) has no counterpart in a ${config.model_type} model here`);
+    byHf.set(hf, t.name);
+  }
+  const used = new Set<string>();
+  const sourceTypes: Record<string, number> = {};
+  const sources = specs.map((spec): TensorSource => {
+    const gname = byHf.get(spec.name);
+    if (gname === undefined) throw new Error(`${g.path}: tensor for ${spec.name} is missing (llama.cpp name ${hfToGgufHint(spec.name)})`);
+    const t = g.tensor(gname);
+    if (!sameShape(t.shape, spec.shape)) throw new Error(`${g.path}: tensor ${gname} has shape [${t.shape.join(', ')}] (GGUF dims [${t.dims.join(', ')}]), expected [${spec.shape.join(', ')}] for ${spec.name}`);
+    used.add(gname);
+    sourceTypes[t.typeName] = (sourceTypes[t.typeName] ?? 0) + 1;
+    const permuteHeads = config.model_type === 'llama' ? (/\.q_proj\./.test(spec.name) ? d.heads : /\.k_proj\./.test(spec.name) ? d.kvHeads : 0) : 0;
+    return {
+      name: spec.name,
+      shape: [...spec.shape],
+      data: () => {
+        const values = g.read(gname);
+        return permuteHeads ? unpermuteLlamaRows(values, spec.shape[0]!, permuteHeads) : values;
+      },
+    };
+  });
+  const extra = g.tensors.filter((t) => !used.has(t.name) && !(d.tied && t.name === 'output.weight'));
+  if (extra.length > 0) throw new Error(`${g.path}: tensors the model does not use: ${extra.slice(0, 5).map((t) => t.name).join(', ')}${extra.length > 5 ? ', …' : ''}`);
+  return { sources, sourceTypes };
+}
+
+function hfToGgufHint(hf: string): string {
+  if (hf === 'model.embed_tokens.weight') return 'token_embd.weight';
+  if (hf === 'model.norm.weight') return 'output_norm.weight';
+  if (hf === 'lm_head.weight') return 'output.weight';
+  const m = /^model\.layers\.(\d+)\.(.+)\.(weight|bias)$/.exec(hf);
+  const g = m ? Object.entries(BLOCK_TENSORS).find(([, v]) => v === m[2])?.[0] : undefined;
+  return m && g ? `blk.${m[1]}.${g}.${m[3]}` : '?';
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// Writing
+
+const CHECKPOINT_FILES = /^(config\.json|model\.safetensors|model\.safetensors\.index\.json|model-\d{5}-of-\d{5}\.safetensors|tokenizer\.json|tokenizer_config\.json)$/;
+
+/** Refuses an output folder that is the source or (without `force`) already holds a checkpoint; writes nothing. */
+function checkOut(out: string, source: string, force: boolean): void {
+  if (resolve(source) === resolve(out)) throw new Error(`--out ${out} is the source itself; choose another folder`);
+  if (existsSync(out)) {
+    if (!statSync(out).isDirectory()) throw new Error(`--out ${out} exists and is not a folder`);
+    const clash = readdirSync(out).filter((f) => CHECKPOINT_FILES.test(f));
+    if (clash.length > 0 && !force) throw new Error(`--out ${out} already holds a checkpoint (${clash.slice(0, 3).join(', ')}${clash.length > 3 ? ', …' : ''}); pass --force to replace it`);
+  }
+}
+
+function writeJson(path: string, value: unknown): { path: string; bytes: number } {
+  const text = `${JSON.stringify(value, null, 2)}\n`;
+  writeFileSync(path, text);
+  return { path, bytes: Buffer.byteLength(text) };
+}
+
+const written = (files: WrittenFile[]) => files.map((f) => ({ path: f.path, bytes: f.bytes }));
+
+/** GGUF file → HF checkpoint folder. */
+export function importGguf(path: string, out: string, opts: ImportOptions = {}): ImportSummary {
+  const t0 = performance.now();
+  checkOut(out, path, opts.force ?? false);
+  const g = GgufFile.open(path);
+  try {
+    const { config, raw } = ggufHfConfig(g.metadata, (n) => g.has(n), path);
+    const d = qwenDims(config);
+    const warnings: string[] = [];
+    const tok = g.metadata.has('tokenizer.ggml.model') ? tokenizerFromGguf(g.metadata, path, { contextLength: config.max_position_embeddings }) : undefined;
+    if (!tok) warnings.push(`${path} carries no tokenizer (no tokenizer.ggml.model): no tokenizer.json written, and the pipeline needs one beside the weights`);
+    else warnings.push(...tok.warnings);
+    if (tok && tok.summary.vocab > d.vocab) throw new Error(`${path}: tokenizer.ggml.tokens has ${tok.summary.vocab} tokens, more than the model's vocabulary (${d.vocab})`);
+    const { sources, sourceTypes } = ggufTensorSources(g, config);
+    mkdirSync(out, { recursive: true });
+    const parameters = sources.reduce((n, s) => n + s.shape.reduce((a, b) => a * b, 1), 0);
+    const files = written(writeShardedSafetensors(out, sources, {
+      metadata: { format: 'pt' },
+      totalParameters: parameters,
+      ...(opts.maxShardSize !== undefined ? { maxShardSize: opts.maxShardSize } : {}),
+    }));
+    if (tok) {
+      files.push(writeJson(join(out, 'tokenizer.json'), tok.tokenizerJson));
+      files.push(writeJson(join(out, 'tokenizer_config.json'), tok.tokenizerConfig));
+    }
+    // config.json last: a folder with a config is a whole checkpoint.
+    files.push(writeJson(join(out, 'config.json'), raw));
+    const name = g.metadata.get('general.name');
+    return {
+      source: path,
+      format: 'gguf',
+      out,
+      ...(typeof name === 'string' ? { name } : {}),
+      modelType: config.model_type,
+      architecture: HF_ARCHITECTURES[config.model_type],
+      layers: d.layers,
+      hidden: d.hidden,
+      heads: d.heads,
+      kvHeads: d.kvHeads,
+      vocab: d.vocab,
+      tied: d.tied,
+      parameters,
+      sourceTypes,
+      dtype: 'F32',
+      ...(tok ? { tokenizer: tok.summary } : {}),
+      files,
+      seconds: (performance.now() - t0) / 1000,
+      warnings,
+    };
+  } finally {
+    g.close();
+  }
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// HF folder → HF checkpoint
+
+/** "field a.b: message; field c: message" for a zod error. */
+function zodIssues(e: z.ZodError): string {
+  return e.issues.map((i) => `field ${i.path.join('.') || '(root)'}: ${i.message}`).join('; ');
+}
+
+/** config.json of an HF folder, checked: a supported model_type and architectures, then every field the model uses. */
+export function readImportableHfConfig(dir: string): { config: QwenConfig; file: string } {
+  const file = join(dir, 'config.json');
+  if (!existsSync(file)) throw new Error(`${dir}: no config.json (not an HF model folder)`);
+  let raw: unknown;
+  try {
+    raw = JSON.parse(readFileSync(file, 'utf8'));
+  } catch (e) {
+    throw new Error(`${file}: not valid JSON (${(e as Error).message})`);
+  }
+  const head = z.looseObject({ model_type: z.string().optional(), architectures: z.array(z.string()).optional() }).safeParse(raw);
+  if (!head.success) throw new Error(`${file}: ${zodIssues(head.error)}`);
+  const modelType = head.data.model_type;
+  if (modelType === undefined) throw new Error(`${file}: field model_type is missing`);
+  if (!(SUPPORTED_MODEL_TYPES as string[]).includes(modelType)) throw new Error(`${file}: field model_type '${modelType}' is not supported (supported: ${SUPPORTED_MODEL_TYPES.join(', ')})`);
+  const expected = HF_ARCHITECTURES[modelType as ModelType];
+  const archs = head.data.architectures;
+  if (archs && archs.length > 0 && !archs.includes(expected)) throw new Error(`${file}: field architectures ${JSON.stringify(archs)} is not supported (a ${modelType} model must be ${expected})`);
+  try {
+    return { config: parseQwenConfig(raw), file };
+  } catch (e) {
+    throw new Error(`${file}: ${e instanceof z.ZodError ? zodIssues(e) : (e as Error).message.replace(/^config\.json: /, '')}`);
+  }
+}
+
+/** Tokenizer and generation files copied from an HF folder when present. */
+const TOKENIZER_FILES = ['tokenizer.json', 'tokenizer_config.json', 'special_tokens_map.json', 'added_tokens.json', 'vocab.json', 'merges.txt', 'generation_config.json', 'chat_template.jinja'];
+
+const tokenizerConfigSchema = z.looseObject({ chat_template: z.union([z.string(), z.array(z.looseObject({ name: z.string(), template: z.string() }))]).optional() });
+
+/** HF folder (single file or shards; F32, BF16, F16) → HF checkpoint folder with F32 weights. */
+export function importHfFolder(dir: string, out: string, opts: ImportOptions = {}): ImportSummary {
+  const t0 = performance.now();
+  checkOut(out, dir, opts.force ?? false);
+  const { config } = readImportableHfConfig(dir);
+  const d = qwenDims(config);
+  const warnings: string[] = [];
+  const weights = HfWeights.open(dir);
+  try {
+    const specs = paramSpecs(d);
+    const sourceTypes: Record<string, number> = {};
+    for (const spec of specs) {
+      if (!weights.has(spec.name)) throw new Error(`${dir}: weight ${spec.name} is missing`);
+      const e = weights.entry(spec.name);
+      if (!sameShape(e.shape, spec.shape)) throw new Error(`${e.file}: tensor ${spec.name} has shape [${e.shape.join(', ')}], expected [${spec.shape.join(', ')}] (config.json)`);
+      if (!['F32', 'BF16', 'F16'].includes(e.dtype)) throw new Error(`${e.file}: tensor ${spec.name} has dtype ${e.dtype}; F32, BF16 and F16 are read`);
+      sourceTypes[e.dtype] = (sourceTypes[e.dtype] ?? 0) + 1;
+    }
+    const known = new Set(specs.map((s) => s.name));
+    const extra = weights.names().filter((n) => !known.has(n) && !(d.tied && n === 'lm_head.weight') && !n.endsWith('rotary_emb.inv_freq'));
+    if (extra.length > 0) throw new Error(`${weights.entry(extra[0]!).file}: tensors a ${config.model_type} model with this config.json does not have: ${extra.slice(0, 5).join(', ')}${extra.length > 5 ? ', …' : ''}`);
+
+    // Tokenizer files, read and checked before anything is written.
+    const copied = TOKENIZER_FILES.filter((f) => existsSync(join(dir, f)));
+    if (!copied.includes('tokenizer.json')) warnings.push(`${dir} has no tokenizer.json: the pipeline needs one beside the weights`);
+    let tokConfig: Record<string, unknown> | undefined;
+    if (copied.includes('tokenizer_config.json')) {
+      const file = join(dir, 'tokenizer_config.json');
+      let raw: unknown;
+      try {
+        raw = JSON.parse(readFileSync(file, 'utf8'));
+      } catch (e) {
+        throw new Error(`${file}: not valid JSON (${(e as Error).message})`);
+      }
+      const parsed = tokenizerConfigSchema.safeParse(raw);
+      if (!parsed.success) throw new Error(`${file}: ${zodIssues(parsed.error)}`);
+      tokConfig = parsed.data;
+    }
+    const jinja = copied.includes('chat_template.jinja') ? readFileSync(join(dir, 'chat_template.jinja'), 'utf8') : undefined;
+    if (jinja !== undefined && typeof tokConfig?.chat_template !== 'string') tokConfig = { ...(tokConfig ?? {}), chat_template: jinja };
+    if (tokConfig && tokConfig.chat_template === undefined) warnings.push('no chat template (tokenizer_config.json chat_template, chat_template.jinja)');
+
+    mkdirSync(out, { recursive: true });
+    const parameters = specs.reduce((n, s) => n + s.shape.reduce((a, b) => a * b, 1), 0);
+    const files = written(writeShardedSafetensors(out, specs.map((spec) => ({ name: spec.name, shape: [...spec.shape], data: () => weights.read(spec.name, spec.shape) })), {
+      metadata: { format: 'pt' },
+      totalParameters: parameters,
+      ...(opts.maxShardSize !== undefined ? { maxShardSize: opts.maxShardSize } : {}),
+    }));
+    for (const f of copied) {
+      if (f === 'tokenizer_config.json' && tokConfig) continue;
+      copyFileSync(join(dir, f), join(out, f));
+      files.push({ path: join(out, f), bytes: statSync(join(out, f)).size });
+    }
+    if (tokConfig) files.push(writeJson(join(out, 'tokenizer_config.json'), tokConfig));
+    const { torch_dtype: _old, ...rest } = config as QwenConfig & { torch_dtype?: unknown };
+    files.push(writeJson(join(out, 'config.json'), { ...rest, architectures: config.architectures ?? [HF_ARCHITECTURES[config.model_type]], dtype: 'float32' }));
+    return {
+      source: dir,
+      format: 'hf',
+      out,
+      modelType: config.model_type,
+      architecture: HF_ARCHITECTURES[config.model_type],
+      layers: d.layers,
+      hidden: d.hidden,
+      heads: d.heads,
+      kvHeads: d.kvHeads,
+      vocab: d.vocab,
+      tied: d.tied,
+      parameters,
+      sourceTypes,
+      dtype: 'F32',
+      tokenizer: { copied: [...copied, ...(jinja !== undefined && !copied.includes('tokenizer_config.json') ? ['tokenizer_config.json (from chat_template.jinja)'] : [])] },
+      files,
+      seconds: (performance.now() - t0) / 1000,
+      warnings,
+    };
+  } finally {
+    weights.close();
+  }
+}
+
+/** A .gguf file or an HF folder (by what `source` is). */
+export function importModel(source: string, out: string, opts: ImportOptions = {}): ImportSummary {
+  if (!existsSync(source)) throw new Error(`${source}: no such file or folder`);
+  if (statSync(source).isDirectory()) {
+    const ggufs = readdirSync(source).filter((f) => f.endsWith('.gguf'));
+    if (!existsSync(join(source, 'config.json')) && ggufs.length > 0) {
+      throw new Error(`${source}: a folder without config.json but with GGUF files (${ggufs.slice(0, 3).join(', ')}); name the .gguf file to import`);
+    }
+    return importHfFolder(source, out, opts);
+  }
+  return importGguf(source, out, opts);
+}
+
+const size = (n: number) => (n < 1e6 ? `${(n / 1e3).toFixed(1)} kB` : `${(n / 1e6).toFixed(n < 1e7 ? 1 : 0)} MB`);
+
+/** The lines `cm2 model import` prints. */
+export function formatImportSummary(s: ImportSummary): string[] {
+  const types = Object.entries(s.sourceTypes).sort((a, b) => b[1] - a[1]).map(([t, n]) => `${n} ${t}`).join(', ');
+  const lines = [
+    `imported ${basename(s.source)} (${s.format === 'gguf' ? 'GGUF' : 'HF folder'}${s.name ? `, "${s.name}"` : ''}) → ${s.out} in ${s.seconds.toFixed(1)} s`,
+    `  architecture: ${s.modelType} (${s.architecture}), ${s.layers} layers, hidden ${s.hidden}, ${s.heads}/${s.kvHeads} heads, vocab ${s.vocab}, ${s.tied ? 'tied' : 'untied'} head`,
+    `  parameters: ${s.parameters.toLocaleString('en-US')} (${(s.parameters / 1e6).toFixed(1)}M)`,
+    `  source tensors: ${types} → ${s.dtype}`,
+  ];
+  const tok = s.tokenizer;
+  if (tok && 'copied' in tok) lines.push(`  tokenizer files copied: ${tok.copied.join(', ') || 'none'}`);
+  else if (tok) {
+    lines.push(`  tokenizer: ${tok.model}, ${tok.vocab} tokens, ${tok.merges} merges, ${tok.special} special + ${tok.userDefined} user-defined added tokens, pre-tokenizer '${tok.pre}'${tok.bos ? `, bos ${tok.bos}` : ''}${tok.eos ? `, eos ${tok.eos}` : ''}, chat template ${tok.chatTemplate ? 'yes' : 'no'}`);
+  }
+  lines.push(`  wrote: ${s.files.map((f) => `${basename(f.path)} (${size(f.bytes)})`).join(', ')}`);
+  for (const w of s.warnings) lines.push(`  warning: ${w}`);
+  return lines;
+}
