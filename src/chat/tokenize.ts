@@ -59,7 +59,10 @@ export class ChatTokenizer {
     this.chatTemplate = typeof chatTemplate === 'string' ? chatTemplate : CHAT_TEMPLATE;
     const need = (token: string): number => {
       const id = this.tok.token_to_id(token);
-      if (id === undefined) throw new Error(`tokenizer has no token ${JSON.stringify(token)}`);
+      if (id === undefined) {
+        const tag = [IM_START, IM_END, THINK_START, THINK_END, TOOL_CALL_START, TOOL_CALL_END].includes(token);
+        throw new Error(`tokenizer has no token ${JSON.stringify(token)}${tag ? ": CM2's chat format needs it as a single token (`cm2 model import SOURCE --out DIR` adds the missing chat tags to a model)" : ''}`);
+      }
       return id;
     };
     const fromConfig = (t: ConfigToken): string | undefined => (typeof t === 'string' ? t : (t?.content ?? undefined));

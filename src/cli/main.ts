@@ -11,10 +11,11 @@
  *   cm2 filter --input X --output Y --report R   rule-based filters locally, without Temporal
  *   cm2 demo                              everything on the demo tool world, offline
  *   cm2 backend [--json]                  the tfjs backend model work uses here, and why
- *   cm2 model import SOURCE --out DIR     a .gguf file or an HF folder → HF checkpoint (config, F32 safetensors, tokenizer)
+ *   cm2 model import SOURCE --out DIR     a .gguf file or an HF folder → HF checkpoint (config, F32 safetensors, tokenizer;
+ *                                         CM2's chat tags and template added unless --format own)
  *   cm2 model logits --checkpoint DIR --input-ids 1,2,3   last-position logits of a Qwen2/Qwen3/Llama checkpoint (JSON)
  */
-import { Command, Option } from 'commander';
+import { Command, InvalidArgumentError, Option } from 'commander';
 import { ConfigError, loadConfig, type Cm2Config } from '../infra/config';
 import { defaultInfraDir, infraEnv, readInfraState } from '../infra/localInfra';
 import { InfraNotRunningError } from '../infra/temporal';
@@ -216,13 +217,20 @@ program.command('demo')
 
 const model = program.command('model').description('the tfjs Qwen2/Qwen3/Llama model on HF checkpoints');
 model.command('import')
-  .description('import a pretrained model — a GGUF file (llama.cpp; F32/F16/BF16, Q4_0/Q4_1/Q5_0/Q5_1/Q8_0, Q2_K…Q6_K) or an HF folder (F32/BF16/F16, sharded or not) — as the HF checkpoint the pipeline uses: config.json, F32 model.safetensors (sharded above --max-shard-size), tokenizer.json, tokenizer_config.json with the chat template')
+  .description('import a pretrained model — a GGUF file (llama.cpp; F32/F16/BF16, Q4_0/Q4_1/Q5_0/Q5_1/Q8_0, Q2_K…Q6_K) or an HF folder (F32/BF16/F16, sharded or not) — as the HF checkpoint the pipeline uses: config.json, F32 model.safetensors (sharded above --max-shard-size), tokenizer.json, tokenizer_config.json with the chat template; by default with CM2\'s chat format (missing chat tags added as tokens, §4.1 rows, CM2\'s template)')
   .argument('<source>', 'a .gguf file or an HF model folder (config.json + safetensors)')
   .requiredOption('--out <dir>', 'the checkpoint folder to write')
   .option('--max-shard-size <size>', 'largest weight file, e.g. 5GB (as transformers; default 50GB)')
+  .addOption(new Option('--format <format>', "chat format: cm2 adds the chat tags the vocabulary lacks (<think>, <tool_call>, <tool_response>, …) as tokens with §4.1-initialised embedding rows and installs CM2's chat template (what the pipeline needs); own keeps the model's tokenizer and template").choices(['cm2', 'own']).default('cm2'))
+  .option('--seed <n>', 'seed of the §4.1 noise of added rows', (v: string) => {
+    const n = Number(v);
+    if (!Number.isInteger(n)) throw new InvalidArgumentError('expected an integer');
+    return n;
+  }, 0)
+  .option('--no-align-norm', "§4.1 without rescaling added rows to their source rows' mean norm (the reference's align_norm_with_source_subtokens = False; see docs/models.md)")
   .option('--force', 'replace a checkpoint already in --out')
   .option('--json', 'print the summary as JSON')
-  .action((source: string, opts: { out: string; maxShardSize?: string; force?: boolean; json?: boolean }) => {
+  .action((source: string, opts: { out: string; maxShardSize?: string; format: 'cm2' | 'own'; seed: number; alignNorm: boolean; force?: boolean; json?: boolean }) => {
     try {
       (require('./modelCommand') as typeof import('./modelCommand')).modelImportCommand(source, opts);
     } catch (e) {

@@ -4,9 +4,12 @@ import { loadHfCheckpoint } from '../model/checkpoint';
 import { formatImportSummary, importModel, type ImportSummary } from '../model/modelImport';
 
 /** `cm2 model import SOURCE --out DIR`: a .gguf file or an HF folder → the HF checkpoint the pipeline uses. */
-export function modelImportCommand(source: string, opts: { out: string; maxShardSize?: string; force?: boolean; json?: boolean }): ImportSummary {
+export function modelImportCommand(source: string, opts: { out: string; maxShardSize?: string; format?: 'cm2' | 'own'; seed?: number; alignNorm?: boolean; force?: boolean; json?: boolean }): ImportSummary {
   const summary = importModel(source, opts.out, {
     ...(opts.maxShardSize !== undefined ? { maxShardSize: opts.maxShardSize } : {}),
+    ...(opts.format !== undefined ? { format: opts.format } : {}),
+    ...(opts.seed !== undefined ? { seed: opts.seed } : {}),
+    ...(opts.alignNorm === false ? { alignNorm: false } : {}),
     ...(opts.force ? { force: true } : {}),
   });
   console.log(opts.json ? JSON.stringify(summary, null, 2) : formatImportSummary(summary).join('\n'));

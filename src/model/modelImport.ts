@@ -14,11 +14,16 @@
  * Tensors are read, converted and written one at a time (never two copies of the model in memory), with positioned
  * reads, so files of any size work. Unsupported architectures, tensors or types are refused naming the file and the
  * field or tensor.
+ *
+ * With `format: 'cm2'` (the default) the folder also gets CM2's chat format (src/model/cm2Format.ts): the chat tags the
+ * vocabulary lacks added as tokens, embed_tokens (and an untied lm_head) grown with §4.1-initialised rows, CM2's chat
+ * template and eos `<|im_end|>`. `format: 'own'` keeps the model's tokenizer and template as they are.
  */
 import { copyFileSync, existsSync, mkdirSync, readdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
 import { basename, join, resolve } from 'node:path';
 import { z } from 'zod';
 import { HF_ARCHITECTURES, HfWeights } from './checkpoint';
+import { cm2FormatSummary, formatCm2Summary, missingCm2Tokens, planCm2Format, withCm2Rows, type ChatFormat, type Cm2FormatPlan, type Cm2FormatSummary } from './cm2Format';
 import { parseQwenConfig, qwenDims, type QwenConfig } from './config';
 import { describeGgufValue, GgufFile, type GgufValue } from './gguf';
 import { tokenizerFromGguf, type GgufTokenizer } from './ggufTokenizer';
@@ -33,6 +38,12 @@ export interface ImportOptions {
   maxShardSize?: number | string;
   /** Write into a folder that already holds a checkpoint (its files are replaced). */
   force?: boolean;
+  /** 'cm2' (default): give the model CM2's chat format (tokens, rows, template); 'own': keep its tokenizer and template. */
+  format?: ChatFormat;
+  /** Seed of the §4.1 noise of added rows (embed_tokens `seed`, an untied lm_head `seed + 1`); default 0. */
+  seed?: number;
+  /** §4.1's rescaling of added rows to their source rows' mean norm (default true; false: mean + noise). */
+  alignNorm?: boolean;
 }
 
 export interface ImportSummary {
@@ -47,14 +58,18 @@ export interface ImportSummary {
   hidden: number;
   heads: number;
   kvHeads: number;
+  /** rows of the embedding written (the model's own plus any CM2 tokens added) */
   vocab: number;
   tied: boolean;
   parameters: number;
+  chatFormat: ChatFormat;
+  /** what the CM2 format changed (absent with format 'own' or without a tokenizer) */
+  cm2?: Cm2FormatSummary;
   /** source tensors by stored type, e.g. { Q4_1: 210, F32: 61, Q8_0: 1 } */
   sourceTypes: Record<string, number>;
   /** dtype written */
   dtype: 'F32';
-  tokenizer?: GgufTokenizer['summary'] | { copied: string[] };
+  tokenizer?: GgufTokenizer['summary'] | { copied: string[]; rewritten?: string[]; notCopied?: string[] };
   files: { path: string; bytes: number }[];
   seconds: number;
   warnings: string[];
@@ -303,6 +318,23 @@ function writeJson(path: string, value: unknown): { path: string; bytes: number 
 
 const written = (files: WrittenFile[]) => files.map((f) => ({ path: f.path, bytes: f.bytes }));
 
+/** The CM2 plan for a tokenizer (format 'cm2'), or a warning when the model keeps a format the pipeline cannot use. */
+function chatFormatPlan(format: ChatFormat, tokenizer: { json: Record<string, unknown>; config: Record<string, unknown> } | undefined, rows: number, where: string, warnings: string[]): Cm2FormatPlan | undefined {
+  if (!tokenizer) {
+    if (format === 'cm2') warnings.push('no tokenizer, so CM2\'s chat format (tokens, rows, template) was not applied');
+    return undefined;
+  }
+  if (format === 'cm2') return planCm2Format(tokenizer.json, tokenizer.config, rows, where);
+  const missing = missingCm2Tokens(tokenizer.json);
+  if (missing.length > 0) warnings.push(`the tokenizer lacks ${missing.join(' ')} as single tokens: the pipeline's chat tokenizer needs them (import with --format cm2, the default)`);
+  return undefined;
+}
+
+/** config.json after the CM2 format: the grown vocabulary, and `<|im_end|>` as eos. */
+function cm2Config(raw: Record<string, unknown>, plan: Cm2FormatPlan | undefined): Record<string, unknown> {
+  return plan ? { ...raw, vocab_size: plan.rows.to, eos_token_id: plan.eos.id } : raw;
+}
+
 /** GGUF file → HF checkpoint folder. */
 export function importGguf(path: string, out: string, opts: ImportOptions = {}): ImportSummary {
   const t0 = performance.now();
@@ -316,7 +348,13 @@ export function importGguf(path: string, out: string, opts: ImportOptions = {}):
     if (!tok) warnings.push(`${path} carries no tokenizer (no tokenizer.ggml.model): no tokenizer.json written, and the pipeline needs one beside the weights`);
     else warnings.push(...tok.warnings);
     if (tok && tok.summary.vocab > d.vocab) throw new Error(`${path}: tokenizer.ggml.tokens has ${tok.summary.vocab} tokens, more than the model's vocabulary (${d.vocab})`);
-    const { sources, sourceTypes } = ggufTensorSources(g, config);
+    const chatFormat = opts.format ?? 'cm2';
+    const seed = opts.seed ?? 0;
+    const plan = chatFormatPlan(chatFormat, tok && { json: tok.tokenizerJson, config: tok.tokenizerConfig }, d.vocab, path, warnings);
+    const tensors = ggufTensorSources(g, config);
+    const { sourceTypes } = tensors;
+    const cm2 = plan ? withCm2Rows(tensors.sources, plan, seed, opts.alignNorm ?? true) : undefined;
+    const sources = cm2?.sources ?? tensors.sources;
     mkdirSync(out, { recursive: true });
     const parameters = sources.reduce((n, s) => n + s.shape.reduce((a, b) => a * b, 1), 0);
     const files = written(writeShardedSafetensors(out, sources, {
@@ -325,11 +363,11 @@ export function importGguf(path: string, out: string, opts: ImportOptions = {}):
       ...(opts.maxShardSize !== undefined ? { maxShardSize: opts.maxShardSize } : {}),
     }));
     if (tok) {
-      files.push(writeJson(join(out, 'tokenizer.json'), tok.tokenizerJson));
-      files.push(writeJson(join(out, 'tokenizer_config.json'), tok.tokenizerConfig));
+      files.push(writeJson(join(out, 'tokenizer.json'), plan?.tokenizerJson ?? tok.tokenizerJson));
+      files.push(writeJson(join(out, 'tokenizer_config.json'), plan?.tokenizerConfig ?? tok.tokenizerConfig));
     }
     // config.json last: a folder with a config is a whole checkpoint.
-    files.push(writeJson(join(out, 'config.json'), raw));
+    files.push(writeJson(join(out, 'config.json'), cm2Config(raw, plan)));
     const name = g.metadata.get('general.name');
     return {
       source: path,
@@ -342,9 +380,11 @@ export function importGguf(path: string, out: string, opts: ImportOptions = {}):
       hidden: d.hidden,
       heads: d.heads,
       kvHeads: d.kvHeads,
-      vocab: d.vocab,
+      vocab: plan?.rows.to ?? d.vocab,
       tied: d.tied,
       parameters,
+      chatFormat,
+      ...(plan && cm2 ? { cm2: cm2FormatSummary(plan, cm2.norms, seed, opts.alignNorm ?? true) } : {}),
       sourceTypes,
       dtype: 'F32',
       ...(tok ? { tokenizer: tok.summary } : {}),
@@ -393,6 +433,22 @@ export function readImportableHfConfig(dir: string): { config: QwenConfig; file:
 /** Tokenizer and generation files copied from an HF folder when present. */
 const TOKENIZER_FILES = ['tokenizer.json', 'tokenizer_config.json', 'special_tokens_map.json', 'added_tokens.json', 'vocab.json', 'merges.txt', 'generation_config.json', 'chat_template.jinja'];
 
+/** Files a CM2-format import leaves out: tokenizer.json and tokenizer_config.json supersede them. */
+const CM2_SUPERSEDED = ['special_tokens_map.json', 'added_tokens.json', 'vocab.json', 'merges.txt', 'chat_template.jinja'];
+
+/** generation_config.json with `<|im_end|>` among its eos ids (generation stops at the end of an assistant message). */
+function cm2GenerationConfig(file: string, imEnd: number): Record<string, unknown> {
+  let raw: Record<string, unknown>;
+  try {
+    raw = JSON.parse(readFileSync(file, 'utf8')) as Record<string, unknown>;
+  } catch (e) {
+    throw new Error(`${file}: not valid JSON (${(e as Error).message})`);
+  }
+  const eos = raw['eos_token_id'];
+  const ids = (Array.isArray(eos) ? eos : eos === undefined || eos === null ? [] : [eos]).filter((x) => x !== imEnd);
+  return { ...raw, eos_token_id: ids.length === 0 ? imEnd : [imEnd, ...ids] };
+}
+
 const tokenizerConfigSchema = z.looseObject({ chat_template: z.union([z.string(), z.array(z.looseObject({ name: z.string(), template: z.string() }))]).optional() });
 
 /** HF folder (single file or shards; F32, BF16, F16) → HF checkpoint folder with F32 weights. */
@@ -435,23 +491,56 @@ export function importHfFolder(dir: string, out: string, opts: ImportOptions = {
     }
     const jinja = copied.includes('chat_template.jinja') ? readFileSync(join(dir, 'chat_template.jinja'), 'utf8') : undefined;
     if (jinja !== undefined && typeof tokConfig?.chat_template !== 'string') tokConfig = { ...(tokConfig ?? {}), chat_template: jinja };
-    if (tokConfig && tokConfig.chat_template === undefined) warnings.push('no chat template (tokenizer_config.json chat_template, chat_template.jinja)');
+    const chatFormat = opts.format ?? 'cm2';
+    const seed = opts.seed ?? 0;
+    let tokenizerJson: Record<string, unknown> | undefined;
+    if (copied.includes('tokenizer.json')) {
+      const file = join(dir, 'tokenizer.json');
+      try {
+        tokenizerJson = JSON.parse(readFileSync(file, 'utf8')) as Record<string, unknown>;
+      } catch (e) {
+        throw new Error(`${file}: not valid JSON (${(e as Error).message})`);
+      }
+    }
+    const plan = chatFormatPlan(chatFormat, tokenizerJson && { json: tokenizerJson, config: tokConfig ?? {} }, d.vocab, join(dir, 'tokenizer.json'), warnings);
+    if (!plan && tokConfig && tokConfig.chat_template === undefined) warnings.push('no chat template (tokenizer_config.json chat_template, chat_template.jinja)');
+    // With CM2's format, tokenizer.json and tokenizer_config.json say everything; files that would contradict them
+    // (the slow tokenizer's vocabulary and added tokens, the old special-token map and template) are left out.
+    const superseded = plan ? copied.filter((f) => CM2_SUPERSEDED.includes(f)) : [];
 
     mkdirSync(out, { recursive: true });
-    const parameters = specs.reduce((n, s) => n + s.shape.reduce((a, b) => a * b, 1), 0);
-    const files = written(writeShardedSafetensors(out, specs.map((spec) => ({ name: spec.name, shape: [...spec.shape], data: () => weights.read(spec.name, spec.shape) })), {
+    const read = specs.map((spec): TensorSource => ({ name: spec.name, shape: [...spec.shape], data: () => weights.read(spec.name, spec.shape) }));
+    const cm2 = plan ? withCm2Rows(read, plan, seed, opts.alignNorm ?? true) : undefined;
+    const sources = cm2?.sources ?? read;
+    const parameters = sources.reduce((n, s) => n + s.shape.reduce((a, b) => a * b, 1), 0);
+    const files = written(writeShardedSafetensors(out, sources, {
       metadata: { format: 'pt' },
       totalParameters: parameters,
       ...(opts.maxShardSize !== undefined ? { maxShardSize: opts.maxShardSize } : {}),
     }));
+    const rewritten: string[] = [];
     for (const f of copied) {
       if (f === 'tokenizer_config.json' && tokConfig) continue;
+      if (superseded.includes(f)) continue;
+      if (plan && f === 'tokenizer.json') {
+        files.push(writeJson(join(out, f), plan.tokenizerJson));
+        rewritten.push(f);
+        continue;
+      }
+      if (plan && f === 'generation_config.json') {
+        files.push(writeJson(join(out, f), cm2GenerationConfig(join(dir, f), plan.eos.id)));
+        rewritten.push(f);
+        continue;
+      }
       copyFileSync(join(dir, f), join(out, f));
       files.push({ path: join(out, f), bytes: statSync(join(out, f)).size });
     }
-    if (tokConfig) files.push(writeJson(join(out, 'tokenizer_config.json'), tokConfig));
+    if (plan) {
+      files.push(writeJson(join(out, 'tokenizer_config.json'), plan.tokenizerConfig));
+      rewritten.push('tokenizer_config.json');
+    } else if (tokConfig) files.push(writeJson(join(out, 'tokenizer_config.json'), tokConfig));
     const { torch_dtype: _old, ...rest } = config as QwenConfig & { torch_dtype?: unknown };
-    files.push(writeJson(join(out, 'config.json'), { ...rest, architectures: config.architectures ?? [HF_ARCHITECTURES[config.model_type]], dtype: 'float32' }));
+    files.push(writeJson(join(out, 'config.json'), cm2Config({ ...rest, architectures: config.architectures ?? [HF_ARCHITECTURES[config.model_type]], dtype: 'float32' }, plan)));
     return {
       source: dir,
       format: 'hf',
@@ -462,12 +551,16 @@ export function importHfFolder(dir: string, out: string, opts: ImportOptions = {
       hidden: d.hidden,
       heads: d.heads,
       kvHeads: d.kvHeads,
-      vocab: d.vocab,
+      vocab: plan?.rows.to ?? d.vocab,
       tied: d.tied,
       parameters,
+      chatFormat,
+      ...(plan && cm2 ? { cm2: cm2FormatSummary(plan, cm2.norms, seed, opts.alignNorm ?? true) } : {}),
       sourceTypes,
       dtype: 'F32',
-      tokenizer: { copied: [...copied, ...(jinja !== undefined && !copied.includes('tokenizer_config.json') ? ['tokenizer_config.json (from chat_template.jinja)'] : [])] },
+      tokenizer: plan
+        ? { copied: copied.filter((f) => !superseded.includes(f) && !rewritten.includes(f)), rewritten, ...(superseded.length > 0 ? { notCopied: superseded } : {}) }
+        : { copied: [...copied, ...(jinja !== undefined && !copied.includes('tokenizer_config.json') ? ['tokenizer_config.json (from chat_template.jinja)'] : [])] },
       files,
       seconds: (performance.now() - t0) / 1000,
       warnings,
@@ -502,10 +595,13 @@ export function formatImportSummary(s: ImportSummary): string[] {
     `  source tensors: ${types} → ${s.dtype}`,
   ];
   const tok = s.tokenizer;
-  if (tok && 'copied' in tok) lines.push(`  tokenizer files copied: ${tok.copied.join(', ') || 'none'}`);
-  else if (tok) {
+  if (tok && 'copied' in tok) {
+    lines.push(`  tokenizer files copied: ${tok.copied.join(', ') || 'none'}${tok.rewritten ? `; rewritten: ${tok.rewritten.join(', ')}` : ''}${tok.notCopied ? `; left out (superseded by tokenizer.json and tokenizer_config.json): ${tok.notCopied.join(', ')}` : ''}`);
+  } else if (tok) {
     lines.push(`  tokenizer: ${tok.model}, ${tok.vocab} tokens, ${tok.merges} merges, ${tok.special} special + ${tok.userDefined} user-defined added tokens, pre-tokenizer '${tok.pre}'${tok.bos ? `, bos ${tok.bos}` : ''}${tok.eos ? `, eos ${tok.eos}` : ''}, chat template ${tok.chatTemplate ? 'yes' : 'no'}`);
   }
+  if (s.cm2) lines.push(...formatCm2Summary(s.cm2));
+  else if (s.chatFormat === 'own') lines.push("  chat format: the model's own (tokenizer and template unchanged)");
   lines.push(`  wrote: ${s.files.map((f) => `${basename(f.path)} (${size(f.bytes)})`).join(', ')}`);
   for (const w of s.warnings) lines.push(`  warning: ${w}`);
   return lines;

@@ -216,7 +216,7 @@ const tiny = readJson<TinyFixture>(join(GG, 'tiny-llama.json'));
 for (const [file, expected] of Object.entries(tiny.files)) {
   test(`tiny Llama GGUF (${file}: ${expected.types.join(', ')}) imports with transformers' logits of the same file within 1e-4, and its tokenizer (pre '${expected.pre}')`, () => {
     const out = tmp('tiny');
-    const summary = importGguf(join(GG, file), out);
+    const summary = importGguf(join(GG, file), out, { format: 'own' }); // the file as it is (CM2's format: cm2Format.test.ts)
     assert.deepEqual(Object.keys(summary.sourceTypes).sort(), expected.types);
     assert.equal(summary.modelType, 'llama');
     assert.equal(summary.tied, true);
@@ -244,7 +244,7 @@ for (const [file, expected] of Object.entries(tiny.files)) {
 
 test('the F32 GGUF gives back the original weights exactly (q/k unpermuted), and a sharded output when asked', () => {
   const out = tmp('shards');
-  importGguf(join(GG, 'tiny-llama-f32.gguf'), out, { maxShardSize: '20KB' });
+  importGguf(join(GG, 'tiny-llama-f32.gguf'), out, { maxShardSize: '20KB', format: 'own' });
   const index = readJson<{ weight_map: Record<string, string> }>(join(out, 'model.safetensors.index.json'));
   const shards = [...new Set(Object.values(index.weight_map))];
   assert.ok(shards.length > 1, 'several shards');
@@ -254,7 +254,7 @@ test('the F32 GGUF gives back the original weights exactly (q/k unpermuted), and
   assert.deepEqual([...got.keys()].sort(), [...original.keys()].sort());
   for (const [k, v] of original) assert.deepEqual(got.get(k), v.data, k);
   assert.throws(() => importGguf(join(GG, 'tiny-llama-f32.gguf'), out), /already holds a checkpoint .*--force/);
-  importGguf(join(GG, 'tiny-llama-f32.gguf'), out, { force: true });
+  importGguf(join(GG, 'tiny-llama-f32.gguf'), out, { force: true, format: 'own' });
   assert.ok(existsSync(join(out, 'model.safetensors')) && !existsSync(join(out, 'model.safetensors.index.json')), 'a forced re-import replaces the shards');
   rmSync(out, { recursive: true, force: true });
 });
@@ -347,13 +347,13 @@ test('an HF folder (sharded BF16) imports as F32 with the same logits, re-sharde
   const src = tmp('hf-src');
   cpSync(join(FIX, 'hf-tiny-qwen2-bf16-sharded'), src, { recursive: true });
   const tokDir = tmp('tok');
-  importGguf(join(GG, 'tiny-llama-f32.gguf'), tokDir);
+  importGguf(join(GG, 'tiny-llama-f32.gguf'), tokDir, { format: 'own' });
   cpSync(join(tokDir, 'tokenizer.json'), join(src, 'tokenizer.json'));
   const { chat_template: _drop, ...tokConfig } = readJson<Record<string, unknown>>(join(tokDir, 'tokenizer_config.json'));
   writeFileSync(join(src, 'tokenizer_config.json'), JSON.stringify(tokConfig));
   writeFileSync(join(src, 'chat_template.jinja'), '{{ messages[0].content }}');
   const out = tmp('hf-out');
-  const summary = importModel(src, out, { maxShardSize: '30KB', force: true });
+  const summary = importModel(src, out, { maxShardSize: '30KB', force: true, format: 'own' });
   assert.equal(summary.format, 'hf');
   assert.deepEqual(summary.sourceTypes, { BF16: Object.keys(readJson<{ weight_map: object }>(join(src, 'model.safetensors.index.json')).weight_map).length });
   assert.ok(existsSync(join(out, 'model.safetensors.index.json')));
@@ -412,7 +412,7 @@ test('SmolLM2-135M-Instruct Q4_1 GGUF (real file): import, tokenizer parity, log
   const fx = readJson<SmolFixture>(join(GG, 'smollm2-135m-instruct.json'));
   const out = tmp('smollm2');
   try {
-    const summary = importGguf(SMOLLM2, out);
+    const summary = importGguf(SMOLLM2, out, { format: 'own' });
     t.diagnostic(formatImportSummary(summary).join('\n'));
     assert.deepEqual(summary.sourceTypes, { Q8_0: 1, F32: 61, Q4_1: 210 });
     assert.deepEqual([summary.layers, summary.hidden, summary.heads, summary.kvHeads, summary.vocab, summary.tied], [30, 576, 9, 3, 49152, true]);
