@@ -21,7 +21,7 @@
  * The arithmetic is float32 step by step (Math.fround after each operation), in the order gguf-py's numpy code uses,
  * so the values are bit-identical to what `transformers` gets when it loads a GGUF file.
  */
-import { f16ToF32 } from './safetensors';
+import { halfTable } from './safetensors';
 
 /** GGML type ids (ggml.h / gguf-py GGMLQuantizationType). */
 export const GGML_TYPE = {
@@ -45,15 +45,8 @@ export interface GgmlTypeInfo {
 
 const fr = Math.fround;
 
-let halfs: Float32Array | undefined;
-/** f16 bits → float, by table. */
-function half(): Float32Array {
-  if (!halfs) {
-    halfs = new Float32Array(65536);
-    for (let h = 0; h < 65536; h++) halfs[h] = f16ToF32(h);
-  }
-  return halfs;
-}
+/** f16 bits → float, by the table safetensors decoding uses. */
+const half = halfTable;
 
 const u16 = (b: Uint8Array, o: number) => b[o]! | (b[o + 1]! << 8);
 const i8 = (x: number) => (x << 24) >> 24;

@@ -24,7 +24,7 @@ import { basename, join, resolve } from 'node:path';
 import { z } from 'zod';
 import { HF_ARCHITECTURES, HfWeights } from './checkpoint';
 import { cm2FormatSummary, formatCm2Summary, missingCm2Tokens, planCm2Format, withCm2Rows, type ChatFormat, type Cm2FormatPlan, type Cm2FormatSummary } from './cm2Format';
-import { parseQwenConfig, qwenDims, type QwenConfig } from './config';
+import { parseQwenConfig, qwenDims, type QwenConfig, type QwenDims } from './config';
 import { describeGgufValue, GgufFile, type GgufValue } from './gguf';
 import { tokenizerFromGguf, type GgufTokenizer } from './ggufTokenizer';
 import { paramSpecs } from './qwen';
@@ -73,6 +73,27 @@ export interface ImportSummary {
   files: { path: string; bytes: number }[];
   seconds: number;
   warnings: string[];
+}
+
+/** The summary fields both importers fill the same way: what was written, from the config and the CM2 plan. */
+function modelFields(
+  config: QwenConfig,
+  d: QwenDims,
+  plan: Cm2FormatPlan | undefined,
+  rest: Pick<ImportSummary, 'parameters' | 'chatFormat' | 'sourceTypes' | 'cm2'>,
+): Pick<ImportSummary, 'modelType' | 'architecture' | 'layers' | 'hidden' | 'heads' | 'kvHeads' | 'vocab' | 'tied' | 'parameters' | 'chatFormat' | 'cm2' | 'sourceTypes' | 'dtype'> {
+  return {
+    modelType: config.model_type,
+    architecture: HF_ARCHITECTURES[config.model_type],
+    layers: d.layers,
+    hidden: d.hidden,
+    heads: d.heads,
+    kvHeads: d.kvHeads,
+    vocab: plan?.rows.to ?? d.vocab,
+    tied: d.tied,
+    ...rest,
+    dtype: 'F32',
+  };
 }
 
 // ---------------------------------------------------------------------------------------------------------------
@@ -374,19 +395,7 @@ export function importGguf(path: string, out: string, opts: ImportOptions = {}):
       format: 'gguf',
       out,
       ...(typeof name === 'string' ? { name } : {}),
-      modelType: config.model_type,
-      architecture: HF_ARCHITECTURES[config.model_type],
-      layers: d.layers,
-      hidden: d.hidden,
-      heads: d.heads,
-      kvHeads: d.kvHeads,
-      vocab: plan?.rows.to ?? d.vocab,
-      tied: d.tied,
-      parameters,
-      chatFormat,
-      ...(plan && cm2 ? { cm2: cm2FormatSummary(plan, cm2.norms, seed, opts.alignNorm ?? true) } : {}),
-      sourceTypes,
-      dtype: 'F32',
+      ...modelFields(config, d, plan, { parameters, chatFormat, ...(plan && cm2 ? { cm2: cm2FormatSummary(plan, cm2.norms, seed, opts.alignNorm ?? true) } : {}), sourceTypes }),
       ...(tok ? { tokenizer: tok.summary } : {}),
       files,
       seconds: (performance.now() - t0) / 1000,
@@ -545,19 +554,7 @@ export function importHfFolder(dir: string, out: string, opts: ImportOptions = {
       source: dir,
       format: 'hf',
       out,
-      modelType: config.model_type,
-      architecture: HF_ARCHITECTURES[config.model_type],
-      layers: d.layers,
-      hidden: d.hidden,
-      heads: d.heads,
-      kvHeads: d.kvHeads,
-      vocab: plan?.rows.to ?? d.vocab,
-      tied: d.tied,
-      parameters,
-      chatFormat,
-      ...(plan && cm2 ? { cm2: cm2FormatSummary(plan, cm2.norms, seed, opts.alignNorm ?? true) } : {}),
-      sourceTypes,
-      dtype: 'F32',
+      ...modelFields(config, d, plan, { parameters, chatFormat, ...(plan && cm2 ? { cm2: cm2FormatSummary(plan, cm2.norms, seed, opts.alignNorm ?? true) } : {}), sourceTypes }),
       tokenizer: plan
         ? { copied: copied.filter((f) => !superseded.includes(f) && !rewritten.includes(f)), rewritten, ...(superseded.length > 0 ? { notCopied: superseded } : {}) }
         : { copied: [...copied, ...(jinja !== undefined && !copied.includes('tokenizer_config.json') ? ['tokenizer_config.json (from chat_template.jinja)'] : [])] },

@@ -69,7 +69,7 @@ export function f16ToF32(h: number): number {
 
 let f16Table: Float32Array | undefined;
 /** All 65,536 halves as floats (decoding by table lookup). */
-function halfTable(): Float32Array {
+export function halfTable(): Float32Array {
   if (!f16Table) {
     f16Table = new Float32Array(65536);
     for (let h = 0; h < 65536; h++) f16Table[h] = f16ToF32(h);
