@@ -4,8 +4,10 @@
  *
  *   display-throw        every progress-line update throws (the follow loop must degrade, the run go on)
  *   display-throw-once   the first progress-line update throws
- *   crash-in:<stage>     the CLI process crashes with an uncaught error once the run's current stage is <stage>
- *                        (the demo must stop what it started; a later `cm2 demo` resumes the run)
+ *   crash-in:<stage>     the CLI process crashes with an uncaught error once the run has reached <stage> (its state is
+ *                        past pending; checked after the tick's display work, so an injected display fault of the
+ *                        same tick is reported first). The demo must stop what it started; a later `cm2 demo`
+ *                        resumes the run
  *   restart-delay:<ms>   a supervised worker that died waits <ms> before its first restart (slow recovery: long
  *                        enough to see the progress line report a task queue that nobody polls)
  */
@@ -23,9 +25,16 @@ export function displayFault(): void {
   }
 }
 
-/** Crashes the process with an uncaught error (outside any try) when `crash-in:<stage>` names the current stage. */
-export function crashFault(stage: string | undefined): void {
-  if (crashed || stage === undefined || !faults().includes(`crash-in:${stage}`)) return;
+/**
+ * Crashes the process with an uncaught error (outside any try) once the stage named by `crash-in:<stage>` has
+ * started. "Has started", not "is current": a follow loop on a loaded machine may poll only after a short stage ended.
+ */
+export function crashFault(stages: readonly { name: string; state: string }[] | undefined): void {
+  if (crashed) return;
+  const f = faults().find((x) => x.startsWith('crash-in:'));
+  const stage = f?.slice('crash-in:'.length);
+  const s = stages?.find((x) => x.name === stage);
+  if (!s || s.state === 'pending' || s.state === 'disabled') return;
   crashed = true;
   setImmediate(() => {
     throw new Error(`injected CLI crash in stage ${stage} (CM2_FAULT_INJECT)`);

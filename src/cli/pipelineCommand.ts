@@ -241,18 +241,21 @@ export async function followPipeline(client: Client, handle: WorkflowHandle, opt
       if (note) show(`[${lastStage ?? 'run'}] waiting: ${note}`, [note]);
       return;
     }
-    crashFault(st.current);
-    stageLines(st);
-    // A stage whose line is printed (completed, failed) gets no more progress lines.
-    const current = st.current && st.stages?.find((s) => s.name === st.current)?.state === 'running' ? st.current : undefined;
-    lastStage = current ?? lastStage;
-    const target = current ? stageWorkflowId(st.runId, current) : handle.workflowId;
-    const p = current ? await quickQuery<StageProgress>(client.workflow.getHandle(target), stageProgressQuery, 2000) : undefined;
-    const look = await watch.look(target);
-    if (!current && look.notes.length === 0) return;
-    displayFault();
-    const head = current ? (p ? formatProgress(withHeartbeatCount(p, look.details)) : `[${current}] starting`) : `[run] ${st.state}`;
-    show(`${head}${look.heartbeat ? `  ${look.heartbeat}` : ''}${look.notes.length ? `  ! ${look.notes.join('; ')}` : ''}${st.paused ? '  PAUSED' : ''}`, look.notes);
+    try {
+      stageLines(st);
+      displayFault();
+      // A stage whose line is printed (completed, failed) gets no more progress lines.
+      const current = st.current && st.stages?.find((s) => s.name === st.current)?.state === 'running' ? st.current : undefined;
+      lastStage = current ?? lastStage;
+      const target = current ? stageWorkflowId(st.runId, current) : handle.workflowId;
+      const p = current ? await quickQuery<StageProgress>(client.workflow.getHandle(target), stageProgressQuery, 2000) : undefined;
+      const look = await watch.look(target);
+      if (!current && look.notes.length === 0) return;
+      const head = current ? (p ? formatProgress(withHeartbeatCount(p, look.details)) : `[${current}] starting`) : `[run] ${st.state}`;
+      show(`${head}${look.heartbeat ? `  ${look.heartbeat}` : ''}${look.notes.length ? `  ! ${look.notes.join('; ')}` : ''}${st.paused ? '  PAUSED' : ''}`, look.notes);
+    } finally {
+      crashFault(st.stages);
+    }
   };
   const errors = new Set<string>();
   const poll = (async () => {

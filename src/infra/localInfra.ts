@@ -119,13 +119,41 @@ export function isAlive(pid: number): boolean {
   }
 }
 
-/** A free TCP port on 127.0.0.1. */
-export function freePort(): Promise<number> {
+/**
+ * A free TCP port on 127.0.0.1, below the kernel's ephemeral range: a server killed and restarted on it (the
+ * restart drills) must find it free again, and a port from the ephemeral range can be taken meanwhile as the local
+ * end of any outgoing connection ("Specified port is already in use", seen under load).
+ */
+export async function freePort(): Promise<number> {
+  let low = 32768;
+  try {
+    low = Number(readFileSync('/proc/sys/net/ipv4/ip_local_port_range', 'utf8').trim().split(/\s+/)[0]) || low;
+  } catch {
+    /* not Linux: the usual default */
+  }
+  const from = Math.min(20000, low - 1000);
+  for (let i = 0; i < 50 && from > 1024; i++) {
+    const port = from + Math.floor(Math.random() * (low - from));
+    if (await canListen(port)) return port;
+  }
+  return listenOn(0);
+}
+
+async function canListen(port: number): Promise<boolean> {
+  try {
+    await listenOn(port);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+function listenOn(port: number): Promise<number> {
   return new Promise((resolve, reject) => {
     const srv = net.createServer();
     srv.unref();
     srv.on('error', reject);
-    srv.listen(0, '127.0.0.1', () => {
+    srv.listen(port, '127.0.0.1', () => {
       const addr = srv.address();
       srv.close(() => (typeof addr === 'object' && addr ? resolve(addr.port) : reject(new Error('no port'))));
     });
