@@ -3,7 +3,7 @@
  * the judge's cost per step (calls, tokens) with batching and the verdict cache on vs off, with the verdict
  * agreement between the two.
  *
- *   npx tsx bench/rl-step.ts [--from RUN] [--steps 3] [--phases-of RUN]
+ *   npx tsx bench/rl-step.ts [--from RUN] [--steps 3] [--phases-of RUN] [--judge-rollouts N]
  *
  * Part 1 runs `--steps` RL steps alone (workflows and api workers in this process, the gpu worker in a child
  * process, as `npm run demo`) from the SFT policy and checklists of run `--from` (default `demo`: run `npm run demo`
@@ -83,7 +83,7 @@ async function fakeJudge(): Promise<{ url: string; close: () => Promise<void> }>
 }
 
 async function main() {
-  const { values } = parseArgs({ options: { from: { type: 'string', default: 'demo' }, steps: { type: 'string', default: '3' }, 'phases-of': { type: 'string' } } });
+  const { values } = parseArgs({ options: { from: { type: 'string', default: 'demo' }, steps: { type: 'string', default: '3' }, 'phases-of': { type: 'string' }, 'judge-rollouts': { type: 'string' } } });
   const state = await startInfra({ log: (l) => console.log(l) });
   for (const [k, v] of Object.entries(infraEnv(state))) process.env[k] ??= v;
   Runtime.install({ logger: new DefaultLogger('ERROR') });
@@ -140,7 +140,9 @@ async function main() {
       const parsed = rollouts.map((x) => Rollout.parse(x));
       if (parsed.some((x) => x.status === 'judge')) judged.push(...parsed.map((x) => ({ ...x, id: `${x.id}@${k}` })));
     }
-    steps.push({ step: r.step, rollouts: judged });
+    // --judge-rollouts N: re-judge only the first N rollouts of each step (a small real model judges ~1 pair a second).
+    const keep = values['judge-rollouts'] ? new Set([...new Set(judged.map((x) => x.id.split('@')[0]))].slice(0, Number(values['judge-rollouts']))) : undefined;
+    steps.push({ step: r.step, rollouts: keep ? judged.filter((x) => keep.has(x.id.split('@')[0]!)) : judged });
   }
   const configs = [
     { name: 'reference: 1 item/call, no cache', batchItems: 1, cache: false },

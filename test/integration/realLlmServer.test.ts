@@ -1,0 +1,195 @@
+/**
+ * The LLM roles against a real OpenAI-compatible server: llama.cpp's `llama-server` (built from source, cached per
+ * machine) serving SmolLM2-135M-Instruct, not the fake of test/helpers/fakeOpenAI.ts. What is checked is the
+ * protocol, not the quality of a 135M model's answers: strict structured output (the server compiles the JSON
+ * schema into a grammar), `json_object`, tool definitions and `tool_calls` (BFCL), token accounting, how a
+ * too-long prompt and a timeout are classified, and that every role's failures are recorded with a reason while the
+ * stages go on — the filter and compressor (prepare), the annotator (checklist), the judge (RL, every item sent to
+ * the LLM) and the tool simulator.
+ */
+import { test, before, after } from 'node:test';
+import assert from 'node:assert/strict';
+import { mkdtempSync, readFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { z } from 'zod';
+import { LlmConfig } from '../../src/infra/llm/config';
+import { LlmClient, LlmFatalError, LlmRetryableError } from '../../src/infra/llm/client';
+import { FILTER_JSON_SCHEMA } from '../../src/data/llmFilter';
+import { ToolEnvironment } from '../../src/rl/toolEnv';
+import { generateDemoDataset } from '../../src/world/generator';
+import { connectClient } from '../../src/infra/temporal';
+import { startChecklist, startPrepare, startRl } from '../../src/cli/stages';
+import { failedExampleKey, FailedAnnotation } from '../../src/activities/checklist';
+import { runKey } from '../../src/infra/store';
+import { startWorkers } from '../../src/workers';
+import { testConfig, testStore, uniqueId } from '../helpers/env';
+import { cm2 } from '../helpers/pipelineFixture';
+import { tinyRl, writeRlFixture } from '../helpers/rlFixture';
+import { llamaServerUnavailable, startLlamaServer, type LlamaServer } from '../helpers/llamaServer';
+
+let server: LlamaServer | undefined;
+let skip: string | undefined;
+
+before(async () => {
+  skip = await llamaServerUnavailable();
+  if (!skip) server = await startLlamaServer({ ctxSize: 4096, parallel: 2 });
+});
+after(async () => {
+  await server?.close();
+});
+
+/** The server, or a skip with the reason (never a skip in CI: CM2_REQUIRE_REAL_LLM=1 makes `before` throw). */
+function real(t: { skip: (msg: string) => void }): LlamaServer | undefined {
+  if (!server) t.skip(skip ?? 'llama-server did not start');
+  return server;
+}
+
+const role = (s: LlamaServer, over: Record<string, unknown> = {}) => ({ baseUrl: s.url, model: s.model, maxTokens: 96, temperature: 0, timeoutMs: 60_000, ...over });
+
+test('real server: strict json_schema output, json_object, token accounting; a too-long prompt is fatal, a timeout retryable', async (t) => {
+  const s = real(t);
+  if (!s) return;
+  const logs: string[] = [];
+  const client = new LlmClient(LlmConfig.parse({ roles: { filter: role(s), compressor: role(s, { structuredOutput: 'json_object' }) } }), { log: (m) => logs.push(m), env: {} });
+
+  // json_schema: the server turns the schema into a grammar, so even a 135M model answers with exactly its shape.
+  const verdict = await client.chat({
+    role: 'filter',
+    messages: [
+      { role: 'system', content: 'You check dialogues for errors. Answer in JSON.' },
+      { role: 'user', content: 'User: What is 2+2?\nAssistant: 4.\nDoes the dialogue contain an error?' },
+    ],
+    jsonSchema: FILTER_JSON_SCHEMA,
+  });
+  const parsed = z.object({ Reasoning: z.string(), NoError: z.boolean() }).strict().parse(JSON.parse(verdict.text));
+  assert.equal(typeof parsed.NoError, 'boolean');
+  assert.ok(verdict.usage.promptTokens > 20 && verdict.usage.completionTokens > 0, JSON.stringify(verdict.usage));
+  assert.equal(verdict.usage.calls, 1);
+  assert.deepEqual(logs, [], 'no parameter was rejected by the server');
+
+  // json_object: any JSON object.
+  const obj = await client.chat({ role: 'compressor', messages: [{ role: 'user', content: 'Reply with a JSON object with a key "a" set to 1.' }], jsonSchema: FILTER_JSON_SCHEMA });
+  assert.equal(typeof JSON.parse(obj.text), 'object');
+  const totals = client.usageTotals();
+  assert.equal(totals.filter.calls, 1);
+  assert.equal(totals.compressor.calls, 1);
+  assert.equal(totals.filter.promptTokens, verdict.usage.promptTokens);
+
+  // A prompt longer than the slot's context: the server answers 400, which no retry can fix.
+  const long = 'word '.repeat(9000);
+  await assert.rejects(client.chat({ role: 'filter', messages: [{ role: 'user', content: long }] }), (e: unknown) => {
+    assert.ok(e instanceof LlmFatalError, String(e));
+    assert.equal(e.status, 400);
+    assert.match(e.message, /context/i);
+    return true;
+  });
+
+  // A timeout shorter than any generation: retryable (Temporal retries the activity), classified as such.
+  const hurried = new LlmClient(LlmConfig.parse({ roles: { filter: role(s, { timeoutMs: 5, maxTransportRetries: 0, maxTokens: 200 }) } }), { log: () => undefined, env: {} });
+  await assert.rejects(hurried.chat({ role: 'filter', messages: [{ role: 'user', content: 'Write a long story about a cat.' }] }), (e: unknown) => {
+    assert.ok(e instanceof LlmRetryableError, String(e));
+    assert.equal(e.kind, 'timeout');
+    return true;
+  });
+});
+
+test('real server: the tool simulator answers a call that is neither replayed nor executable, with its usage', async (t) => {
+  const s = real(t);
+  if (!s) return;
+  const [ex] = generateDemoDataset({ seed: 5, count: 1, brokenRate: 0 });
+  const llm = new LlmClient(LlmConfig.parse({ roles: { simulator: role(s, { maxTokens: 160 }) } }), { log: () => undefined, env: {} });
+  const env = new ToolEnvironment([ex!], { llm });
+  const tool = (ex!.tools[0] as { function: { name: string; parameters?: { required?: string[]; properties?: Record<string, { type?: string }> } } }).function;
+  const required = tool.parameters?.required ?? [];
+  const props = tool.parameters?.properties ?? {};
+  const args = Object.fromEntries(required.map((k) => [k, props[k]?.type === 'integer' || props[k]?.type === 'number' ? 7 : 'zz-unrecorded']));
+  const result = await env.execute(ex!.uuid, tool.name, args, { salt: 'real-sim-1' });
+  assert.ok(result.source === 'simulated' || result.source === 'failed', `source ${result.source}`);
+  if (result.source === 'failed') assert.match(result.text, /./, 'a failed simulation says why');
+  else assert.doesNotThrow(() => JSON.parse(result.text), result.text);
+  t.diagnostic(`simulator: ${result.source}: ${result.text.slice(0, 160)}`);
+  assert.ok((result.usage?.calls ?? 0) >= 1 && (result.usage?.promptTokens ?? 0) > 0, JSON.stringify(result.usage));
+});
+
+test('real server: prepare (filter, compressor) and checklist (annotator) stages on Temporal + MinIO record every failure with its reason', async (t) => {
+  const s = real(t);
+  if (!s) return;
+  const cfg = testConfig(uniqueId('realllm'), {
+    data: { source: { kind: 'demo', count: 8, seed: 31, brokenRate: 0 }, shardSize: 4, llmFilter: { enabled: true, cascade: { passes: [{ effort: 'low' }] } }, split: { seed: 42, coldStart: 0.5 } },
+    checklist: { variants: 1, shardSize: 4, maxAttempts: 2 },
+    llm: { roles: { filter: role(s, { maxTokens: 128 }), compressor: role(s, { maxTokens: 128 }), annotator: role(s, { maxTokens: 512, maxParseAttempts: 1 }) } },
+  });
+  const store = testStore(cfg);
+  const workers = await startWorkers(cfg);
+  try {
+    const client = await connectClient(cfg);
+    const prepared = await (await startPrepare(client, cfg)).result();
+    const filterStep = prepared.steps.find((x) => /llm/i.test(x.name));
+    assert.ok(filterStep, `an LLM filter step: ${prepared.steps.map((x) => x.name).join(', ')}`);
+    assert.ok(filterStep.usage.calls >= 1 && filterStep.usage.promptTokens > 0, JSON.stringify(filterStep.usage));
+    // Every example accounted for; an example whose LLM call failed for good counts as dropped, its reason recorded.
+    for (const st of prepared.steps) {
+      assert.equal(st.in, st.kept + st.dropped, `${st.name}: ${JSON.stringify(st)}`);
+      assert.ok(st.failed <= st.dropped, `${st.name}: ${JSON.stringify(st)}`);
+      if (st.failed > 0) assert.ok(Object.keys(st.reasons).length > 0, `${st.name}: failures have reasons`);
+    }
+    assert.ok(prepared.usage.calls >= filterStep.usage.calls);
+    t.diagnostic(`prepare: ${prepared.steps.map((x) => `${x.name} in ${x.in} kept ${x.kept} failed ${x.failed} ${JSON.stringify(x.reasons)}`).join('; ')}`);
+    if (prepared.rl.count === 0) return; // the 135M filter dropped everything: nothing left to annotate
+
+    const report = await (await startChecklist(client, cfg)).result();
+    t.diagnostic(`checklist: ${report.annotated}/${report.total} annotated, reasons ${JSON.stringify(report.failureReasons)}, usage ${JSON.stringify(report.usage)}`);
+    assert.equal(report.annotated + report.failed, report.total);
+    assert.ok(report.usage.calls >= report.total && report.usage.promptTokens > 0, JSON.stringify(report.usage));
+    const reasons = Object.keys(report.failureReasons);
+    assert.equal(reasons.length > 0, report.failed > 0);
+    const rl = await store.getJsonl(runKey(cfg.run.id, 'data', 'rl.jsonl'));
+    for (const ex of rl as { uuid: string }[]) {
+      if (await store.exists(failedExampleKey(cfg.run.id, ex.uuid))) {
+        const rec = await store.getJson(failedExampleKey(cfg.run.id, ex.uuid), FailedAnnotation);
+        assert.ok(rec.reason.length > 0 && rec.usage.calls >= 1, 'a failed example keeps its reason and what it cost');
+      }
+    }
+  } finally {
+    await workers.shutdown();
+  }
+});
+
+test('real server: RL with every checklist item judged by the LLM — the judge is called, tokens counted, the step recorded', async (t) => {
+  const s = real(t);
+  if (!s) return;
+  const cfg = testConfig(uniqueId('realjudge'), {
+    rl: tinyRl({ steps: 1, promptsPerStep: 1, groupSize: 2, eval: { prompts: 0 }, judge: { offlineChecks: 'never', batchItems: 4, concurrency: 2 } }),
+    llm: { roles: { judge: role(s, { maxTokens: 400, maxParseAttempts: 1 }) } },
+    temporal: { activity: { heartbeatTimeout: '60s', maxRetryInterval: '1s' } },
+  });
+  const store = testStore(cfg);
+  await writeRlFixture(cfg, store, 4);
+  const workers = await startWorkers(cfg);
+  try {
+    const result = await (await startRl(await connectClient(cfg), cfg)).result();
+    assert.equal(result.steps, 1);
+    const rows = (await store.getJsonl(runKey(cfg.run.id, 'rl', 'metrics.jsonl'))) as { kind: string; judge: { calls: number; failed: number; promptTokens: number; completionTokens: number } }[];
+    const step = rows.find((r) => r.kind === 'step');
+    assert.ok(step, 'step 1 recorded');
+    t.diagnostic(`judge: ${JSON.stringify(step.judge)}`);
+    assert.ok(step.judge.calls >= 1, JSON.stringify(step.judge));
+    assert.ok(step.judge.promptTokens > 0 && step.judge.completionTokens > 0, JSON.stringify(step.judge));
+  } finally {
+    await workers.shutdown();
+  }
+});
+
+test('real server: `cm2 eval bfcl --endpoint` sends tool definitions and scores the tool_calls it gets back', async (t) => {
+  const s = real(t);
+  if (!s) return;
+  const out = path.join(mkdtempSync(path.join(tmpdir(), 'cm2-bfcl-real-')), 'bfcl.json');
+  const r = await cm2(['eval', 'bfcl', '--endpoint', s.url, '--model', s.model, '--category', 'simple_python,irrelevance', '--limit', '3', '--out', out]);
+  assert.equal(r.code, 0, r.out);
+  const res = JSON.parse(readFileSync(out, 'utf8')) as { categories: Record<string, { total: number; correct: number }>; examples?: unknown[] };
+  assert.deepEqual(Object.keys(res.categories).sort(), ['irrelevance', 'simple_python']);
+  t.diagnostic(`bfcl: ${JSON.stringify(res.categories)}`);
+  for (const c of Object.values(res.categories)) assert.equal(c.total, 3);
+  assert.match(r.out, /simple_python/);
+});
