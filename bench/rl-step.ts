@@ -16,6 +16,9 @@
  * `CM2_BENCH_JUDGE_URL` + `CM2_BENCH_JUDGE_MODEL` when set (a real LLM: agreement is then a real measurement), else a
  * local fake OpenAI-compatible judge whose verdict is a hash of (item question, judged messages) — with it,
  * agreement only checks that batching maps verdicts to the right items, and tokens are the fake's ~4 chars/token.
+ * `CM2_BENCH_JUDGE_CONCURRENCY` (default 16) bounds requests in flight: set it to the server's slots for a local
+ * llama-server, whose queued requests would otherwise time out. `CM2_BENCH_JUDGE_MAX_TOKENS` caps each answer (a
+ * 135M model can loop inside a JSON string for thousands of tokens; a cut answer is a failed verdict).
  */
 import http from 'node:http';
 import { createHash } from 'node:crypto';
@@ -128,7 +131,7 @@ async function main() {
   const examples = await store.getJsonl(runKey(runId, 'rl', 'data', 'examples.jsonl'), AnnotatedExample);
   const checklists = new Map(examples.map((e) => [e.uuid, e.checklists]));
   const fake = process.env['CM2_BENCH_JUDGE_URL'] ? undefined : await fakeJudge();
-  const llm = withJudgeDefaults(LlmConfig.parse({ roles: { judge: { baseUrl: process.env['CM2_BENCH_JUDGE_URL'] ?? fake!.url, model: process.env['CM2_BENCH_JUDGE_MODEL'] ?? 'fake-judge', apiKeyEnv: process.env['CM2_BENCH_JUDGE_KEY_ENV'], concurrency: 16 } } }));
+  const llm = withJudgeDefaults(LlmConfig.parse({ roles: { judge: { baseUrl: process.env['CM2_BENCH_JUDGE_URL'] ?? fake!.url, model: process.env['CM2_BENCH_JUDGE_MODEL'] ?? 'fake-judge', apiKeyEnv: process.env['CM2_BENCH_JUDGE_KEY_ENV'], concurrency: Number(process.env['CM2_BENCH_JUDGE_CONCURRENCY'] ?? 16), timeoutMs: 600_000, ...(process.env['CM2_BENCH_JUDGE_MAX_TOKENS'] ? { maxTokens: Number(process.env['CM2_BENCH_JUDGE_MAX_TOKENS']) } : {}) } } }));
   const steps: { step: number; rollouts: Rollout[] }[] = [];
   for (const r of rows) {
     const folder = runKey(runId, 'rl', 'steps', `step-${String(r.step).padStart(6, '0')}`);

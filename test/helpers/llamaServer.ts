@@ -43,7 +43,7 @@ export async function llamaServerUnavailable(): Promise<string | undefined> {
 export async function startLlamaServer(opts: { ctxSize?: number; parallel?: number; threads?: number } = {}): Promise<LlamaServer> {
   const { bin, gguf } = await paths();
   const port = await freePort();
-  const dir = mkdtempSync(path.join(tmpdir(), 'cm2-llama-'));
+  const dir = mkdtempSync(path.join(tmpdir(), 'cm2-llamasrv-'));
   const logFile = path.join(dir, 'llama-server.log');
   const model = 'smollm2-135m-instruct';
   const parallel = opts.parallel ?? 2;
