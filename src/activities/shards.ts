@@ -20,15 +20,41 @@ export type ShardRef = z.infer<typeof ShardRef>;
 
 export const shardName = (index: number) => `shard-${String(index).padStart(5, '0')}`;
 
-/** Writes examples as a JSONL shard. */
+/**
+ * `key` for this activity attempt: attempt 1 writes `key` itself, attempt n ≥ 2 writes `<stem>.a<n><ext>`. An attempt
+ * that Temporal has given up on (a heartbeat timeout on a busy machine) may still be running and finish later; with
+ * a real LLM its output differs from the retry's (sampling, batching), and under one shared key it would overwrite
+ * the shard the workflow already holds the hash of. Seen with llama-server: `hash mismatch … llm_filter_pass0`.
+ */
+export function attemptKey(key: string): string {
+  let attempt = 1;
+  try {
+    attempt = Context.current().info.attempt;
+  } catch {
+    /* not in an activity */
+  }
+  if (attempt <= 1) return key;
+  const dot = key.lastIndexOf('.');
+  return dot > key.lastIndexOf('/') ? `${key.slice(0, dot)}.a${attempt}${key.slice(dot)}` : `${key}.a${attempt}`;
+}
+
+/** Writes examples as a JSONL shard (under the attempt's own key: `attemptKey`). */
 export async function writeShard(store: ObjectStore, key: string, index: number, examples: readonly unknown[]): Promise<ShardRef> {
-  const ref = await store.putJsonl(key, examples);
+  const ref = await store.putJsonl(attemptKey(key), examples);
   return { ...ref, index, count: examples.length };
 }
 
 /** Reads and validates a shard (hash-checked: a shard replaced behind our back is an error, not data). */
 export async function readShard(store: ObjectStore, ref: ShardRef): Promise<Example[]> {
-  const text = (await store.getVerified(ref)).toString('utf8');
+  let data: Buffer;
+  try {
+    data = await store.getVerified(ref);
+  } catch (e) {
+    // No retry can bring the recorded content back: fail the stage with the reason instead of retrying forever.
+    if (e instanceof Error && /^hash mismatch/.test(e.message)) throw ApplicationFailure.nonRetryable(`${e.message} (the shard was replaced after it was recorded)`, 'ShardReplaced');
+    throw e;
+  }
+  const text = data.toString('utf8');
   return text.split('\n').filter((l) => l.trim()).map((line, i) => {
     const parsed = Example.safeParse(JSON.parse(line));
     if (!parsed.success) throw ApplicationFailure.nonRetryable(`${ref.key} line ${i + 1}: ${parsed.error.issues[0]?.path.join('.')}: ${parsed.error.issues[0]?.message}`, 'BadShard');
@@ -65,7 +91,7 @@ function cancellationSignal(): AbortSignal | undefined {
 }
 
 /**
- * Maps `fn` over `items` with at most `concurrency` in flight, heartbeating progress after each item.
+ * Maps `fn` over `items` with at most `concurrency` in flight, heartbeating progress after each item and every 5 s.
  * The first thrown error stops new work and is rethrown (after in-flight items settle), so a retryable
  * endpoint outage fails the attempt and Temporal retries it; per-item failures that are data problems
  * must be returned by `fn` as values, not thrown.
@@ -93,7 +119,15 @@ export async function mapWithHeartbeat<T, R>(items: readonly T[], concurrency: n
       heartbeat({ label, done, total: items.length });
     }
   };
-  await Promise.all(Array.from({ length: Math.max(1, Math.min(concurrency, items.length)) }, worker));
+  // A slow item (a real LLM call with its in-process retries can take minutes) must not look like a dead worker:
+  // heartbeat the progress while items are in flight too, or Temporal times the attempt out and starts another
+  // beside it. The SDK throttles heartbeats to a fraction of the heartbeat timeout.
+  const ticker = setInterval(() => heartbeat({ label, done, total: items.length }), 5_000);
+  try {
+    await Promise.all(Array.from({ length: Math.max(1, Math.min(concurrency, items.length)) }, worker));
+  } finally {
+    clearInterval(ticker);
+  }
   if (failure !== undefined) throw asTemporalFailure(failure);
   return results;
 }

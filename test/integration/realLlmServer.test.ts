@@ -45,7 +45,7 @@ function real(t: { skip: (msg: string) => void }): LlamaServer | undefined {
   return server;
 }
 
-const role = (s: LlamaServer, over: Record<string, unknown> = {}) => ({ baseUrl: s.url, model: s.model, maxTokens: 96, temperature: 0, timeoutMs: 60_000, ...over });
+const role = (s: LlamaServer, over: Record<string, unknown> = {}) => ({ baseUrl: s.url, model: s.model, maxTokens: 96, temperature: 0, timeoutMs: 300_000, ...over });
 
 test('real server: strict json_schema output, json_object, token accounting; a too-long prompt is fatal, a timeout retryable', async (t) => {
   const s = real(t);
@@ -116,9 +116,9 @@ test('real server: prepare (filter, compressor) and checklist (annotator) stages
   const s = real(t);
   if (!s) return;
   const cfg = testConfig(uniqueId('realllm'), {
-    data: { source: { kind: 'demo', count: 8, seed: 31, brokenRate: 0 }, shardSize: 4, llmFilter: { enabled: true, cascade: { passes: [{ effort: 'low' }] } }, split: { seed: 42, coldStart: 0.5 } },
+    data: { source: { kind: 'demo', count: 6, seed: 31, brokenRate: 0 }, shardSize: 4, llmFilter: { enabled: true, cascade: { passes: [{ effort: 'low' }] } }, split: { seed: 42, coldStart: 0.5 } },
     checklist: { variants: 1, shardSize: 4, maxAttempts: 2 },
-    llm: { roles: { filter: role(s, { maxTokens: 128 }), compressor: role(s, { maxTokens: 128 }), annotator: role(s, { maxTokens: 512, maxParseAttempts: 1 }) } },
+    llm: { roles: { filter: role(s, { maxTokens: 128 }), compressor: role(s, { maxTokens: 128 }), annotator: role(s, { maxTokens: 384, maxParseAttempts: 1 }) } },
   });
   const store = testStore(cfg);
   const workers = await startWorkers(cfg);
