@@ -16,34 +16,19 @@
 // Plain Node, no npm dependencies.
 import { spawnSync } from 'node:child_process';
 import { copyFileSync, chmodSync, existsSync, mkdirSync, mkdtempSync, readdirSync, renameSync, rmSync, statSync } from 'node:fs';
-import { cpus, homedir, tmpdir } from 'node:os';
+import { cpus, tmpdir } from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { cacheRoot, python, run } from './setup-util.mjs';
 
 export const PACKAGE = 'llama-cpp-python';
 export const VERSION = '0.3.36';
 
-export function cacheRoot(env = process.env) {
-  return env.CM2_CACHE_DIR || path.join(homedir(), '.cache', 'cm2');
-}
+export { cacheRoot };
 
 /** Where the binary is (CM2_LLAMA_SERVER_BIN) or goes (the cache), present or not. */
 export function llamaServerPath(env = process.env) {
   return env.CM2_LLAMA_SERVER_BIN || path.join(cacheRoot(env), 'bin', `llama-server-${PACKAGE}-${VERSION}`);
-}
-
-function python() {
-  for (const p of [process.env.PYTHON, 'python3', 'python'].filter(Boolean)) {
-    if (spawnSync(p, ['-c', 'import pip'], { encoding: 'utf8' }).status === 0) return p;
-  }
-  throw new Error(`no python3 with pip on PATH (pip fetches the ${PACKAGE} source distribution)`);
-}
-
-function run(cmd, args, opts = {}) {
-  const r = spawnSync(cmd, args, { encoding: 'utf8', maxBuffer: 64 << 20, ...opts });
-  if (r.error) throw new Error(`${cmd}: ${r.error.message}`);
-  if (r.status !== 0) throw new Error(`${path.basename(cmd)} ${args.slice(0, 4).join(' ')} … exited ${r.status}:\n${`${r.stdout}\n${r.stderr}`.trim().split('\n').slice(-8).join('\n')}`);
-  return r.stdout;
 }
 
 function which(name) {
@@ -63,7 +48,7 @@ export function ensureLlamaServer({ log = (line) => console.error(`[llama-server
   const tmp = mkdtempSync(path.join(tmpdir(), 'cm2-llama-'));
   try {
     log(`fetching ${PACKAGE}==${VERSION} (source distribution with llama.cpp vendored) from PyPI`);
-    run(python(), ['-m', 'pip', 'download', '--quiet', '--disable-pip-version-check', '--no-deps', '--no-binary', ':all:', '-d', tmp, `${PACKAGE}==${VERSION}`]);
+    run(python(`fetches the ${PACKAGE} source distribution`), ['-m', 'pip', 'download', '--quiet', '--disable-pip-version-check', '--no-deps', '--no-binary', ':all:', '-d', tmp, `${PACKAGE}==${VERSION}`]);
     const sdist = readdirSync(tmp).find((f) => f.endsWith('.tar.gz'));
     if (!sdist) return { ok: false, reason: `pip download left no .tar.gz in ${tmp}` };
     const top = `llama_cpp_python-${VERSION}`;

@@ -20,9 +20,10 @@
 // pieces (andCudaRequirements, parseWant, resolveKind, reusableStatus, createdGpuDevices) are unit-tested in test/unit/native.test.ts.
 import { execFileSync, spawnSync } from 'node:child_process';
 import { copyFileSync, existsSync, lstatSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, renameSync, rmSync, symlinkSync, unlinkSync, writeFileSync } from 'node:fs';
-import { homedir, tmpdir } from 'node:os';
+import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { cacheRoot, python, run } from './setup-util.mjs';
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 export const TF_VERSION = '2.16.2';
@@ -37,9 +38,7 @@ export const KINDS = {
 };
 export const WANTS = ['auto', 'cpu', 'gpu', 'off'];
 
-export function cacheRoot(env = process.env) {
-  return env.CM2_CACHE_DIR || path.join(homedir(), '.cache', 'cm2');
-}
+export { cacheRoot };
 
 /** The cache folder of one build: <cache>/tensorflow/<kind>-<version>. */
 export function libraryDir(kind, env = process.env) {
@@ -110,46 +109,10 @@ export function gpuVisible() {
   return r.status === 0 && /GPU \d/.test(r.stdout ?? '');
 }
 
-function python() {
-  for (const p of [process.env.PYTHON, 'python3', 'python'].filter(Boolean)) {
-    const r = spawnSync(p, ['-c', 'import pip, zipfile'], { encoding: 'utf8' });
-    if (r.status === 0) return p;
-  }
-  throw new Error('no python3 with pip on PATH (pip fetches the TensorFlow wheel that carries the C library)');
-}
-
-function run(cmd, args, opts = {}) {
-  const r = spawnSync(cmd, args, { encoding: 'utf8', maxBuffer: 64 << 20, ...opts });
-  if (r.error) throw new Error(`${cmd}: ${r.error.message}`);
-  if (r.status !== 0) {
-    const tail = `${r.stdout ?? ''}\n${r.stderr ?? ''}`.trim().split('\n').slice(-8).join('\n');
-    throw new Error(`${path.basename(cmd)} ${args.slice(0, 3).join(' ')} … exited ${r.status}:\n${tail}`);
-  }
-  return r.stdout ?? '';
-}
-
-const PIP = ['-m', 'pip', '--disable-pip-version-check', '--no-cache-dir']; // no second copy of GBs in pip's cache
-
-// Python, run with the wheel's path: keeps the two libraries and the C API headers, prints the wheel's METADATA.
-const EXTRACT_PY = `
-import sys, zipfile, re
-whl, dest = sys.argv[1], sys.argv[2]
-z = zipfile.ZipFile(whl)
-keep = []
-for n in z.namelist():
-    if n in ('tensorflow/libtensorflow_cc.so.2', 'tensorflow/libtensorflow_framework.so.2'): keep.append(n)
-    elif n.startswith(('tensorflow/include/tensorflow/c/', 'tensorflow/include/tsl/c/')) and n.endswith('.h'): keep.append(n)
-    elif re.match(r'tensorflow/include/(tsl|tensorflow/core)/platform/ctstring.*\\.h$', n): keep.append(n)
-z.extractall(dest, keep)
-meta = [n for n in z.namelist() if n.endswith('.dist-info/METADATA')]
-sys.stdout.write(z.read(meta[0]).decode() if meta else '')
-`;
-
-/** Fetches the wheel and lays out <cache>/tensorflow/<kind>-<ver>/{lib,include[,nvidia]}; returns that folder. */
 function ensureLibraries(kind, log) {
   const dir = libraryDir(kind);
   if (existsSync(path.join(dir, '.complete'))) return dir;
-  const py = python();
+  const py = python('fetches the TensorFlow wheel that carries the C library');
   const tmp = mkdtempSync(path.join(tmpdir(), 'cm2-tf-'));
   const out = `${dir}.partial`;
   try {

