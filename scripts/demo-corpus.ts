@@ -6,7 +6,10 @@
  * base's copy probe scores: 1 = a digit inside a tool call's arguments, 2 = a digit in a visible reply, 3 = the first
  * token of a word value in a tool call's arguments, 0 = anything else.
  *
- *   node --import tsx scripts/demo-corpus.ts SEED COUNT OUT.jsonl
+ *   node --import tsx scripts/demo-corpus.ts SEED COUNT OUT.jsonl [TERSE_RATE]
+ *
+ * TERSE_RATE (default 0) is the generator's `terseRate`: give the base the demo run's demonstrator mix
+ * (config/demo.yaml `data.source.terseRate`).
  *
  * The dataset seeds must differ from the demo run's (config/demo.yaml `data.source.seed`, 7), so the held-out prompts
  * of a demo run are never pretrained on.
@@ -17,18 +20,19 @@ import { generateDemoExample } from '../src/world/generator';
 import { loadDemoTokenizer } from '../src/world/tokenizer';
 
 function main(): void {
-  const [seedArg, countArg, out] = process.argv.slice(2);
+  const [seedArg, countArg, out, terseArg] = process.argv.slice(2);
   const seed = Number(seedArg);
   const count = Number(countArg);
-  if (!Number.isInteger(seed) || !Number.isInteger(count) || count <= 0 || !out) {
-    console.error('usage: node --import tsx scripts/demo-corpus.ts SEED COUNT OUT.jsonl');
+  const terseRate = Number(terseArg ?? 0);
+  if (!Number.isInteger(seed) || !Number.isInteger(count) || count <= 0 || !out || !(terseRate >= 0 && terseRate <= 1)) {
+    console.error('usage: node --import tsx scripts/demo-corpus.ts SEED COUNT OUT.jsonl [TERSE_RATE]');
     process.exit(2);
   }
   const tok = loadDemoTokenizer();
   const w = createWriteStream(out);
   let tokens = 0;
   for (let i = 0; i < count; i++) {
-    const ex = generateDemoExample(seed, i, { brokenRate: 0 });
+    const ex = generateDemoExample(seed, i, { brokenRate: 0, terseRate });
     const ids: number[] = [];
     const assistant: number[] = [];
     const kind: number[] = [];
@@ -56,7 +60,7 @@ function main(): void {
     w.write(`${JSON.stringify({ ids, assistant, kind })}\n`);
   }
   w.end();
-  console.error(`demo corpus: seed ${seed}, ${count} dialogues, ${tokens} tokens → ${out}`);
+  console.error(`demo corpus: seed ${seed}, ${count} dialogues (terse rate ${terseRate}), ${tokens} tokens → ${out}`);
 }
 
 main();

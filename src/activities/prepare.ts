@@ -136,7 +136,7 @@ export function createPrepareActivities(deps: PrepareDeps) {
         let examples: Example[] = [];
         const errors: ImportError[] = [];
         if (input.source.kind === 'demo') {
-          examples = generateDemoDataset({ seed: input.source.seed, count: input.source.count, brokenRate: input.source.brokenRate });
+          examples = generateDemoDataset({ seed: input.source.seed, count: input.source.count, brokenRate: input.source.brokenRate, terseRate: input.source.terseRate });
         } else {
           for (const path of input.source.paths) {
             heartbeat({ importing: path });

@@ -56,6 +56,8 @@ export const DemoSource = z.object({
   seed: z.number().int().default(7).describe('Generator seed: the same seed and count give the same dialogues.'),
   brokenRate: z.number().min(0).max(1).default(0.15)
     .describe('Share of dialogues with one deliberate defect (a rule violation, or a semantic error for the LLM filter).'),
+  terseRate: z.number().min(0).max(1).default(0)
+    .describe('Share of dialogues whose demonstrator is terse: final replies state only the first fact asked for. Well formed, so no filter drops them; SFT imitates them and the checklist still asks for every fact.'),
 }).describe('The built-in synthetic demo tool world: generated dialogues, some with a deliberate defect for the filters to catch.');
 export const FileSource = z.object({
   kind: z.literal('file'),
@@ -66,7 +68,7 @@ export const FileSource = z.object({
 export const DataSource = z.discriminatedUnion('kind', [DemoSource, FileSource]);
 
 export const DataConfig = z.object({
-  source: DataSource.default({ kind: 'demo', count: 400, seed: 7, brokenRate: 0.15 })
+  source: DataSource.default({ kind: 'demo', count: 400, seed: 7, brokenRate: 0.15, terseRate: 0 })
     .describe('Where the examples come from: the built-in demo tool world or your own files.'),
   /** Examples per shard: the unit of work, of retry and of progress. */
   shardSize: z.number().int().positive().default(100).describe('Examples per shard: the unit of work, of retry and of progress.'),

@@ -201,11 +201,22 @@ function turnBlock(example: Example, span: TurnSpan, wt: WorldTurn, defaults: Ma
     const shown = showFact(fact);
     const label = key === undefined ? undefined : (FACT_LABELS[key] ?? humanKey(key));
     const phrase = label === undefined ? shown : `the ${label} ${shown}`;
+    // A terse reference reply (meta.demonstrator) leaves some facts out; the item still asks for them, with the tool
+    // result that gives the fact (an error result too: "overlaps \"dentist visit\""; for a derived fact such as "out of
+    // stock", the turn's last successful result) as evidence. A fact with no tool result at all to point at gets no item.
+    let evidence: Evidence;
+    if (indexOnBoundaries(reply.toLowerCase(), fact.toLowerCase()) >= 0) evidence = replyEvidence(clauseAround(reply, fact));
+    else {
+      const answered = calls.filter((c) => c.result !== undefined);
+      const holder = [...sources, ...answered.filter((c) => resultStates(c.result!, fact)), ...answered.filter((c) => c.ok).reverse()][0];
+      if (holder?.result === undefined) continue;
+      evidence = { turn: span.turn, step: holder.toolStep!, from: 'tool.content', snippet: windowAround(holder.result, fact) };
+    }
     drafts.push({
       units: UNITS.fact,
       deps: sources.map((s) => s.item!),
       item: {
-        evidence: [replyEvidence(clauseAround(reply, fact))],
+        evidence: [evidence],
         focus_on: 'assistant.content.user_visible_reply',
         question: `Does the reply state ${phrase}?`,
         pass_condition: `The user-visible reply states ${shown}${label === undefined ? '' : ` as the ${label}`}, exactly as the tool result gives it (ignoring case).`,
@@ -452,6 +463,14 @@ function clauseAround(reply: string, fact: string): string {
 }
 
 /** A prefix of the text, cut at a word boundary: still a verbatim substring, short enough to read. */
+/** A verbatim window of `text` around the first occurrence of `value` (ignoring case), at most MAX_SNIPPET long. */
+function windowAround(text: string, value: string): string {
+  const at = text.toLowerCase().indexOf(value.toLowerCase());
+  if (at < 0) return prefixSnippet(text);
+  const from = Math.max(0, at - 40);
+  return text.slice(from, Math.min(text.length, at + value.length + 40, from + MAX_SNIPPET));
+}
+
 function prefixSnippet(text: string): string {
   if (text.length <= MAX_SNIPPET) return text;
   const cut = text.slice(0, MAX_SNIPPET);

@@ -16,6 +16,7 @@
  * policy must read the tool results instead of memorising facts; `executeTool(name, args, meta.world.seed)`
  * reproduces every tool message of a clean example.
  */
+import { indexOnBoundaries } from '../checklist/check';
 import type { Example, Message, ToolCall } from '../data/schema';
 import { breakExample, RULE_BROKEN_CODES, type BrokenCode } from './breakers';
 import { deterministicUuid, hash32, Rng } from './random';
@@ -70,6 +71,11 @@ export interface DemoMeta {
   broken?: BrokenCode;
   /** What exactly was broken (message index, value), for debugging filters. */
   brokenDetail?: string;
+  /**
+   * Present when this dialogue's demonstrator was terse (`GenerateOptions.terseRate`): its final replies state only
+   * the first of the facts the user asked for. Well formed and grounded, so no filter drops it.
+   */
+  demonstrator?: 'terse';
 }
 
 export interface GenerateOptions {
@@ -79,6 +85,14 @@ export interface GenerateOptions {
   brokenRate?: number;
   /** Share of the broken examples whose defect is semantic (`llm_filter`) rather than a rule violation (default 1/3). */
   llmBrokenShare?: number;
+  /**
+   * Share of dialogues written by a terse demonstrator (default 0): each final reply that should state several facts
+   * states only the first (`terseReply`). Real cold-start data is imperfect in such ways — a plausible, well-formed,
+   * grounded answer that no filter flags — and SFT imitates it; the checklist, written from the world's ground truth,
+   * still asks for every fact, so RL with checklist rewards has something SFT cannot teach. Decided by its own random
+   * stream: the rest of the dialogue is the same at any rate.
+   */
+  terseRate?: number;
 }
 
 export const DEFAULT_BROKEN_RATE = 0.15;
@@ -89,12 +103,15 @@ export function generateDemoDataset(opts: GenerateOptions): Example[] {
   if (!Number.isInteger(opts.count) || opts.count < 0) throw new RangeError(`count must be a non-negative integer, got ${opts.count}`);
   const rate = opts.brokenRate ?? DEFAULT_BROKEN_RATE;
   if (!(rate >= 0 && rate <= 1)) throw new RangeError(`brokenRate must be in [0, 1], got ${rate}`);
+  const terse = opts.terseRate ?? 0;
+  if (!(terse >= 0 && terse <= 1)) throw new RangeError(`terseRate must be in [0, 1], got ${terse}`);
   return Array.from({ length: opts.count }, (_, index) => generateDemoExample(opts.seed, index, opts));
 }
 
 /** One demo dialogue; `generateDemoDataset` is this for every index. */
-export function generateDemoExample(seed: number, index: number, opts: Pick<GenerateOptions, 'brokenRate' | 'llmBrokenShare'> = {}): Example {
-  const clean = cleanExample(seed, index);
+export function generateDemoExample(seed: number, index: number, opts: Pick<GenerateOptions, 'brokenRate' | 'llmBrokenShare' | 'terseRate'> = {}): Example {
+  const terse = (opts.terseRate ?? 0) > 0 && new Rng(hash32('cm2-demo-terse', seed, index)).chance(opts.terseRate ?? 0);
+  const clean = cleanExample(seed, index, terse);
   const world = (clean.meta as unknown as DemoMeta).world;
   // A separate stream decides and applies the defect, so the clean content never depends on brokenRate.
   const rb = new Rng(hash32('cm2-demo-broken', seed, index));
@@ -130,7 +147,7 @@ function nextScenario(rng: Rng, first: Domain, memory: Memory, turnsSoFar: numbe
   return rng.pick(SCENARIOS[other].filter((s) => s.role === 'opener' && fits(s)));
 }
 
-function cleanExample(seed: number, index: number): Example {
+function cleanExample(seed: number, index: number, terse: boolean): Example {
   const rng = new Rng(hash32('cm2-demo', seed, index));
   const worldSeed = hash32('cm2-demo-world', seed, index);
   const first = rng.pick(DOMAINS);
@@ -165,7 +182,9 @@ function cleanExample(seed: number, index: number): Example {
     index,
     world: { domain: first, domains, seed: worldSeed, turns: drafts.map(worldTurn) },
     distractorDomains,
+    ...(terse ? { demonstrator: 'terse' as const } : {}),
   };
+  if (terse) for (const turn of drafts) turn.reply = terseReply(turn.reply, turn.answerFacts);
   return {
     uuid: deterministicUuid('cm2-demo', seed, index),
     messages: render(drafts, (turn, step, k) => `call_${hash32('call', seed, index, turn, step, k).toString(16).padStart(8, '0')}`),
@@ -197,6 +216,32 @@ function render(drafts: readonly DraftTurn[], callId: (turn: number, step: numbe
     messages.push({ role: 'assistant', content: `<think>\n${turn.replyThink}\n</think>\n\n${turn.reply}` });
   });
   return messages;
+}
+
+/**
+ * What a terse demonstrator replies: `reply` cut at the first clause boundary (a sentence end, a comma or colon,
+ * " and ", " with ", " while ", " but ", " at ", " for ") after the first of `facts` it states (word boundaries,
+ * ignoring case) and before the second, ending with a full stop. A reply that states fewer than two facts, or has no
+ * such boundary between them, is returned unchanged.
+ *   "It is foggy in Lyon with 21 degrees celsius and 34 percent humidity." → "It is foggy in Lyon."
+ */
+export function terseReply(reply: string, facts: readonly string[]): string {
+  const lower = reply.toLowerCase();
+  const found = facts
+    .map((f) => ({ at: indexOnBoundaries(lower, f.trim().toLowerCase()), len: f.trim().length }))
+    .filter((f) => f.at >= 0 && f.len > 0)
+    .sort((a, b) => a.at - b.at);
+  const first = found[0];
+  const second = found.find((f) => first !== undefined && f.at >= first.at + first.len);
+  if (!first || !second) return reply;
+  const head = reply.slice(0, second.at);
+  const firstEnd = first.at + first.len;
+  for (const m of head.matchAll(/[.!?](?=\s)|[,;:](?=\s)|\s+(?:and|with|while|but|at|for)\s/g)) {
+    const at = m.index ?? 0;
+    if (at < firstEnd) continue;
+    return /[.!?]/.test(m[0]) ? head.slice(0, at + 1) : `${head.slice(0, at).trimEnd()}.`;
+  }
+  return reply;
 }
 
 /** `meta.world` of a generated example (throws if the example was not generated here). */
