@@ -79,7 +79,11 @@ test('real server: strict json_schema output, json_object, tool definitions, tok
 
   // Tool definitions are accepted (200, an OpenAI chat.completion). SmolLM2's GGUF chat template has no tool-call
   // format, so llama-server answers in content even with tool_choice "required"; `tool_calls` parsing on a real
-  // server needs a tool-capable template or model (BFCL below shows `no_call`).
+  // server needs a tool-capable template or model (BFCL below shows `no_call`). Tried: a ChatML template of our own
+  // with `<tool_call>{"name", "arguments"}</tool_call>` blocks (`--chat-template-file`) makes llama-server's
+  // autoparser find the format (JSON_NATIVE) and constrain tool_choice "required" with a grammar, but that grammar
+  // lets free text precede the calls, and the 135M model talks on without reaching one, with or without a few-shot
+  // call earlier in the dialogue.
   const wire = await fetch(`${s.url}/chat/completions`, {
     method: 'POST',
     headers: { 'content-type': 'application/json' },

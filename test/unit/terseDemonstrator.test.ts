@@ -4,7 +4,9 @@ import { itemSatisfiedInTurn } from '../../src/checklist/check';
 import type { ItemCheck } from '../../src/checklist/schema';
 import { replyPart, turnSpans } from '../../src/checklist/steps';
 import { validateChecklist } from '../../src/checklist/validate';
+import { applyRuleFilters } from '../../src/data/filters';
 import { DemoSource } from '../../src/infra/config';
+import { findUngrounded } from '../../src/world/offline';
 import { offlineChecklist } from '../../src/world/checklist';
 import { generateDemoDataset, generateDemoExample, terseReply, worldMetaOf, type DemoMeta } from '../../src/world/generator';
 
@@ -77,5 +79,14 @@ describe('terse demonstrator (data.source.terseRate)', () => {
       }
     }
     assert.ok(dropped > 50, `terse references leave facts out: ${dropped}`);
+  });
+
+  test('the filters keep terse dialogues exactly as they keep the complete ones: the defect is not one they look for', () => {
+    for (let i = 0; i < 150; i++) {
+      const terse = generateDemoExample(7, i, { terseRate: 1 });
+      const full = generateDemoExample(7, i);
+      assert.equal(applyRuleFilters(terse).kept, applyRuleFilters(full).kept, `${terse.uuid}: rule filters`);
+      assert.equal(findUngrounded(terse) === undefined, findUngrounded(full) === undefined, `${terse.uuid}: offline LLM filter`);
+    }
   });
 });
