@@ -462,7 +462,6 @@ function clauseAround(reply: string, fact: string): string {
   return reply.slice(from, to < 0 ? reply.length : to).trim();
 }
 
-/** A prefix of the text, cut at a word boundary: still a verbatim substring, short enough to read. */
 /** A verbatim window of `text` around the first occurrence of `value` (ignoring case), at most MAX_SNIPPET long. */
 function windowAround(text: string, value: string): string {
   const at = text.toLowerCase().indexOf(value.toLowerCase());
@@ -471,6 +470,7 @@ function windowAround(text: string, value: string): string {
   return text.slice(from, Math.min(text.length, at + value.length + 40, from + MAX_SNIPPET));
 }
 
+/** A prefix of the text, cut at a word boundary: still a verbatim substring, short enough to read. */
 function prefixSnippet(text: string): string {
   if (text.length <= MAX_SNIPPET) return text;
   const cut = text.slice(0, MAX_SNIPPET);

@@ -110,7 +110,8 @@ export function generateDemoDataset(opts: GenerateOptions): Example[] {
 
 /** One demo dialogue; `generateDemoDataset` is this for every index. */
 export function generateDemoExample(seed: number, index: number, opts: Pick<GenerateOptions, 'brokenRate' | 'llmBrokenShare' | 'terseRate'> = {}): Example {
-  const terse = (opts.terseRate ?? 0) > 0 && new Rng(hash32('cm2-demo-terse', seed, index)).chance(opts.terseRate ?? 0);
+  const terseRate = opts.terseRate ?? 0;
+  const terse = terseRate > 0 && new Rng(hash32('cm2-demo-terse', seed, index)).chance(terseRate);
   const clean = cleanExample(seed, index, terse);
   const world = (clean.meta as unknown as DemoMeta).world;
   // A separate stream decides and applies the defect, so the clean content never depends on brokenRate.
