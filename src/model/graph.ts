@@ -142,13 +142,14 @@ export class GraphBuilder {
     sig.setMethodName('tensorflow/serving/predict');
     const tensorInfo = (name: string, dtype: GraphDtype): any => {
       const t = new TensorInfo();
-      t.setName(`${name}:0`);
+      t.setName(name.includes(':') ? name : `${name}:0`);
       t.setDtype(dtypeCode(dtype));
       t.setTensorShape(this.shape(null));
       return t;
     };
     for (const i of this.inputs) sig.getInputsMap().set(i.name, tensorInfo(i.name, i.dtype));
-    for (const o of outputs) sig.getOutputsMap().set(o, tensorInfo(o, 'float32'));
+    // Every tensor a run fetches must be a signature output: loading may optimize the graph, keeping only those.
+    for (const o of outputs) sig.getOutputsMap().set(o.replace(':', '_'), tensorInfo(o, 'float32'));
     meta.getSignatureDefMap().set('serving_default', sig);
     const model = new SavedModel();
     model.setSavedModelSchemaVersion(1);

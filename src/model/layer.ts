@@ -1,6 +1,8 @@
 /**
- * One Qwen decoder layer for training on native TensorFlow as a single tf.customGrad with a hand-written backward
- * pass. Against composing the layer from taped ops it
+ * One Qwen decoder layer for training on native TensorFlow, forward and hand-written backward pass, written once over
+ * TensorOps so that it runs either op by op (eager tfjs tensors: one tf.customGrad per layer, decoderLayer) or as
+ * nodes of a TensorFlow graph (trainGraph.ts: the whole stack of layers as one graph run forward and one backward).
+ * Against composing the layer from taped ops it
  * - keeps only what the backward pass needs (inputs of the norms and their 1/rms, q/k/v in head layout, attention
  *   probabilities, attention output, gate, up and sigmoid(gate)) and frees it as soon as the layer's backward ran
  *   (tfjs would keep every saved tensor and every intermediate gradient until the whole backward pass ends);
@@ -11,30 +13,82 @@
 import * as tf from '@tensorflow/tfjs';
 import { attr, nativeOp } from './native';
 
-/** A layer's parameters in the model's internal layout (Linear weights [in, out]). */
-export interface LayerParams {
-  inNorm: tf.Tensor1D;
-  q: tf.Tensor2D;
-  k: tf.Tensor2D;
-  v: tf.Tensor2D;
-  qb?: tf.Tensor1D;
-  kb?: tf.Tensor1D;
-  vb?: tf.Tensor1D;
-  qNorm?: tf.Tensor1D;
-  kNorm?: tf.Tensor1D;
-  o: tf.Tensor2D;
-  ob?: tf.Tensor1D;
-  postNorm: tf.Tensor1D;
-  gate: tf.Tensor2D;
-  up: tf.Tensor2D;
-  down: tf.Tensor2D;
+/** The ops the layer is written in: eager tfjs tensors (eagerOps) or graph nodes (trainGraph.ts). */
+export interface TensorOps<T> {
+  matMul(a: T, b: T, transposeA?: boolean, transposeB?: boolean): T;
+  add(a: T, b: T): T;
+  sub(a: T, b: T): T;
+  mul(a: T, b: T): T;
+  neg(x: T): T;
+  reshape(x: T, shape: number[]): T;
+  transpose(x: T, perm: number[]): T;
+  slice(x: T, begin: number[], size: number[]): T;
+  concat(xs: T[], axis: number): T;
+  split(x: T, sizes: number[], axis: number): T[];
+  sum(x: T, axis: number, keepDims?: boolean): T;
+  mean(x: T, axis: number, keepDims?: boolean): T;
+  rsqrt(x: T): T;
+  square(x: T): T;
+  /** over the last axis */
+  softmax(x: T): T;
+  sigmoid(x: T): T;
+  /** dy·y·(1 − y) in one op (TensorFlow's SigmoidGrad) */
+  sigmoidGrad(y: T, dy: T): T;
+  pad(x: T, paddings: [number, number][]): T;
+  addN(xs: T[]): T;
+  ones(shape: number[]): T;
+  scalar(v: number): T;
 }
 
-const PARAM_NAMES = ['inNorm', 'q', 'k', 'v', 'qb', 'kb', 'vb', 'qNorm', 'kNorm', 'o', 'ob', 'postNorm', 'gate', 'up', 'down'] as const;
-type ParamName = (typeof PARAM_NAMES)[number];
+/** TensorOps on eager tfjs tensors (the native backend: sigmoidGrad is TensorFlow's op). */
+export const eagerOps: TensorOps<tf.Tensor> = {
+  matMul: (a, b, ta = false, tb = false) => tf.matMul(a, b, ta, tb),
+  add: (a, b) => tf.add(a, b),
+  sub: (a, b) => tf.sub(a, b),
+  mul: (a, b) => tf.mul(a, b),
+  neg: (x) => tf.neg(x),
+  reshape: (x, shape) => tf.reshape(x, shape),
+  transpose: (x, perm) => tf.transpose(x, perm),
+  slice: (x, begin, size) => tf.slice(x, begin, size),
+  concat: (xs, axis) => tf.concat(xs, axis),
+  split: (x, sizes, axis) => tf.split(x, sizes, axis),
+  sum: (x, axis, keepDims = false) => tf.sum(x, axis, keepDims),
+  mean: (x, axis, keepDims = false) => tf.mean(x, axis, keepDims),
+  rsqrt: (x) => tf.rsqrt(x),
+  square: (x) => tf.square(x),
+  softmax: (x) => tf.softmax(x),
+  sigmoid: (x) => tf.sigmoid(x),
+  sigmoidGrad: (y, dy) => nativeOp('SigmoidGrad', [y, dy], [attr.type('T', 'float32')]),
+  pad: (x, paddings) => tf.pad(x, paddings),
+  addN: (xs) => tf.addN(xs),
+  ones: (shape) => tf.ones(shape),
+  scalar: (v) => tf.scalar(v),
+};
+
+/** A layer's parameters in the model's internal layout (Linear weights [in, out]). */
+export interface LayerParams<T = tf.Tensor> {
+  inNorm: T;
+  q: T;
+  k: T;
+  v: T;
+  qb?: T;
+  kb?: T;
+  vb?: T;
+  qNorm?: T;
+  kNorm?: T;
+  o: T;
+  ob?: T;
+  postNorm: T;
+  gate: T;
+  up: T;
+  down: T;
+}
+
+export const PARAM_NAMES = ['inNorm', 'q', 'k', 'v', 'qb', 'kb', 'vb', 'qNorm', 'kNorm', 'o', 'ob', 'postNorm', 'gate', 'up', 'down'] as const;
+export type ParamName = (typeof PARAM_NAMES)[number];
 
 /** What every layer of one forward pass shares. */
-export interface LayerContext {
+export interface LayerContext<T = tf.Tensor> {
   B: number;
   T: number;
   heads: number;
@@ -42,30 +96,32 @@ export interface LayerContext {
   headDim: number;
   eps: number;
   /** RoPE tables [B·T, 1, d]: query tables carry the attention scale 1/√d */
-  cosQ: tf.Tensor3D;
-  sinQ: tf.Tensor3D;
-  cosK: tf.Tensor3D;
-  sinK: tf.Tensor3D;
+  cosQ: T;
+  sinQ: T;
+  cosK: T;
+  sinK: T;
   /** rotate_half as a [d, d] matrix */
-  rotate: tf.Tensor2D;
+  rotate: T;
   /** additive attention bias (causal and padding) per query chunk (causalChunks(T)): [B, 1, b − a, 1, b] */
-  biasChunks: tf.Tensor[];
+  biasChunks: T[];
 }
 
-/** x [B·T, hidden] → the layer's output [B·T, hidden]. */
+/** x [B·T, hidden] → the layer's output [B·T, hidden], eager, as one tf.customGrad. */
 export function decoderLayer(x: tf.Tensor2D, p: LayerParams, ctx: LayerContext): tf.Tensor2D {
   const names = PARAM_NAMES.filter((n) => p[n] !== undefined);
   const f = tf.customGrad((...args: (tf.Tensor | tf.GradSaveFunc)[]) => {
     const save = args.pop() as tf.GradSaveFunc;
     const [xi, ...ws] = args as tf.Tensor[];
     const w = Object.fromEntries(names.map((n, i) => [n, ws[i]!])) as Partial<Record<ParamName, tf.Tensor>>;
-    const { value, saved } = forward(xi as tf.Tensor2D, w, ctx);
-    save(saved);
+    const { value, saved } = layerForward(eagerOps, xi!, w, ctx);
+    // The RoPE tables are saved too: the tidy around the forward pass disposes what is not saved.
+    save([...saved, ctx.cosQ, ctx.sinQ, ctx.cosK, ctx.sinK]);
     return {
       value,
       gradFunc: (dy: tf.Tensor, s: tf.Tensor[]) => {
         const grads = tf.tidy(() => {
-          const g = backward(dy as tf.Tensor2D, s, w, ctx);
+          const [cosQ, sinQ, cosK, sinK] = s.slice(-4) as [tf.Tensor, tf.Tensor, tf.Tensor, tf.Tensor];
+          const g = layerBackward(eagerOps, dy, s.slice(0, -4), w, { ...ctx, cosQ, sinQ, cosK, sinK });
           return [g.dx, ...names.map((n) => g.dw[n]!)];
         });
         tf.dispose(s); // this layer's activations are no longer needed (the engine's later dispose is a no-op)
@@ -77,33 +133,29 @@ export function decoderLayer(x: tf.Tensor2D, p: LayerParams, ctx: LayerContext):
 }
 
 /** Saved tensors, in this order. */
-interface Saved {
+interface Saved<T> {
   /** x·r1: the input norm before its weight */
-  xr1: tf.Tensor;
-  r1: tf.Tensor;
-  q3: tf.Tensor;
-  rq: tf.Tensor;
-  k3: tf.Tensor;
-  rk: tf.Tensor;
-  q4: tf.Tensor;
-  k4: tf.Tensor;
-  v4: tf.Tensor;
-  attn: tf.Tensor;
+  xr1: T;
+  r1: T;
+  q3: T;
+  rq: T;
+  k3: T;
+  rk: T;
+  q4: T;
+  k4: T;
+  v4: T;
+  attn: T;
   /** x2·r2: the post-attention norm before its weight */
-  xr2: tf.Tensor;
-  r2: tf.Tensor;
-  gate: tf.Tensor;
-  up: tf.Tensor;
-  sg: tf.Tensor;
-  silu: tf.Tensor;
+  xr2: T;
+  r2: T;
+  gate: T;
+  up: T;
+  sg: T;
+  silu: T;
   /** silu·up, the down projection's input */
-  act: tf.Tensor;
-  cosQ: tf.Tensor;
-  sinQ: tf.Tensor;
-  cosK: tf.Tensor;
-  sinK: tf.Tensor;
+  act: T;
 }
-const SAVED_KEYS: (keyof Saved)[] = ['xr1', 'r1', 'q3', 'rq', 'k3', 'rk', 'q4', 'k4', 'v4', 'attn', 'xr2', 'r2', 'gate', 'up', 'sg', 'silu', 'act', 'cosQ', 'sinQ', 'cosK', 'sinK'];
+const SAVED_KEYS: (keyof Saved<unknown>)[] = ['xr1', 'r1', 'q3', 'rq', 'k3', 'rk', 'q4', 'k4', 'v4', 'attn', 'xr2', 'r2', 'gate', 'up', 'sg', 'silu', 'act'];
 // ...followed by the attention probabilities of each query chunk.
 
 /** Queries per attention chunk: causal attention skips the keys after a chunk's last query. */
@@ -119,18 +171,13 @@ export function causalChunks(T: number, size = CHUNK): [number, number][] {
 }
 
 /** 1 / sqrt(mean(x²) + eps) over the last axis (kept as size 1). */
-function invRms(x: tf.Tensor, eps: number): tf.Tensor {
-  return tf.rsqrt(tf.add(tf.mean(tf.square(x), -1, true), eps));
-}
-
-/** dy·y·(1 − y) in one op (TensorFlow's SigmoidGrad). */
-function sigmoidGrad(y: tf.Tensor, dy: tf.Tensor): tf.Tensor {
-  return nativeOp('SigmoidGrad', [y, dy], [attr.type('T', 'float32')]);
+function invRms<T>(o: TensorOps<T>, x: T, eps: number): T {
+  return o.rsqrt(o.add(o.mean(o.square(x), -1, true), o.scalar(eps)));
 }
 
 /** Backward of y = x·r with r = invRms(x), given dy, xr = x·r and r. */
-function unitNormBackward(dy: tf.Tensor, xr: tf.Tensor, r: tf.Tensor): tf.Tensor {
-  return tf.mul(r, tf.sub(dy, tf.mul(xr, tf.mean(tf.mul(dy, xr), -1, true))));
+function unitNormBackward<T>(o: TensorOps<T>, dy: T, xr: T, r: T): T {
+  return o.mul(r, o.sub(dy, o.mul(xr, o.mean(o.mul(dy, xr), -1, true))));
 }
 
 /**
@@ -138,157 +185,155 @@ function unitNormBackward(dy: tf.Tensor, xr: tf.Tensor, r: tf.Tensor): tf.Tensor
  * the gradients of w and W. (Folding w into W instead would trade these [N, hidden] passes for passes over W, which
  * for a 0.5B model's MLP is ~10× more data.)
  */
-function normProjBackward(dY: tf.Tensor, xr: tf.Tensor, w: tf.Tensor, W: tf.Tensor): { dxr: tf.Tensor; dw: tf.Tensor; dW: tf.Tensor } {
-  const dh = tf.matMul(dY, W, false, true);
+function normProjBackward<T>(o: TensorOps<T>, dY: T, xr: T, w: T, W: T): { dxr: T; dw: T; dW: T } {
+  const dh = o.matMul(dY, W, false, true);
   return {
-    dW: tf.matMul(tf.mul(xr, w), dY, true, false),
-    dw: tf.sum(tf.mul(dh, xr), 0),
-    dxr: tf.mul(dh, w),
+    dW: o.matMul(o.mul(xr, w), dY, true, false),
+    dw: o.sum(o.mul(dh, xr), 0),
+    dxr: o.mul(dh, w),
   };
 }
 
-/** RMSNorm backward for y = x·r·w: (dx, dw) given dy, x, r = invRms(x), w; dw summed over all leading axes. */
-function normBackward(dy: tf.Tensor, x: tf.Tensor, r: tf.Tensor, w: tf.Tensor): { dx: tf.Tensor; dw: tf.Tensor } {
-  const xr = tf.mul(x, r);
-  const g = tf.mul(dy, w);
-  const dx = tf.mul(r, tf.sub(g, tf.mul(xr, tf.mean(tf.mul(g, xr), -1, true))));
-  const dw = tf.reshape(tf.sum(tf.reshape(tf.mul(dy, xr), [-1, w.shape[0]!]), 0), w.shape);
+/** RMSNorm backward for y = x·r·w over the last axis (size n): (dx, dw) given dy, x, r = invRms(x), w; dw [n] summed over all leading axes. */
+function normBackward<T>(o: TensorOps<T>, dy: T, x: T, r: T, w: T, n: number): { dx: T; dw: T } {
+  const xr = o.mul(x, r);
+  const g = o.mul(dy, w);
+  const dx = o.mul(r, o.sub(g, o.mul(xr, o.mean(o.mul(g, xr), -1, true))));
+  const dw = o.sum(o.reshape(o.mul(dy, xr), [-1, n]), 0);
   return { dx, dw };
 }
 
-function forward(x: tf.Tensor2D, w: Partial<Record<ParamName, tf.Tensor>>, ctx: LayerContext): { value: tf.Tensor2D; saved: tf.Tensor[] } {
+/** The layer's output for x [B·T, hidden], and what its backward pass needs (SAVED_KEYS, then each chunk's attention probabilities). */
+export function layerForward<T>(o: TensorOps<T>, x: T, w: Partial<Record<ParamName, T>>, ctx: LayerContext<T>): { value: T; saved: T[] } {
   const { B, T, heads: H, kvHeads: K, headDim: hd, eps } = ctx;
   const N = B * T;
   const G = H / K;
-  const r1 = invRms(x, ctx.eps);
-  const xr1 = tf.mul(x, r1);
-  let qkv = tf.matMul(tf.mul(xr1, w.inNorm!), tf.concat([w.q!, w.k!, w.v!], 1) as tf.Tensor2D);
-  if (w.qb) qkv = tf.add(qkv, tf.concat([w.qb, w.kb!, w.vb!]));
-  const [q, k, v] = tf.split(qkv, [H * hd, K * hd, K * hd], 1) as [tf.Tensor2D, tf.Tensor2D, tf.Tensor2D];
-  const q3 = tf.reshape(q, [N, H, hd]);
-  const k3 = tf.reshape(k, [N, K, hd]);
-  let rq: tf.Tensor = tf.scalar(1);
-  let rk: tf.Tensor = tf.scalar(1);
-  let qn: tf.Tensor = q3;
-  let kn: tf.Tensor = k3;
+  const r1 = invRms(o, x, ctx.eps);
+  const xr1 = o.mul(x, r1);
+  let qkv = o.matMul(o.mul(xr1, w.inNorm!), o.concat([w.q!, w.k!, w.v!], 1));
+  if (w.qb) qkv = o.add(qkv, o.concat([w.qb, w.kb!, w.vb!], 0));
+  const [q, k, v] = o.split(qkv, [H * hd, K * hd, K * hd], 1) as [T, T, T];
+  const q3 = o.reshape(q, [N, H, hd]);
+  const k3 = o.reshape(k, [N, K, hd]);
+  let rq = o.scalar(1);
+  let rk = o.scalar(1);
+  let qn = q3;
+  let kn = k3;
   if (w.qNorm && w.kNorm) {
-    rq = invRms(q3, eps);
-    rk = invRms(k3, eps);
-    qn = tf.mul(tf.mul(q3, rq), w.qNorm);
-    kn = tf.mul(tf.mul(k3, rk), w.kNorm);
+    rq = invRms(o, q3, eps);
+    rk = invRms(o, k3, eps);
+    qn = o.mul(o.mul(q3, rq), w.qNorm);
+    kn = o.mul(o.mul(k3, rk), w.kNorm);
   }
-  const rope = (t: tf.Tensor, c: tf.Tensor, s: tf.Tensor): tf.Tensor => tf.add(tf.mul(t, c), tf.mul(tf.matMul(t, ctx.rotate), s));
+  const rope = (t: T, c: T, s: T): T => o.add(o.mul(t, c), o.mul(o.matMul(t, ctx.rotate), s));
   const qr = rope(qn, ctx.cosQ, ctx.sinQ);
   const kr = rope(kn, ctx.cosK, ctx.sinK);
   // Head layout: queries [B, K, T·G, d] (row t·G + g is query head kv·G + g at position t), keys and values
   // [B, K, T, d]. Per query chunk [a, b): scores against keys [0, b), bias, softmax, ·v.
-  const q4 = tf.reshape(tf.transpose(tf.reshape(qr, [B, T, K, G, hd]), [0, 2, 1, 3, 4]), [B, K, T * G, hd]);
-  const k4 = tf.transpose(tf.reshape(kr, [B, T, K, hd]), [0, 2, 1, 3]);
-  const v4 = tf.transpose(tf.reshape(v, [B, T, K, hd]), [0, 2, 1, 3]);
+  const q4 = o.reshape(o.transpose(o.reshape(qr, [B, T, K, G, hd]), [0, 2, 1, 3, 4]), [B, K, T * G, hd]);
+  const k4 = o.transpose(o.reshape(kr, [B, T, K, hd]), [0, 2, 1, 3]);
+  const v4 = o.transpose(o.reshape(v, [B, T, K, hd]), [0, 2, 1, 3]);
   const chunks = causalChunks(T);
-  const probs: tf.Tensor[] = [];
+  const probs: T[] = [];
   const outs = chunks.map(([a, b], c) => {
     const n = b - a;
-    const qc = chunks.length === 1 ? q4 : tf.slice(q4, [0, 0, a * G, 0], [B, K, n * G, hd]);
-    const kc = b === T ? k4 : tf.slice(k4, [0, 0, 0, 0], [B, K, b, hd]);
-    const vc = b === T ? v4 : tf.slice(v4, [0, 0, 0, 0], [B, K, b, hd]);
-    const bias = ctx.biasChunks[c]!;
-    const scores = tf.reshape(tf.matMul(qc, kc, false, true), [B, K, n, G, b]);
-    const p = tf.reshape(tf.softmax(tf.add(scores, bias)), [B, K, n * G, b]);
+    const qc = chunks.length === 1 ? q4 : o.slice(q4, [0, 0, a * G, 0], [B, K, n * G, hd]);
+    const kc = b === T ? k4 : o.slice(k4, [0, 0, 0, 0], [B, K, b, hd]);
+    const vc = b === T ? v4 : o.slice(v4, [0, 0, 0, 0], [B, K, b, hd]);
+    const scores = o.reshape(o.matMul(qc, kc, false, true), [B, K, n, G, b]);
+    const p = o.reshape(o.softmax(o.add(scores, ctx.biasChunks[c]!)), [B, K, n * G, b]);
     probs.push(p);
-    return tf.matMul(p, vc);
+    return o.matMul(p, vc);
   });
-  const o = outs.length === 1 ? outs[0]! : tf.concat(outs, 2);
-  const attn = tf.reshape(tf.transpose(tf.reshape(o, [B, K, T, G, hd]), [0, 2, 1, 3, 4]), [N, H * hd]);
-  let y1 = tf.matMul(attn, w.o! as tf.Tensor2D);
-  if (w.ob) y1 = tf.add(y1, w.ob);
-  const x2 = tf.add(x, y1);
-  const r2 = invRms(x2, eps);
-  const xr2 = tf.mul(x2, r2);
-  const h2 = tf.mul(xr2, w.postNorm!) as tf.Tensor2D;
-  const gate = tf.matMul(h2, w.gate! as tf.Tensor2D);
-  const up = tf.matMul(h2, w.up! as tf.Tensor2D);
-  const sg = tf.sigmoid(gate);
-  const silu = tf.mul(gate, sg);
-  const act = tf.mul(silu, up);
-  const value = tf.add(x2, tf.matMul(act, w.down! as tf.Tensor2D)) as tf.Tensor2D;
-  const saved: Saved = {
-    xr1, r1, q3, rq, k3, rk, q4, k4, v4, attn, xr2, r2, gate, up, sg, silu, act,
-    cosQ: ctx.cosQ, sinQ: ctx.sinQ, cosK: ctx.cosK, sinK: ctx.sinK,
-  };
+  const out = outs.length === 1 ? outs[0]! : o.concat(outs, 2);
+  const attn = o.reshape(o.transpose(o.reshape(out, [B, K, T, G, hd]), [0, 2, 1, 3, 4]), [N, H * hd]);
+  let y1 = o.matMul(attn, w.o!);
+  if (w.ob) y1 = o.add(y1, w.ob);
+  const x2 = o.add(x, y1);
+  const r2 = invRms(o, x2, eps);
+  const xr2 = o.mul(x2, r2);
+  const h2 = o.mul(xr2, w.postNorm!);
+  const gate = o.matMul(h2, w.gate!);
+  const up = o.matMul(h2, w.up!);
+  const sg = o.sigmoid(gate);
+  const silu = o.mul(gate, sg);
+  const act = o.mul(silu, up);
+  const value = o.add(x2, o.matMul(act, w.down!));
+  const saved: Saved<T> = { xr1, r1, q3, rq, k3, rk, q4, k4, v4, attn, xr2, r2, gate, up, sg, silu, act };
   return { value, saved: [...SAVED_KEYS.map((key) => saved[key]), ...probs] };
 }
 
-function backward(dy: tf.Tensor2D, list: tf.Tensor[], w: Partial<Record<ParamName, tf.Tensor>>, ctx: LayerContext): { dx: tf.Tensor; dw: Partial<Record<ParamName, tf.Tensor>> } {
-  const s = Object.fromEntries(SAVED_KEYS.map((key, i) => [key, list[i]!])) as unknown as Saved;
+/** Gradients of the layer's input and weights for the gradient dy of its output, from layerForward's saved tensors. */
+export function layerBackward<T>(o: TensorOps<T>, dy: T, list: T[], w: Partial<Record<ParamName, T>>, ctx: LayerContext<T>): { dx: T; dw: Partial<Record<ParamName, T>> } {
+  const s = Object.fromEntries(SAVED_KEYS.map((key, i) => [key, list[i]!])) as unknown as Saved<T>;
   const probs = list.slice(SAVED_KEYS.length);
   const { B, T, heads: H, kvHeads: K, headDim: hd } = ctx;
   const N = B * T;
   const G = H / K;
-  const dw: Partial<Record<ParamName, tf.Tensor>> = {};
-  const sumRows = (t: tf.Tensor): tf.Tensor => tf.sum(t, 0);
+  const dw: Partial<Record<ParamName, T>> = {};
+  const sumRows = (t: T): T => o.sum(t, 0);
 
   // MLP: out = x2 + (silu(gate)·up) @ Wd, gate = (x2·r2) @ diag(w2)·Wg, up = (x2·r2) @ diag(w2)·Wu
-  dw.down = tf.matMul(s.act, dy, true, false);
-  const dAct = tf.matMul(dy, w.down!, false, true);
-  const dUp = tf.mul(dAct, s.silu);
+  dw.down = o.matMul(s.act, dy, true, false);
+  const dAct = o.matMul(dy, w.down!, false, true);
+  const dUp = o.mul(dAct, s.silu);
   // d silu / d gate = sg + gate·sg·(1 − sg), the last term TensorFlow's SigmoidGrad(sg, gate)
-  const dGate = tf.mul(tf.mul(dAct, s.up), tf.add(s.sg, sigmoidGrad(s.sg, s.gate)));
-  const h2 = tf.mul(s.xr2, w.postNorm!);
-  dw.gate = tf.matMul(h2, dGate, true, false);
-  dw.up = tf.matMul(h2, dUp, true, false);
-  const dh2 = tf.add(tf.matMul(dGate, w.gate!, false, true), tf.matMul(dUp, w.up!, false, true));
-  dw.postNorm = tf.sum(tf.mul(dh2, s.xr2), 0);
-  const dx2 = tf.add(dy, unitNormBackward(tf.mul(dh2, w.postNorm!), s.xr2, s.r2));
+  const dGate = o.mul(o.mul(dAct, s.up), o.add(s.sg, o.sigmoidGrad(s.sg, s.gate)));
+  const h2 = o.mul(s.xr2, w.postNorm!);
+  dw.gate = o.matMul(h2, dGate, true, false);
+  dw.up = o.matMul(h2, dUp, true, false);
+  const dh2 = o.add(o.matMul(dGate, w.gate!, false, true), o.matMul(dUp, w.up!, false, true));
+  dw.postNorm = o.sum(o.mul(dh2, s.xr2), 0);
+  const dx2 = o.add(dy, unitNormBackward(o, o.mul(dh2, w.postNorm!), s.xr2, s.r2));
 
   // Attention: x2 = x + attn @ Wo (+ bo)
-  dw.o = tf.matMul(s.attn, dx2, true, false);
+  dw.o = o.matMul(s.attn, dx2, true, false);
   if (w.ob) dw.ob = sumRows(dx2);
-  const dAttn = tf.matMul(dx2, w.o!, false, true);
+  const dAttn = o.matMul(dx2, w.o!, false, true);
   // D = rowsum(dO·O) per (b, t, h), from rows [N, H, d] into the queries' head layout [B, K, T·G, 1]
-  const dRows = tf.sum(tf.mul(tf.reshape(dAttn, [N, H, hd]), tf.reshape(s.attn, [N, H, hd])), -1);
-  const D = tf.reshape(tf.transpose(tf.reshape(dRows, [B, T, K, G]), [0, 2, 1, 3]), [B, K, T * G, 1]);
-  const dO = tf.reshape(tf.transpose(tf.reshape(dAttn, [B, T, K, G, hd]), [0, 2, 1, 3, 4]), [B, K, T * G, hd]);
+  const dRows = o.sum(o.mul(o.reshape(dAttn, [N, H, hd]), o.reshape(s.attn, [N, H, hd])), -1);
+  const D = o.reshape(o.transpose(o.reshape(dRows, [B, T, K, G]), [0, 2, 1, 3]), [B, K, T * G, 1]);
+  const dO = o.reshape(o.transpose(o.reshape(dAttn, [B, T, K, G, hd]), [0, 2, 1, 3, 4]), [B, K, T * G, hd]);
   // dP − D in one matmul: [dO | −D] · [v | 1]ᵀ
-  const dOaug = tf.concat([dO, tf.neg(D)], 3);
-  const vAug = tf.concat([s.v4, tf.ones([B, K, T, 1])], 3);
+  const dOaug = o.concat([dO, o.neg(D)], 3);
+  const vAug = o.concat([s.v4, o.ones([B, K, T, 1])], 3);
   const chunks = causalChunks(T);
-  const dQs: tf.Tensor[] = [];
-  const dKs: tf.Tensor[] = [];
-  const dVs: tf.Tensor[] = [];
+  const dQs: T[] = [];
+  const dKs: T[] = [];
+  const dVs: T[] = [];
   chunks.forEach(([a, b], c) => {
     const n = b - a;
-    const rows = (t: tf.Tensor, width: number): tf.Tensor => (chunks.length === 1 ? t : tf.slice(t, [0, 0, a * G, 0], [B, K, n * G, width]));
-    const keys = (t: tf.Tensor, width = hd): tf.Tensor => (b === T ? t : tf.slice(t, [0, 0, 0, 0], [B, K, b, width]));
+    const rows = (t: T, width: number): T => (chunks.length === 1 ? t : o.slice(t, [0, 0, a * G, 0], [B, K, n * G, width]));
+    const keys = (t: T, width = hd): T => (b === T ? t : o.slice(t, [0, 0, 0, 0], [B, K, b, width]));
     const p = probs[c]!;
-    const dS = tf.mul(p, tf.matMul(rows(dOaug, hd + 1), keys(vAug, hd + 1), false, true));
-    dQs.push(tf.matMul(dS, keys(s.k4)));
-    const pad = (t: tf.Tensor): tf.Tensor => (b === T ? t : tf.pad(t, [[0, 0], [0, 0], [0, T - b], [0, 0]]));
-    dKs.push(pad(tf.matMul(dS, rows(s.q4, hd), true, false)));
-    dVs.push(pad(tf.matMul(p, rows(dO, hd), true, false)));
+    const dS = o.mul(p, o.matMul(rows(dOaug, hd + 1), keys(vAug, hd + 1), false, true));
+    dQs.push(o.matMul(dS, keys(s.k4)));
+    const pad = (t: T): T => (b === T ? t : o.pad(t, [[0, 0], [0, 0], [0, T - b], [0, 0]]));
+    dKs.push(pad(o.matMul(dS, rows(s.q4, hd), true, false)));
+    dVs.push(pad(o.matMul(p, rows(dO, hd), true, false)));
   });
-  const dQ4 = dQs.length === 1 ? dQs[0]! : tf.concat(dQs, 2);
-  const dK4 = dKs.length === 1 ? dKs[0]! : tf.addN(dKs);
-  const dV4 = dVs.length === 1 ? dVs[0]! : tf.addN(dVs);
-  const dqr = tf.reshape(tf.transpose(tf.reshape(dQ4, [B, K, T, G, hd]), [0, 2, 1, 3, 4]), [N, H, hd]);
-  const dkr = tf.reshape(tf.transpose(dK4, [0, 2, 1, 3]), [N, K, hd]);
-  const dv = tf.reshape(tf.transpose(dV4, [0, 2, 1, 3]), [N, K * hd]);
+  const dQ4 = dQs.length === 1 ? dQs[0]! : o.concat(dQs, 2);
+  const dK4 = dKs.length === 1 ? dKs[0]! : o.addN(dKs);
+  const dV4 = dVs.length === 1 ? dVs[0]! : o.addN(dVs);
+  const dqr = o.reshape(o.transpose(o.reshape(dQ4, [B, K, T, G, hd]), [0, 2, 1, 3, 4]), [N, H, hd]);
+  const dkr = o.reshape(o.transpose(dK4, [0, 2, 1, 3]), [N, K, hd]);
+  const dv = o.reshape(o.transpose(dV4, [0, 2, 1, 3]), [N, K * hd]);
   // RoPE: y = x·C + (x·R)·S  ⇒  dx = dy·C − (dy·S)·R
-  const unrope = (d: tf.Tensor, c: tf.Tensor, sn: tf.Tensor): tf.Tensor => tf.sub(tf.mul(d, c), tf.matMul(tf.mul(d, sn), ctx.rotate));
-  let dq: tf.Tensor = unrope(dqr, s.cosQ, s.sinQ);
-  let dk: tf.Tensor = unrope(dkr, s.cosK, s.sinK);
+  const unrope = (d: T, c: T, sn: T): T => o.sub(o.mul(d, c), o.matMul(o.mul(d, sn), ctx.rotate));
+  let dq = unrope(dqr, ctx.cosQ, ctx.sinQ);
+  let dk = unrope(dkr, ctx.cosK, ctx.sinK);
   if (w.qNorm && w.kNorm) {
-    const nq = normBackward(dq, s.q3, s.rq, w.qNorm);
-    const nk = normBackward(dk, s.k3, s.rk, w.kNorm);
+    const nq = normBackward(o, dq, s.q3, s.rq, w.qNorm, hd);
+    const nk = normBackward(o, dk, s.k3, s.rk, w.kNorm, hd);
     dw.qNorm = nq.dw;
     dw.kNorm = nk.dw;
     dq = nq.dx;
     dk = nk.dx;
   }
-  const dqkv = tf.concat([tf.reshape(dq, [N, H * hd]), tf.reshape(dk, [N, K * hd]), dv], 1);
-  const f1 = normProjBackward(dqkv, s.xr1, w.inNorm!, tf.concat([w.q!, w.k!, w.v!], 1));
-  [dw.q, dw.k, dw.v] = tf.split(f1.dW, [H * hd, K * hd, K * hd], 1);
-  if (w.qb) [dw.qb, dw.kb, dw.vb] = tf.split(sumRows(dqkv), [H * hd, K * hd, K * hd]);
+  const dqkv = o.concat([o.reshape(dq, [N, H * hd]), o.reshape(dk, [N, K * hd]), dv], 1);
+  const f1 = normProjBackward(o, dqkv, s.xr1, w.inNorm!, o.concat([w.q!, w.k!, w.v!], 1));
+  [dw.q, dw.k, dw.v] = o.split(f1.dW, [H * hd, K * hd, K * hd], 1) as [T, T, T];
+  if (w.qb) [dw.qb, dw.kb, dw.vb] = o.split(sumRows(dqkv), [H * hd, K * hd, K * hd], 0) as [T, T, T];
   dw.inNorm = f1.dw;
-  return { dx: tf.add(dx2, unitNormBackward(f1.dxr, s.xr1, s.r1)), dw };
+  return { dx: o.add(dx2, unitNormBackward(o, f1.dxr, s.xr1, s.r1)), dw };
 }

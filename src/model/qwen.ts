@@ -33,7 +33,8 @@ import * as tf from '@tensorflow/tfjs';
 import { parseQwenConfig, qwenDims, type QwenConfig, type QwenDims } from './config';
 import { buildDecodeGraph, type DecodeGraph } from './decodeGraph';
 import { isNative, materialize, rawOps, sparseSoftmaxCrossEntropy } from './native';
-import { causalChunks, decoderLayer, type LayerContext } from './layer';
+import { causalChunks, decoderLayer, type LayerContext, PARAM_NAMES } from './layer';
+import { graphLength, type StackGraph, StackGraphCache } from './trainGraph';
 import { attention as batchedAttention, embeddingLookup, headLogprobs, linear, matMul2d, rmsNorm, rope, ropeTables, rotateHalfMatrix, swiGlu, targetLogprobs, usingReferenceOps } from './ops';
 import { Rng } from './random';
 
@@ -178,6 +179,7 @@ export class QwenModel {
   private fused: (FusedLayer | undefined)[] = [];
   /** the native decoding-step graph: undefined until first needed, null when unavailable or switched off */
   private decodeGraph?: DecodeGraph | null;
+  private stackGraphs?: StackGraphCache | null;
   /** native inference constants (headConstants) */
   private headConst?: { a: tf.Tensor; c: tf.Tensor; m: tf.Tensor; e: tf.Tensor; eps: tf.Tensor };
 
@@ -401,35 +403,108 @@ export class QwenModel {
   private hidden(ids: number[][], positions?: number[][], keyMask?: number[][]): tf.Tensor2D {
     this.releaseFused();
     const d = this.dims;
+    const finalNorm = this.w<tf.Rank.R1>('model.norm.weight');
+    const native = isNative();
+    if (native && !usingReferenceOps()) return rmsNorm(this.nativeStack(ids, positions, keyMask), finalNorm, d.eps);
     const B = ids.length;
     const T = ids[0]!.length;
-    const native = isNative();
     const { cos, sin } = ropeTables(this.positionsOf(B, T, 0, positions), d.headDim, d.ropeTheta);
     const cosT = tf.tensor2d(cos, [B * T, d.headDim]);
     const sinT = tf.tensor2d(sin, [B * T, d.headDim]);
     let x = embeddingLookup(this.w<tf.Rank.R2>('model.embed_tokens.weight'), ids.flat());
-    if (native && !usingReferenceOps()) {
-      // One customGrad per layer with a hand-written backward pass (layer.ts).
-      const scale = 1 / Math.sqrt(d.headDim);
-      const c3 = tf.reshape(cosT, [B * T, 1, d.headDim]) as tf.Tensor3D;
-      const s3 = tf.reshape(sinT, [B * T, 1, d.headDim]) as tf.Tensor3D;
-      const ctx: LayerContext = {
-        B, T, heads: d.heads, kvHeads: d.kvHeads, headDim: d.headDim, eps: d.eps,
-        cosQ: tf.mul(c3, scale), sinQ: tf.mul(s3, scale), cosK: c3, sinK: s3, rotate: this.rotate,
-        biasChunks: this.biasChunks(B, T, keyMask),
-      };
-      for (const L of this.layerVars) {
-        x = decoderLayer(x, { inNorm: L.inNorm, q: L.q, k: L.k, v: L.v, qb: L.qb, kb: L.kb, vb: L.vb, qNorm: L.qNorm, kNorm: L.kNorm, o: L.o, ob: L.ob, postNorm: L.postNorm, gate: L.gate, up: L.up, down: L.down }, ctx);
-      }
-      return rmsNorm(x, this.w<tf.Rank.R1>('model.norm.weight'), d.eps);
-    }
     const bias = native ? tf.tensor4d(this.biasData(B, T, 0, T, keyMask), [B, 1, T, T]) : this.attentionBias(B, T, 0, keyMask);
     for (const L of this.layerVars) {
       // A tidy per layer frees what the gradient tape did not save as soon as the layer is done.
       x = tf.tidy(() => this.block(x, L, B * T, cosT, sinT, (q, k, v) =>
         native ? batchedAttention(q, k, v, B, T, d.heads, d.kvHeads, bias as tf.Tensor4D) : this.slicedAttention(q, k, v, B, T, bias as tf.Tensor2D[])));
     }
-    return rmsNorm(x, this.w<tf.Rank.R1>('model.norm.weight'), d.eps);
+    return rmsNorm(x, finalNorm, d.eps);
+  }
+
+  /**
+   * The decoder stack's output [B·T, hidden] on native TensorFlow (before the final norm): as one graph run forward
+   * and one backward (trainGraph.ts) when graphs are on, with the sequences right-padded to graphLength(T) so that a
+   * few graphs serve every length (causal attention: the padding changes no real position's result or gradient);
+   * else layer by layer, one customGrad each (layer.ts).
+   */
+  private nativeStack(ids: number[][], positions?: number[][], keyMask?: number[][]): tf.Tensor2D {
+    const d = this.dims;
+    const B = ids.length;
+    const T = ids[0]!.length;
+    const useGraph = this.stackGraphCache() !== null;
+    const Tg = useGraph ? graphLength(T) : T;
+    const pad = (row: number[]): number[] => (Tg === T ? row : [...row, ...new Array<number>(Tg - T).fill(0)]);
+    const { cos, sin } = ropeTables(this.positionsOf(B, Tg, 0, positions), d.headDim, d.ropeTheta);
+    const scale = 1 / Math.sqrt(d.headDim);
+    const c3 = tf.tensor3d(cos, [B * Tg, 1, d.headDim]);
+    const s3 = tf.tensor3d(sin, [B * Tg, 1, d.headDim]);
+    const ctx: LayerContext = {
+      B, T: Tg, heads: d.heads, kvHeads: d.kvHeads, headDim: d.headDim, eps: d.eps,
+      cosQ: tf.mul(c3, scale), sinQ: tf.mul(s3, scale), cosK: c3, sinK: s3, rotate: this.rotate,
+      biasChunks: this.biasChunks(B, Tg, keyMask?.map(pad)),
+    };
+    let x = embeddingLookup(this.w<tf.Rank.R2>('model.embed_tokens.weight'), ids.flatMap(pad));
+    const graph = useGraph ? this.stackGraph(B, Tg) : null;
+    if (graph) x = this.stackThroughGraph(graph, x, ctx);
+    else for (const L of this.layerVars) x = decoderLayer(x, L, ctx);
+    if (Tg === T) return x;
+    return tf.reshape(tf.slice(tf.reshape(x, [B, Tg, d.hidden]), [0, 0, 0], [B, T, d.hidden]), [B * T, d.hidden]);
+  }
+
+
+  /**
+   * The training graphs of the decoder stack for a batch shape (trainGraph.ts), built on first use; null when graphs
+   * are off (CM2_TF_GRAPH=0) or could not be built (reported once; training then runs layer by layer, eagerly).
+   */
+  private stackGraphCache(): StackGraphCache | null {
+    if (this.stackGraphs === undefined) {
+      const d = this.dims;
+      const present = PARAM_NAMES.filter((n) => this.layerVars[0]![n] !== undefined);
+      this.stackGraphs = process.env.CM2_TF_GRAPH === '0' ? null : new StackGraphCache({ layers: d.layers, hidden: d.hidden, heads: d.heads, kvHeads: d.kvHeads, headDim: d.headDim, intermediate: d.intermediate, eps: d.eps, present });
+    }
+    return this.stackGraphs;
+  }
+
+  private stackGraph(B: number, T: number): StackGraph | null {
+    const cache = this.stackGraphCache();
+    if (!cache) return null;
+    try {
+      return cache.get(B, T);
+    } catch (e) {
+      console.warn(`training graph unavailable, training layer by layer: ${(e as Error).message.split('\n')[0]}`);
+      cache.dispose();
+      this.stackGraphs = null;
+      return null;
+    }
+  }
+
+
+  /** x [B·T, hidden] through every decoder layer as one graph run, with the backward pass as another (a customGrad). */
+  private stackThroughGraph(graph: StackGraph, x: tf.Tensor2D, ctx: LayerContext): tf.Tensor2D {
+    const names = PARAM_NAMES.filter((n) => this.layerVars[0]![n] !== undefined);
+    const weights = this.layerVars.flatMap((L) => names.map((n) => L[n]!));
+    const tables = [ctx.cosQ, ctx.sinQ, ctx.cosK, ctx.sinK];
+    const head = [...tables, ctx.rotate, ...ctx.biasChunks];
+    if (!taping()) return graph.runForward([x, ...head, ...weights], false)[0] as tf.Tensor2D;
+    const perLayer = names.length;
+    const f = tf.customGrad((...args: (tf.Tensor | tf.GradSaveFunc)[]) => {
+      const save = args.pop() as tf.GradSaveFunc;
+      const [xi, ...ws] = args as tf.Tensor[];
+      const [value, ...saved] = graph.runForward([xi!, ...head, ...ws], true);
+      save([...saved, ...tables]); // the tables too: the tidy around the forward pass disposes what is not saved
+      return {
+        value: value!,
+        gradFunc: (dy: tf.Tensor, s: tf.Tensor[]) => {
+          const k = graph.savedPerLayer;
+          const feeds = [dy, ...s.slice(-4), this.rotate];
+          for (let i = 0; i < this.layerVars.length; i++) feeds.push(...ws.slice(i * perLayer, (i + 1) * perLayer), ...s.slice(i * k, (i + 1) * k));
+          const grads = graph.runBackward(feeds);
+          tf.dispose(s); // the activations are no longer needed (the engine's later dispose is a no-op)
+          return grads;
+        },
+      };
+    });
+    return f(x, ...weights) as tf.Tensor2D;
   }
 
   /**
@@ -845,6 +920,8 @@ export class QwenModel {
     this.releaseFused();
     this.decodeGraph?.session.dispose();
     this.decodeGraph = undefined;
+    this.stackGraphs?.dispose();
+    this.stackGraphs = undefined;
     tf.dispose([...this.params.values()]);
     this.params.clear();
     this.rotate.dispose();

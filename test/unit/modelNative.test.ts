@@ -69,8 +69,22 @@ function assertClose(a: ArrayLike<number>, b: ArrayLike<number>, tol: number, wh
   assert.ok(m < tol, `${what}: max difference ${m}`);
 }
 
-for (const [label, config] of [['qwen3 untied', qwen3], ['qwen2 tied + bias', qwen2Tied], ['qwen3 attention_bias, 1 kv head', qwen3Bias]] as const) {
-  test(`native: hand-written layer and head gradients equal tf's own (${label})`, { skip }, () => {
+/** Runs `f` with the training graphs on (the default: trainGraph.ts) or off (CM2_TF_GRAPH=0: layer by layer, eagerly). */
+function withGraphs<R>(on: boolean, f: () => R): R {
+  const saved = process.env.CM2_TF_GRAPH;
+  if (on) delete process.env.CM2_TF_GRAPH;
+  else process.env.CM2_TF_GRAPH = '0';
+  try {
+    return f();
+  } finally {
+    if (saved === undefined) delete process.env.CM2_TF_GRAPH;
+    else process.env.CM2_TF_GRAPH = saved;
+  }
+}
+const MODES = [['stack graph', true], ['layer by layer', false]] as const;
+
+for (const [mode, graphs] of MODES) for (const [label, config] of [['qwen3 untied', qwen3], ['qwen2 tied + bias', qwen2Tied], ['qwen3 attention_bias, 1 kv head', qwen3Bias]] as const) {
+  test(`native (${mode}): hand-written layer and head gradients equal tf's own (${label})`, { skip }, () => withGraphs(graphs, () => {
     const model = QwenModel.init(config, 7);
     for (const keyMask of [undefined, [[1, 1, 1, 1, 1, 0], [1, 1, 1, 1, 1, 1]]]) {
       const fast = lossAndGrads(model, keyMask);
@@ -85,10 +99,10 @@ for (const [label, config] of [['qwen3 untied', qwen3], ['qwen2 tied + bias', qw
       for (const [k, g] of fast.grads) assertClose(g, ref.grads.get(k)!, 1e-5, `${k}${keyMask ? ' (key mask)' : ''}`);
     }
     model.dispose();
-  });
+  }));
 }
 
-test('native: gradients equal tf\'s own over several causal attention chunks (T = 300, padded)', { skip }, () => {
+for (const [mode, graphs] of MODES) test(`native (${mode}): gradients equal tf's own over several causal attention chunks (T = 300, padded)`, { skip }, () => withGraphs(graphs, () => {
   const model = QwenModel.init(qwen3Bias, 17);
   const named = model.namedVariables();
   const T = 300;
@@ -112,7 +126,7 @@ test('native: gradients equal tf\'s own over several causal attention chunks (T 
   assert.ok(Math.abs(fast.loss - ref.loss) < 1e-5, `loss ${fast.loss} vs ${ref.loss}`);
   for (const [k, g] of fast.grads) assertClose(g, ref.grads.get(k)!, 1e-5, k);
   model.dispose();
-});
+}));
 
 test('native: loss and gradients equal the cpu backend\'s; a training step leaves no tensors behind', { skip }, async () => {
   const model = QwenModel.init(qwen3, 3);

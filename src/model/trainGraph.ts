@@ -1,0 +1,257 @@
+/**
+ * The decoder stack's training pass on native TensorFlow as two graph runs, forward and backward, in place of one
+ * eager tf.customGrad per layer (~150 ops per layer and pass, each a separate call into TensorFlow). The math is
+ * layer.ts's, written once over TensorOps: here each op adds a node to a GraphDef (GraphBuilder), so the graph and
+ * the eager path cannot drift apart. In one session run TensorFlow schedules independent ops side by side on its
+ * inter-op pool, applies its graph optimizations and pays no per-op call from JavaScript; bench/model-throughput.ts
+ * measures what it buys.
+ *
+ * A graph is built for one (B, T) and the layers' optional weights, and cached by the model (StackGraphCache):
+ * - forward: feeds x [B·T, hidden], the RoPE tables, rotate_half, the attention bias chunks, then every layer's
+ *   weights (PARAM_NAMES order, present ones only); fetches 'x_out' and, when a gradient follows, every layer's saved
+ *   tensors (layerForward's list).
+ * - backward: feeds dy, the RoPE tables, rotate_half, then per layer its weights and its saved tensors; fetches dx
+ *   and every layer's weight gradients.
+ */
+import type * as tf from '@tensorflow/tfjs';
+import { type AttrSpec, GraphBuilder, GraphSession } from './graph';
+import { causalChunks, layerBackward, layerForward, type LayerContext, PARAM_NAMES, type ParamName, type TensorOps } from './layer';
+
+/** A node's output in a graph under construction, with its static shape. */
+export interface GraphTensor {
+  name: string;
+  shape: number[];
+}
+
+const F = { T: { type: 'float32' } } as const;
+const I32 = { type: 'int32' } as const;
+
+function broadcast(a: number[], b: number[]): number[] {
+  const n = Math.max(a.length, b.length);
+  return Array.from({ length: n }, (_, i) => {
+    const x = a[a.length - n + i] ?? 1;
+    const y = b[b.length - n + i] ?? 1;
+    if (x !== y && x !== 1 && y !== 1) throw new Error(`graph: shapes [${a}] and [${b}] do not broadcast`);
+    return x === 1 ? y : x;
+  });
+}
+
+const axisOf = (axis: number, rank: number): number => (axis < 0 ? axis + rank : axis);
+
+/** TensorOps that add nodes to `g`, tracking static shapes. */
+export function graphOps(g: GraphBuilder): TensorOps<GraphTensor> {
+  const ints = new Map<string, string>();
+  const intConst = (v: number[], scalar = false): string => {
+    const key = `${scalar ? 's' : 'v'}${v.join(',')}`;
+    let name = ints.get(key);
+    if (!name) {
+      name = g.constant(v, scalar ? [] : [v.length], 'int32', 'shape');
+      ints.set(key, name);
+    }
+    return name;
+  };
+  const node = (op: string, inputs: string[], shape: number[], attrs: Record<string, AttrSpec> = F): GraphTensor => ({ name: g.node(op, inputs, attrs), shape });
+  const binary = (op: string) => (a: GraphTensor, b: GraphTensor): GraphTensor => node(op, [a.name, b.name], broadcast(a.shape, b.shape));
+  const unary = (op: string) => (x: GraphTensor): GraphTensor => node(op, [x.name], x.shape);
+  const reduce = (op: string) => (x: GraphTensor, axis: number, keepDims = false): GraphTensor => {
+    const ax = axisOf(axis, x.shape.length);
+    const shape = keepDims ? x.shape.map((d, i) => (i === ax ? 1 : d)) : x.shape.filter((_, i) => i !== ax);
+    return node(op, [x.name, intConst([ax], true)], shape, { ...F, Tidx: I32, keep_dims: { b: keepDims } });
+  };
+  const ops: TensorOps<GraphTensor> = {
+    matMul: (a, b, ta = false, tb = false) => {
+      const [m, k] = ta ? [a.shape.at(-1)!, a.shape.at(-2)!] : [a.shape.at(-2)!, a.shape.at(-1)!];
+      const [k2, n] = tb ? [b.shape.at(-1)!, b.shape.at(-2)!] : [b.shape.at(-2)!, b.shape.at(-1)!];
+      if (k !== k2) throw new Error(`graph: matMul inner sizes ${k} and ${k2} differ`);
+      if (a.shape.length === 2 && b.shape.length === 2) return node('MatMul', [a.name, b.name], [m, n], { ...F, transpose_a: { b: ta }, transpose_b: { b: tb } });
+      const batch = broadcast(a.shape.slice(0, -2), b.shape.slice(0, -2));
+      return node('BatchMatMulV2', [a.name, b.name], [...batch, m, n], { ...F, adj_x: { b: ta }, adj_y: { b: tb } });
+    },
+    add: binary('AddV2'),
+    sub: binary('Sub'),
+    mul: binary('Mul'),
+    neg: unary('Neg'),
+    reshape: (x, shape) => {
+      const size = x.shape.reduce((p, d) => p * d, 1);
+      const known = shape.reduce((p, d) => (d === -1 ? p : p * d), 1);
+      const out = shape.map((d) => (d === -1 ? size / known : d));
+      if (out.reduce((p, d) => p * d, 1) !== size) throw new Error(`graph: cannot reshape [${x.shape}] to [${shape}]`);
+      return node('Reshape', [x.name, intConst(out)], out, { ...F, Tshape: I32 });
+    },
+    transpose: (x, perm) => node('Transpose', [x.name, intConst(perm)], perm.map((p) => x.shape[p]!), { ...F, Tperm: I32 }),
+    slice: (x, begin, size) => node('Slice', [x.name, intConst(begin), intConst(size)], size.map((s, i) => (s === -1 ? x.shape[i]! - begin[i]! : s)), { ...F, Index: I32 }),
+    concat: (xs, axis) => {
+      const ax = axisOf(axis, xs[0]!.shape.length);
+      const shape = xs[0]!.shape.map((d, i) => (i === ax ? xs.reduce((p, t) => p + t.shape[i]!, 0) : d));
+      return node('ConcatV2', [...xs.map((t) => t.name), intConst([ax], true)], shape, { ...F, N: { i: xs.length }, Tidx: I32 });
+    },
+    split: (x, sizes, axis) => {
+      const ax = axisOf(axis, x.shape.length);
+      const name = g.node('SplitV', [x.name, intConst(sizes), intConst([ax], true)], { ...F, Tlen: I32, num_split: { i: sizes.length } });
+      return sizes.map((s, k) => ({ name: k === 0 ? name : `${name}:${k}`, shape: x.shape.map((d, i) => (i === ax ? s : d)) }));
+    },
+    sum: reduce('Sum'),
+    mean: reduce('Mean'),
+    rsqrt: unary('Rsqrt'),
+    square: unary('Square'),
+    softmax: unary('Softmax'),
+    sigmoid: unary('Sigmoid'),
+    sigmoidGrad: (y, dy) => node('SigmoidGrad', [y.name, dy.name], y.shape),
+    pad: (x, paddings) => {
+      const p = g.constant(paddings.flat(), [paddings.length, 2], 'int32', 'paddings');
+      return node('Pad', [x.name, p], x.shape.map((d, i) => d + paddings[i]![0] + paddings[i]![1]), { ...F, Tpaddings: I32 });
+    },
+    addN: (xs) => node('AddN', xs.map((t) => t.name), xs[0]!.shape, { ...F, N: { i: xs.length } }),
+    ones: (shape) => node('Fill', [intConst(shape), g.constant([1], [], 'float32', 'one')], shape, { ...F, index_type: I32 }),
+    scalar: (v) => ({ name: g.constant([v], [], 'float32', 'scalar'), shape: [] }),
+  };
+  return ops;
+}
+
+/** The model dimensions a stack graph depends on. */
+export interface StackDims {
+  layers: number;
+  hidden: number;
+  heads: number;
+  kvHeads: number;
+  headDim: number;
+  intermediate: number;
+  eps: number;
+  /** the optional weights every layer has */
+  present: ParamName[];
+}
+
+function paramShape(n: ParamName, d: StackDims): number[] {
+  const { hidden: h, heads: H, kvHeads: K, headDim: hd, intermediate: I } = d;
+  const shapes: Record<ParamName, number[]> = {
+    inNorm: [h], q: [h, H * hd], k: [h, K * hd], v: [h, K * hd], qb: [H * hd], kb: [K * hd], vb: [K * hd],
+    qNorm: [hd], kNorm: [hd], o: [H * hd, h], ob: [h], postNorm: [h], gate: [h, I], up: [h, I], down: [I, h],
+  };
+  return shapes[n];
+}
+
+/** Forward and backward graphs of the whole decoder stack for one batch shape. */
+export class StackGraph {
+  readonly forward: GraphSession;
+  readonly backward: GraphSession;
+  /** fetch names of the forward graph: 'x_out', then every layer's saved tensors */
+  private readonly savedNames: string[];
+  private readonly backwardOutputs: string[];
+
+  constructor(
+    readonly dims: StackDims,
+    readonly B: number,
+    readonly T: number,
+  ) {
+    const N = B * T;
+    const { hidden, headDim: hd, layers } = dims;
+    const names = PARAM_NAMES.filter((n) => dims.present.includes(n));
+    const ctxOf = (g: GraphBuilder, withBias: boolean): LayerContext<GraphTensor> => {
+      const ph = (name: string, shape: number[]): GraphTensor => ({ name: g.placeholder(name, 'float32', shape), shape });
+      const table = [N, 1, hd];
+      return {
+        B, T, heads: dims.heads, kvHeads: dims.kvHeads, headDim: hd, eps: dims.eps,
+        cosQ: ph('cos_q', table), sinQ: ph('sin_q', table), cosK: ph('cos_k', table), sinK: ph('sin_k', table),
+        rotate: ph('rotate', [hd, hd]),
+        biasChunks: withBias ? causalChunks(T).map(([a, b], c) => ph(`bias_${c}`, [B, 1, b - a, 1, b])) : [],
+      };
+    };
+    const weightsOf = (g: GraphBuilder, i: number): Partial<Record<ParamName, GraphTensor>> =>
+      Object.fromEntries(names.map((n) => [n, { name: g.placeholder(`l${i}_${n}`, 'float32', paramShape(n, dims)), shape: paramShape(n, dims) }]));
+
+    // Forward: x through every layer; each layer's saved tensors are fetched by name.
+    const gf = new GraphBuilder();
+    const of = graphOps(gf);
+    let x: GraphTensor = { name: gf.placeholder('x', 'float32', [N, hidden]), shape: [N, hidden] };
+    const ctxF = ctxOf(gf, true);
+    const savedShapes: number[][][] = [];
+    this.savedNames = [];
+    for (let i = 0; i < layers; i++) {
+      const { value, saved } = layerForward(of, x, weightsOf(gf, i), ctxF);
+      savedShapes.push(saved.map((t) => t.shape));
+      // Fetched through Identity nodes: oneDNN's graph rewrite fuses patterns (MatMul + Sigmoid + Mul) without
+      // regard to the fetch list, and a fetched intermediate of a fused pattern would no longer exist.
+      this.savedNames.push(...saved.map((t, k) => gf.node('Identity', [t.name], F, `s${i}_${k}`)));
+      x = value;
+    }
+    const out = gf.node('Identity', [x.name], F, 'x_out');
+    this.forward = new GraphSession(gf, [out, ...this.savedNames]);
+
+    // Backward: from dy through the layers in reverse; saved tensors come back as placeholders.
+    const gb = new GraphBuilder();
+    const ob = graphOps(gb);
+    let dy: GraphTensor = { name: gb.placeholder('dy', 'float32', [N, hidden]), shape: [N, hidden] };
+    const ctxB = ctxOf(gb, false);
+    const perLayer = Array.from({ length: layers }, (_, i) => ({
+      w: weightsOf(gb, i),
+      saved: savedShapes[i]!.map((shape, k) => ({ name: gb.placeholder(`s${i}_${k}`, 'float32', shape), shape })),
+    }));
+    const grads: string[][] = [];
+    for (let i = layers - 1; i >= 0; i--) {
+      const { dx, dw } = layerBackward(ob, dy, perLayer[i]!.saved, perLayer[i]!.w, ctxB);
+      grads[i] = names.map((n) => gb.node('Identity', [dw[n]!.name], F, `d${i}_${n}`));
+      dy = dx;
+    }
+    const dx = gb.node('Identity', [dy.name], F, 'dx');
+    this.backwardOutputs = [dx, ...grads.flat()];
+    this.backward = new GraphSession(gb, this.backwardOutputs);
+  }
+
+  /** The forward graph's outputs: x_out, and every layer's saved tensors when `withSaved`. */
+  runForward(feeds: tf.Tensor[], withSaved: boolean): tf.Tensor[] {
+    return this.forward.run(feeds, withSaved ? ['x_out', ...this.savedNames] : ['x_out']);
+  }
+
+  /** dx, then each layer's weight gradients (layer order, PARAM_NAMES order). */
+  runBackward(feeds: tf.Tensor[]): tf.Tensor[] {
+    return this.backward.run(feeds, this.backwardOutputs);
+  }
+
+  /** How many saved tensors each layer has (the forward outputs after x_out, layer by layer). */
+  get savedPerLayer(): number {
+    return this.savedNames.length / this.dims.layers;
+  }
+
+  dispose(): void {
+    this.forward.dispose();
+    this.backward.dispose();
+  }
+}
+
+/**
+ * The sequence length a graph is built for: T rounded up to a multiple of 16 (T ≤ 64), 32 (≤ 256) or 64, so that a
+ * run's varying batch lengths share a few graphs (each costs ~0.5 s to build for a 6-layer model) at ≤ 1/8 extra work.
+ */
+export function graphLength(T: number): number {
+  const step = T <= 64 ? 16 : T <= 256 ? 32 : 64;
+  return Math.ceil(T / step) * step;
+}
+
+/** Stack graphs by batch shape, the most recently used kept (each holds two loaded sessions). */
+export class StackGraphCache {
+  private readonly graphs = new Map<string, StackGraph>();
+
+  constructor(
+    private readonly dims: StackDims,
+    private readonly capacity = 16,
+  ) {}
+
+  get(B: number, T: number): StackGraph {
+    const key = `${B}x${T}`;
+    let graph = this.graphs.get(key);
+    if (graph) this.graphs.delete(key);
+    else graph = new StackGraph(this.dims, B, T);
+    this.graphs.set(key, graph);
+    for (const [k, old] of this.graphs) {
+      if (this.graphs.size <= this.capacity) break;
+      old.dispose();
+      this.graphs.delete(k);
+    }
+    return graph;
+  }
+
+  dispose(): void {
+    for (const g of this.graphs.values()) g.dispose();
+    this.graphs.clear();
+  }
+}
