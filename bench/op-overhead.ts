@@ -10,11 +10,14 @@
  * - `executeOp AddV2` (native only): the same op through tfjs-node's binding alone (TFE_Execute over N-API), the floor
  *   that tfjs' engine adds to;
  * - `dataSync [V]`: reading a row of logits back to JS;
- * - matmuls at the shapes of a forward pass, as GFLOP/s.
+ * - matmuls at the shapes of a forward pass, as GFLOP/s;
+ * - (native only) what one node costs inside a TensorFlow graph run (src/model/graph.ts), as a decoding step's graph
+ *   pays it: a chain of 50 nodes of one kind, run 200 times; compare runs with TF_NUM_INTRAOP_THREADS=1.
  */
 import { parseArgs } from 'node:util';
 import * as tf from '@tensorflow/tfjs';
 import { backendPrefs, selectBackend, type BackendPref } from '../src/model/backend';
+import { GraphBuilder, GraphSession } from '../src/model/graph';
 
 interface NativeBackend {
   binding: { executeOp(name: string, attrs: unknown[], ids: number[], n: number): { id: number }[]; deleteTensor(id: number): void; TF_ATTR_TYPE: number; TF_FLOAT: number };
@@ -92,8 +95,42 @@ async function main(): Promise<void> {
     rows.push(`| [${m},${k}]·[${k},${nn}] | ${ms.toFixed(2)} | ${((2 * m * k * nn) / ms / 1e6).toFixed(1)} |`);
     tf.dispose([x, w]);
   }
+  if (backend.startsWith('tfjs-node')) rows.push('', ...graphNodeCosts());
   console.log(`backend ${backend}, tfjs ${tf.version_core}, TF_NUM_INTRAOP_THREADS=${process.env.TF_NUM_INTRAOP_THREADS ?? '(unset)'}, TF_ENABLE_ONEDNN_OPTS=${process.env.TF_ENABLE_ONEDNN_OPTS ?? '(unset)'}`);
   console.log(rows.join('\n'));
+}
+
+/** µs per node in a graph run: chains of 50 nodes of one op at decoding-step shapes. */
+function graphNodeCosts(): string[] {
+  const F = { T: { type: 'float32' } } as const;
+  const chain = 50;
+  const cases: [string, number[], (g: GraphBuilder, x: string, w: string) => string][] = [
+    ['MatMul [4,256]·[256,256]', [4, 256], (g, x, w) => g.node('MatMul', [x, w], { ...F, transpose_a: { b: false }, transpose_b: { b: false } })],
+    ['MatMul [4,256]·[256,256]ᵀ', [4, 256], (g, x, w) => g.node('MatMul', [x, w], { ...F, transpose_a: { b: false }, transpose_b: { b: true } })],
+    ['BatchMatMulV2 [4,256]·[256,256]ᵀ', [4, 256], (g, x, w) => g.node('BatchMatMulV2', [x, w], { ...F, adj_x: { b: false }, adj_y: { b: true } })],
+    ['Mul [4,256]', [4, 256], (g, x) => g.node('Mul', [x, x], F)],
+    ['Rsqrt [4,256]', [4, 256], (g, x) => g.node('Rsqrt', [x], F)],
+    ['Softmax [16,160]', [16, 160], (g, x) => g.node('Softmax', [x], F)],
+    ['Roll [4,256]', [4, 256], (g, x) => g.node('Roll', [x, g.constant([32], [], 'int32', 'shift'), g.constant([1], [], 'int32', 'axis')], { ...F, Tshift: { type: 'int32' }, Taxis: { type: 'int32' } })],
+  ];
+  const rows = ['| graph node (chain of 50, one session run) | µs per node |', '|---|---|'];
+  for (const [label, shape, make] of cases) {
+    const g = new GraphBuilder();
+    let x = g.placeholder('x', 'float32', shape);
+    const w = g.placeholder('w', 'float32', [256, 256]);
+    for (let i = 0; i < chain; i++) x = make(g, x, w);
+    g.node('Identity', [x], F, 'out');
+    const session = new GraphSession(g, ['out']);
+    const feeds = [tf.randomUniform(shape, 0.5, 1), tf.randomNormal([256, 256], 0, 0.05)];
+    const run = (): void => tf.dispose(session.run(feeds, ['out']));
+    for (let i = 0; i < 20; i++) run();
+    const t0 = performance.now();
+    for (let i = 0; i < 200; i++) run();
+    rows.push(`| ${label} | ${(((performance.now() - t0) * 1000) / 200 / chain).toFixed(1)} |`);
+    session.dispose();
+    tf.dispose(feeds);
+  }
+  return rows;
 }
 
 main().catch((e) => {

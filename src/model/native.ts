@@ -316,10 +316,10 @@ export function adamWStep(
   m: ResourceVariable,
   v: ResourceVariable,
   g: tf.Tensor,
-  hp: { lr: number; beta1: number; beta2: number; eps: number; weightDecay: number; step: number },
+  hp: AdamWStepHp,
+  scalars?: tf.Tensor[],
 ): void {
   tf.tidy(() => {
-    const bc2 = 1 - hp.beta2 ** hp.step;
     if (hp.weightDecay > 0) {
       const decayed = tf.mul(p, 1 - hp.lr * hp.weightDecay);
       work.assign(decayed);
@@ -327,11 +327,23 @@ export function adamWStep(
     } else {
       work.assign(p); // shared with p: ResourceApplyAdam copies it once (copy-on-write)
     }
-    const s = (x: number): tf.Tensor => tf.scalar(x, 'float32');
-    nativeOps('ResourceApplyAdam', [
-      work.resource, m.resource, v.resource, s(hp.beta1 ** hp.step), s(hp.beta2 ** hp.step), s(hp.lr), s(hp.beta1), s(hp.beta2),
-      s(hp.eps * Math.sqrt(bc2)), g,
-    ], [attr.type('T', 'float32'), attr.bool('use_locking', false), attr.bool('use_nesterov', false)], 0);
+    nativeOps('ResourceApplyAdam', [work.resource, m.resource, v.resource, ...(scalars ?? adamScalars(hp)), g],
+      [attr.type('T', 'float32'), attr.bool('use_locking', false), attr.bool('use_nesterov', false)], 0);
     p.assign(work.read());
   });
+}
+
+export interface AdamWStepHp {
+  lr: number;
+  beta1: number;
+  beta2: number;
+  eps: number;
+  weightDecay: number;
+  step: number;
+}
+
+/** ResourceApplyAdam's scalar inputs for a step (the same for every parameter: make them once per update). */
+export function adamScalars(hp: AdamWStepHp): tf.Tensor[] {
+  const bc2 = 1 - hp.beta2 ** hp.step;
+  return [hp.beta1 ** hp.step, hp.beta2 ** hp.step, hp.lr, hp.beta1, hp.beta2, hp.eps * Math.sqrt(bc2)].map((x) => tf.scalar(x, 'float32'));
 }

@@ -180,6 +180,8 @@ export class QwenModel {
   /** the native decoding-step graph: undefined until first needed, null when unavailable or switched off */
   private decodeGraph?: DecodeGraph | null;
   private stackGraphs?: StackGraphCache | null;
+  /** layer contexts by batch shape (layerContext) */
+  private readonly contexts = new Map<string, LayerContext>();
   /** native inference constants (headConstants) */
   private headConst?: { a: tf.Tensor; c: tf.Tensor; m: tf.Tensor; e: tf.Tensor; eps: tf.Tensor };
 
@@ -434,15 +436,7 @@ export class QwenModel {
     const useGraph = this.stackGraphCache() !== null;
     const Tg = useGraph ? graphLength(T) : T;
     const pad = (row: number[]): number[] => (Tg === T ? row : [...row, ...new Array<number>(Tg - T).fill(0)]);
-    const { cos, sin } = ropeTables(this.positionsOf(B, Tg, 0, positions), d.headDim, d.ropeTheta);
-    const scale = 1 / Math.sqrt(d.headDim);
-    const c3 = tf.tensor3d(cos, [B * Tg, 1, d.headDim]);
-    const s3 = tf.tensor3d(sin, [B * Tg, 1, d.headDim]);
-    const ctx: LayerContext = {
-      B, T: Tg, heads: d.heads, kvHeads: d.kvHeads, headDim: d.headDim, eps: d.eps,
-      cosQ: tf.mul(c3, scale), sinQ: tf.mul(s3, scale), cosK: c3, sinK: s3, rotate: this.rotate,
-      biasChunks: this.biasChunks(B, Tg, keyMask?.map(pad)),
-    };
+    const ctx = this.layerContext(B, Tg, positions, keyMask?.map(pad));
     let x = embeddingLookup(this.w<tf.Rank.R2>('model.embed_tokens.weight'), ids.flatMap(pad));
     const graph = useGraph ? this.stackGraph(B, Tg) : null;
     if (graph) x = this.stackThroughGraph(graph, x, ctx);
@@ -456,6 +450,45 @@ export class QwenModel {
    * The training graphs of the decoder stack for a batch shape (trainGraph.ts), built on first use; null when graphs
    * are off (CM2_TF_GRAPH=0) or could not be built (reported once; training then runs layer by layer, eagerly).
    */
+  /**
+   * What every layer of a training pass shares: RoPE tables and the attention bias chunks. Without positions and key
+   * mask (SFT, the benches) they depend on (B, T) only and are kept for the next pass of the same shape.
+   */
+  private layerContext(B: number, T: number, positions?: number[][], keyMask?: number[][]): LayerContext {
+    const d = this.dims;
+    const key = `${B}x${T}`;
+    const shared = !positions && !keyMask;
+    const have = shared ? this.contexts.get(key) : undefined;
+    if (have) return have;
+    const { cos, sin } = ropeTables(this.positionsOf(B, T, 0, positions), d.headDim, d.ropeTheta);
+    const scale = 1 / Math.sqrt(d.headDim);
+    const c3 = tf.tensor3d(cos, [B * T, 1, d.headDim]);
+    const s3 = tf.tensor3d(sin, [B * T, 1, d.headDim]);
+    const ctx: LayerContext = {
+      B, T, heads: d.heads, kvHeads: d.kvHeads, headDim: d.headDim, eps: d.eps,
+      cosQ: tf.mul(c3, scale), sinQ: tf.mul(s3, scale), cosK: c3, sinK: s3, rotate: this.rotate,
+      biasChunks: this.biasChunks(B, T, keyMask),
+    };
+    if (shared) {
+      tf.keep(ctx.cosQ);
+      tf.keep(ctx.sinQ);
+      tf.keep(c3);
+      tf.keep(s3);
+      ctx.biasChunks.forEach((t) => tf.keep(t));
+      this.contexts.set(key, ctx);
+      for (const [k, old] of this.contexts) {
+        if (this.contexts.size <= 8) break;
+        this.disposeContext(old);
+        this.contexts.delete(k);
+      }
+    }
+    return ctx;
+  }
+
+  private disposeContext(ctx: LayerContext): void {
+    tf.dispose([ctx.cosQ, ctx.sinQ, ctx.cosK, ctx.sinK, ...ctx.biasChunks]);
+  }
+
   private stackGraphCache(): StackGraphCache | null {
     if (this.stackGraphs === undefined) {
       const d = this.dims;
@@ -922,6 +955,8 @@ export class QwenModel {
     this.decodeGraph = undefined;
     this.stackGraphs?.dispose();
     this.stackGraphs = undefined;
+    for (const ctx of this.contexts.values()) this.disposeContext(ctx);
+    this.contexts.clear();
     tf.dispose([...this.params.values()]);
     this.params.clear();
     this.rotate.dispose();

@@ -10,7 +10,7 @@
  *   p ← p − lr·wd·p − lr · (m / (1−β1^t)) / (sqrt(v / (1−β2^t)) + ε)
  */
 import * as tf from '@tensorflow/tfjs';
-import { adamWStep, isNative, ResourceVariable, sumOfSquares } from '../model/native';
+import { adamScalars, adamWStep, isNative, ResourceVariable, sumOfSquares } from '../model/native';
 import { parseSafetensors, SafetensorsReader, serializeSafetensors, writeSafetensors, writeSafetensorsAsync, type TensorSource, type WrittenFile } from '../model/safetensors';
 
 export interface AdamWConfig {
@@ -88,38 +88,52 @@ export class AdamW {
     const { beta1, beta2, eps, weightDecay } = this.config;
     const bc1 = 1 - beta1 ** this.step;
     const bc2 = 1 - beta2 ** this.step;
-    for (const [name, p] of this.params) {
-      const m0 = this.m.get(name);
-      const g0 = grads.get(name);
-      if (m0 instanceof ResourceVariable && g0) {
-        // Native: two fused passes per parameter instead of a dozen element-wise ops (same update, see adamWStep).
-        let work = this.work.get(name);
-        if (!work) this.work.set(name, (work = new ResourceVariable(p)));
-        tf.tidy(() => {
-          adamWStep(p, work, m0, this.v.get(name) as ResourceVariable, scale === 1 ? g0 : tf.mul(g0, scale), { lr, beta1, beta2, eps, weightDecay, step: this.step });
-        });
-        continue;
-      }
-      // One tidy per parameter, and nested tidies inside it: at most ~4 temporaries of the parameter's size are alive
-      // at once (not the dozen of the whole update: for a 0.5B model's 545 MB embedding that was 6.5 GB at the peak).
-      // Same ops on the same operands in the same order, so the same numbers.
-      tf.tidy(() => {
+    const hp = { lr, beta1, beta2, eps, weightDecay, step: this.step };
+    // Native: the update's scalars once for all parameters (each tensor made costs a call into TensorFlow).
+    const shared = isNative() ? [...adamScalars(hp), tf.scalar(scale, 'float32')] : [];
+    try {
+      for (const [name, p] of this.params) {
+        const m0 = this.m.get(name);
         const g0 = grads.get(name);
-        if (!g0) return;
-        const g = scale === 1 ? g0 : tf.mul(g0, scale);
-        const m = this.m.get(name) as tf.Variable;
-        const v = this.v.get(name) as tf.Variable;
-        m.assign(tf.tidy(() => tf.add(tf.mul(m, beta1), tf.mul(g, 1 - beta1))));
-        v.assign(tf.tidy(() => tf.add(tf.mul(v, beta2), tf.mul(tf.square(g), 1 - beta2))));
-        if (g !== g0) g.dispose();
-        const denom = tf.tidy(() => tf.add(tf.sqrt(tf.div(v, bc2)), eps));
-        const step = tf.tidy(() => tf.mul(tf.div(tf.div(m, bc1), denom), lr));
-        denom.dispose();
-        const decayed = weightDecay > 0 ? tf.tidy(() => tf.sub(p, tf.mul(p, lr * weightDecay))) : p;
-        p.assign(tf.sub(decayed, step));
-      });
+        if (m0 instanceof ResourceVariable && g0) {
+          // Native: two fused passes per parameter instead of a dozen element-wise ops (same update, see adamWStep).
+          let work = this.work.get(name);
+          if (!work) this.work.set(name, (work = new ResourceVariable(p)));
+          tf.tidy(() => {
+            adamWStep(p, work, m0, this.v.get(name) as ResourceVariable, scale === 1 ? g0 : tf.mul(g0, shared.at(-1)!), hp, shared.slice(0, -1));
+          });
+          continue;
+        }
+        this.applyPortable(name, p, grads, { lr, scale, bc1, bc2 });
+      }
+    } finally {
+      tf.dispose(shared);
     }
     return norm;
+  }
+
+  /** The op-by-op update of one parameter (wasm, cpu). */
+  private applyPortable(name: string, p: tf.Variable, grads: ReadonlyMap<string, tf.Tensor>, hp: { lr: number; scale: number; bc1: number; bc2: number }): void {
+    const { beta1, beta2, eps, weightDecay } = this.config;
+    const { lr, scale, bc1, bc2 } = hp;
+    // One tidy per parameter, and nested tidies inside it: at most ~4 temporaries of the parameter's size are alive
+    // at once (not the dozen of the whole update: for a 0.5B model's 545 MB embedding that was 6.5 GB at the peak).
+    // Same ops on the same operands in the same order, so the same numbers.
+    tf.tidy(() => {
+      const g0 = grads.get(name);
+      if (!g0) return;
+      const g = scale === 1 ? g0 : tf.mul(g0, scale);
+      const m = this.m.get(name) as tf.Variable;
+      const v = this.v.get(name) as tf.Variable;
+      m.assign(tf.tidy(() => tf.add(tf.mul(m, beta1), tf.mul(g, 1 - beta1))));
+      v.assign(tf.tidy(() => tf.add(tf.mul(v, beta2), tf.mul(tf.square(g), 1 - beta2))));
+      if (g !== g0) g.dispose();
+      const denom = tf.tidy(() => tf.add(tf.sqrt(tf.div(v, bc2)), eps));
+      const step = tf.tidy(() => tf.mul(tf.div(tf.div(m, bc1), denom), lr));
+      denom.dispose();
+      const decayed = weightDecay > 0 ? tf.tidy(() => tf.sub(p, tf.mul(p, lr * weightDecay))) : p;
+      p.assign(tf.sub(decayed, step));
+    });
   }
 
   /** A copy of the state, in memory (small models; checkpoints stream it with writeAdamWState). */
