@@ -4,7 +4,7 @@
  * demo and qwen05b (Qwen2.5-0.5B's shape). The default run (all four, both sides) takes ~5 minutes on 2 cores and ends
  * with a markdown table.
  *
- *   npx tsx bench/model-throughput.ts [--backend auto|tfjs-node|wasm|cpu] [--sizes tiny,small,demo,qwen05b]
+ *   npx tsx bench/model-throughput.ts [--backend auto|tfjs-node|wasm|cpu] [--sizes tiny,small,demo,qwen05b,smollm2]
  *                                     [--steps N] [--warmup N] [--new-tokens N] [--threads N] [--no-torch] [--no-ours]
  *                                     [--json FILE]
  *
@@ -42,7 +42,7 @@ import { Rng } from '../src/model/random';
 import { AdamW } from '../src/train/adamw';
 
 interface SizeSpec {
-  model: 'qwen2' | 'qwen3';
+  model: 'qwen2' | 'qwen3' | 'llama';
   hidden: number;
   layers: number;
   heads: number;
@@ -77,12 +77,18 @@ const SIZES: Record<string, SizeSpec> = {
     model: 'qwen2', hidden: 896, layers: 24, heads: 14, kvHeads: 2, headDim: 64, intermediate: 4864, vocab: 151936, ropeTheta: 1e6,
     batch: 1, seq: 512, gen: { batch: 2, prompt: 32, newTokens: 32, noCacheTokens: 16 }, steps: 2,
   },
+  // SmolLM2-135M's shape (Llama: no biases, no QK-norm, tied; 9/3 heads of 64), at the batch shapes of
+  // config/smollm2.yaml's SFT and rollouts. Not in the default set: `--sizes smollm2`.
+  smollm2: {
+    model: 'llama', hidden: 576, layers: 30, heads: 9, kvHeads: 3, headDim: 64, intermediate: 1536, vocab: 49152, ropeTheta: 1e5,
+    batch: 2, seq: 1024, gen: { batch: 16, prompt: 32, newTokens: 32, noCacheTokens: 8 }, steps: 2,
+  },
 };
 
 function sizeConfig(s: SizeSpec): QwenConfig {
   return {
     model_type: s.model,
-    architectures: [s.model === 'qwen2' ? 'Qwen2ForCausalLM' : 'Qwen3ForCausalLM'],
+    architectures: [s.model === 'qwen2' ? 'Qwen2ForCausalLM' : s.model === 'llama' ? 'LlamaForCausalLM' : 'Qwen3ForCausalLM'],
     vocab_size: s.vocab,
     hidden_size: s.hidden,
     intermediate_size: s.intermediate,
@@ -90,7 +96,8 @@ function sizeConfig(s: SizeSpec): QwenConfig {
     num_attention_heads: s.heads,
     num_key_value_heads: s.kvHeads,
     ...(s.model === 'qwen3' ? { head_dim: s.headDim, attention_bias: false } : {}),
-    rms_norm_eps: 1e-6,
+    ...(s.model === 'llama' ? { head_dim: s.headDim, attention_bias: false, mlp_bias: false } : {}),
+    rms_norm_eps: s.model === 'llama' ? 1e-5 : 1e-6,
     rope_theta: s.ropeTheta,
     max_position_embeddings: 32768,
     tie_word_embeddings: true,

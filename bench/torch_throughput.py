@@ -40,7 +40,7 @@ def main():
     try:
         import torch
         import transformers
-        from transformers import Qwen2Config, Qwen2ForCausalLM, Qwen3Config, Qwen3ForCausalLM
+        from transformers import LlamaConfig, LlamaForCausalLM, Qwen2Config, Qwen2ForCausalLM, Qwen3Config, Qwen3ForCausalLM
     except Exception as e:  # ImportError, or a broken install
         emit({"available": False, "error": f"{type(e).__name__}: {e}"})
         return
@@ -50,11 +50,16 @@ def main():
     transformers.logging.set_verbosity_error()
 
     cfg = dict(job["config"])
-    qwen2 = cfg.pop("model_type", "qwen3") == "qwen2"
+    family = cfg.pop("model_type", "qwen3")
     cfg.pop("architectures", None)
-    config = (Qwen2Config if qwen2 else Qwen3Config)(**cfg)
+    config_class, model_class = {
+        "qwen2": (Qwen2Config, Qwen2ForCausalLM),
+        "qwen3": (Qwen3Config, Qwen3ForCausalLM),
+        "llama": (LlamaConfig, LlamaForCausalLM),
+    }[family]
+    config = config_class(**cfg)
     config._attn_implementation = "eager"
-    model = (Qwen2ForCausalLM if qwen2 else Qwen3ForCausalLM)(config).float()
+    model = model_class(config).float()
     model.config._attn_implementation = "eager"
     params = sum(p.numel() for p in model.parameters())  # tied weights are counted once
 

@@ -888,7 +888,9 @@ export class QwenModel {
       }
       const norm = (x: tf.Tensor): tf.Tensor => r.mul(x, r.rsqrt(r.add(r.meanLast(r.square(x)), hc.eps)));
       let x = r.gatherRows(this.w('model.embed_tokens.weight'), tf.tensor1d(ids.flat(), 'int32'));
-      this.layerVars.forEach((L, i) => {
+      // A tidy per layer: a long prompt's scores and probabilities ([B, K, G·T, S] each) are freed layer by layer, not
+      // held for all layers until the logits (a 30-layer model on 4 × 800 tokens reached 17 GB that way).
+      this.layerVars.forEach((L, i) => x = tf.tidy(() => {
         const F = fused[i]!;
         let qkv = r.matMul(norm(x), F.wqkv, false, true);
         if (F.bqkv) qkv = r.add(qkv, F.bqkv);
@@ -914,11 +916,11 @@ export class QwenModel {
         const attn = T === 1 ? r.reshape(o, [N, H * hd]) : r.reshape(r.transpose(r.reshape(o, [B, H, T, hd]), [0, 2, 1, 3]), [N, H * hd]);
         let proj = r.matMul(attn, F.o, false, true);
         if (L.ob) proj = r.add(proj, L.ob);
-        x = r.add(x, proj);
-        const h2 = r.mul(norm(x), L.postNorm);
+        const x2 = r.add(x, proj);
+        const h2 = r.mul(norm(x2), L.postNorm);
         const gate = r.matMul(h2, F.gate, false, true);
-        x = r.add(x, r.matMul(r.mul(r.mul(gate, r.sigmoid(gate)), r.matMul(h2, F.up, false, true)), F.down, false, true));
-      });
+        return r.add(x2, r.matMul(r.mul(r.mul(gate, r.sigmoid(gate)), r.matMul(h2, F.up, false, true)), F.down, false, true));
+      }));
       if (opts.lastOnly && T > 1) x = r.gatherRows(x, tf.tensor1d(Array.from({ length: B }, (_, b) => b * T + T - 1), 'int32'));
       x = r.mul(norm(x), this.w('model.norm.weight'));
       const logits = d.tied ? r.matMul(x, this.w('model.embed_tokens.weight'), false, true) : r.matMul(x, this.w('lm_head.weight'));
