@@ -149,11 +149,11 @@ async function runOurs(job: Job, pref: BackendPref): Promise<SideResult> {
     for (let i = 0; i < job.sftSteps; i++) {
       const s0 = performance.now();
       if (i === 0) {
-        const prof = await tf.profile(() => {
-          out.sftLosses.push(sft.step().loss);
+        const prof = await tf.profile(async () => {
+          out.sftLosses.push((await sft.step()).loss);
         });
         sftPeak = prof.peakBytes;
-      } else out.sftLosses.push(sft.step().loss);
+      } else out.sftLosses.push((await sft.step()).loss);
       out.sftStepSeconds.push((performance.now() - s0) / 1000);
       console.error(`[ours] SFT step ${i + 1}: ${out.sftStepSeconds.at(-1)!.toFixed(1)} s, loss ${out.sftLosses.at(-1)!.toFixed(4)}`);
     }

@@ -150,7 +150,7 @@ export async function runSft(store: ObjectStore, input: z.infer<typeof SftTrainI
     };
     while (!trainer.done) {
       if (cancelled()) throw new Error('cancelled');
-      const m = trainer.step();
+      const m = await trainer.step((done, total) => heartbeat({ step: trainer.state.step, total: trainer.total, micro: done, of: total }));
       trainedTokens += m.tokens;
       heartbeat({ step: m.step, total: trainer.total, loss: m.loss });
       if (m.step % 10 === 0 || m.step === trainer.total) log(`step ${m.step}/${trainer.total} loss ${m.loss.toFixed(4)} lr ${m.lr.toExponential(2)} |g| ${m.gradNorm.toFixed(3)} ${m.tokens} tok in ${m.ms} ms`);

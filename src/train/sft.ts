@@ -117,8 +117,12 @@ export class SftTrainer {
     return this.state.step >= this.total;
   }
 
-  /** One optimizer step (gradAccum micro-batches). */
-  step(): StepMetrics {
+  /**
+   * One optimizer step (gradAccum micro-batches). Yields to the event loop after each micro-batch (and calls `onMicro`),
+   * so that a worker keeps heartbeating and polling while a large model trains: one micro-batch of a real model is
+   * seconds to tens of seconds of synchronous tensor work.
+   */
+  async step(onMicro?: (done: number, total: number) => void): Promise<StepMetrics> {
     const t0 = Date.now();
     const { cfg } = this;
     const lr = lrAt(this.state.step, { peakLr: cfg.peakLr, totalSteps: this.total, warmupSteps: warmupStepsOf(this.total, cfg.warmupRatio), minRatio: cfg.minLrRatio });
@@ -146,6 +150,8 @@ export class SftTrainer {
       for (const g of Object.values(grads)) g.dispose();
       micro++;
       tokens += batch.tokens;
+      onMicro?.(k + 1, cfg.gradAccum);
+      await new Promise((r) => setImmediate(r));
     }
     let gradNorm = 0;
     if (micro > 0) {

@@ -93,10 +93,10 @@ function checkRoundTrip(dialogue: ChatDialogue, tok: ChatTokenizer): ReturnType<
 }
 
 /** One optimizer step changes the weights and gives a finite loss; then a short greedy generation decodes. */
-function sftStepAndGenerate(model: QwenModel, tok: ChatTokenizer, data: ReturnType<typeof tokenizeForTraining>[], prompt: number[]): { loss: number; text: string; tokens: number[] } {
+async function sftStepAndGenerate(model: QwenModel, tok: ChatTokenizer, data: ReturnType<typeof tokenizeForTraining>[], prompt: number[]): Promise<{ loss: number; text: string; tokens: number[] }> {
   const before = Float32Array.from(model.namedWeights().get(EMBED)!.data);
   const trainer = new SftTrainer(model, data, trainerConfig(tok.special.pad));
-  const m = trainer.step();
+  const m = await trainer.step();
   assert.ok(Number.isFinite(m.loss) && m.loss > 0, `loss ${m.loss}`);
   assert.ok(m.tokens > 0);
   const after = model.namedWeights().get(EMBED)!.data;
@@ -233,7 +233,7 @@ test('tiny Llama GGUF with CM2 format: §4.1 rows (mean of the source subtokens 
   }
 });
 
-test('tiny Llama GGUF with CM2 format works as an SFT base: a dialogue with every tag round-trips, the SFT loader re-initialises only the reference targets, one step, generation', () => {
+test('tiny Llama GGUF with CM2 format works as an SFT base: a dialogue with every tag round-trips, the SFT loader re-initialises only the reference targets, one step, generation', async () => {
   const dir = tmp('sft');
   try {
     const out = join(dir, 'cm2');
@@ -264,7 +264,7 @@ test('tiny Llama GGUF with CM2 format works as an SFT base: a dialogue with ever
       const changed = (id: number) => rowOf({ shape: E.shape, data: E.data }, id).some((x, j) => x !== rowOf(imported, id)[j]);
       assert.deepEqual([1, 2, 61, 62, 63, 64].map(changed), [true, true, true, true, true, true]);
       assert.deepEqual([0, 3, 60, 65, 66].map(changed), [false, false, false, false, false]);
-      const r = sftStepAndGenerate(model, tok, [t], promptIds(dialogue.messages.slice(0, 1), [], tok));
+      const r = await sftStepAndGenerate(model, tok, [t], promptIds(dialogue.messages.slice(0, 1), [], tok));
       assert.equal(typeof r.text, 'string');
     } finally {
       model.dispose();
@@ -357,7 +357,7 @@ function demoWithoutTags(dir: string): void {
   writeFileSync(join(dir, 'tokenizer_config.json'), JSON.stringify({ ...rest, added_tokens_decoder: decoder, chat_template: '{% for m in messages %}{{ m.content }}{% endfor %}' }));
 }
 
-test('HF folder with a byte-level vocabulary: tool-calling dialogues tokenize exactly as with the demo tokenizer, one SFT step through the SFT base loader, generation', () => {
+test('HF folder with a byte-level vocabulary: tool-calling dialogues tokenize exactly as with the demo tokenizer, one SFT step through the SFT base loader, generation', async () => {
   const dir = tmp('bytes');
   try {
     const src = join(dir, 'src');
@@ -382,7 +382,7 @@ test('HF folder with a byte-level vocabulary: tool-calling dialogues tokenize ex
       assert.equal(model.dims.vocab, 1024);
       const ex = dialogues[1]!;
       const first = ex.messages.findIndex((m) => m.role === 'assistant');
-      sftStepAndGenerate(model, tok, data, promptIds(ex.messages.slice(0, first), ex.tools, tok));
+      await sftStepAndGenerate(model, tok, data, promptIds(ex.messages.slice(0, first), ex.tools, tok));
     } finally {
       model.dispose();
     }
@@ -448,7 +448,7 @@ test('SmolLM2-135M-Instruct (real file) with CM2 format: import, load, a demo-wo
 
       const trainer = new SftTrainer(model, [tokens], { ...trainerConfig(tok.special.pad), peakLr: 1e-5, maxSeqLen: 2048 });
       const t3 = performance.now();
-      const m = trainer.step();
+      const m = await trainer.step();
       const t4 = performance.now();
       assert.ok(Number.isFinite(m.loss) && m.loss > 0);
       t.diagnostic(`one SFT step (${backend}, AdamW, ${Math.min(tokens.ids.length, 2049) - 1} positions, ${m.tokens} trained): loss ${m.loss.toFixed(3)} in ${((t4 - t3) / 1000).toFixed(1)} s`);

@@ -39,7 +39,7 @@ function data(n: number): TokenizedExample[] {
 const cfg: SftConfig = { epochs: 3, microBatch: 2, gradAccum: 2, peakLr: 0.05, warmupRatio: 0.1, minLrRatio: 0, maxGradNorm: 1, weightDecay: 0.01, maxSeqLen: 16, seed: 3, padId: 0 };
 
 describe('SFT loop', () => {
-  test('collate shifts targets, pads, and trains only targets that are assistant tokens', () => {
+  test('collate shifts targets, pads, and trains only targets that are assistant tokens', async () => {
     const b = collate([{ ids: [1, 2, 3, 4], lossMask: [0, 0, 1, 1] }, { ids: [5, 6], lossMask: [0, 1] }], 16, 0);
     assert.deepEqual(b.ids, [[1, 2, 3], [5, 0, 0]]);
     assert.deepEqual(b.targets, [[2, 3, 4], [6, 0, 0]]);
@@ -48,23 +48,23 @@ describe('SFT loop', () => {
     assert.deepEqual(collate([{ ids: [1, 2, 3, 4], lossMask: [1, 1, 1, 1] }], 2, 0).ids, [[1, 2]]);
   });
 
-  test('the loss falls', () => {
+  test('the loss falls', async () => {
     const model = new Bigram(10, 8, 1, 'fall');
     const t = new SftTrainer(model, data(12), { ...cfg, epochs: 12 });
     assert.equal(t.total, totalSteps(12, t.cfg));
-    while (!t.done) t.step();
+    while (!t.done) await t.step();
     const l = t.state.losses;
     assert.ok(l[l.length - 1]! < l[0]! * 0.6, `${l[0]} → ${l[l.length - 1]}`);
   });
 
-  test('a run resumed from its state ends with exactly the weights of an uninterrupted run', () => {
+  test('a run resumed from its state ends with exactly the weights of an uninterrupted run', async () => {
     const a = new Bigram(10, 8, 1, 'a');
     const ta = new SftTrainer(a, data(12), cfg);
-    while (!ta.done) ta.step();
+    while (!ta.done) await ta.step();
 
     const b = new Bigram(10, 8, 1, 'b');
     const tb = new SftTrainer(b, data(12), cfg);
-    for (let i = 0; i < 4; i++) tb.step();
+    for (let i = 0; i < 4; i++) await tb.step();
     const snapshot = { state: structuredClone(tb.state), opt: tb.optimizer.state(), E: b.E.arraySync(), W: b.W.arraySync() };
 
     const c = new Bigram(10, 8, 99, 'c');
@@ -72,7 +72,7 @@ describe('SFT loop', () => {
     c.W.assign(tf.tensor(snapshot.W));
     const tc = new SftTrainer(c, data(12), cfg);
     tc.restore(snapshot.state, snapshot.opt);
-    while (!tc.done) tc.step();
+    while (!tc.done) await tc.step();
     assert.deepEqual(Array.from(c.E.dataSync()), Array.from(a.E.dataSync()));
     assert.deepEqual(Array.from(c.W.dataSync()), Array.from(a.W.dataSync()));
     assert.deepEqual(tc.state.losses, ta.state.losses);
