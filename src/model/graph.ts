@@ -148,7 +148,8 @@ export class GraphBuilder {
       return t;
     };
     for (const i of this.inputs) sig.getInputsMap().set(i.name, tensorInfo(i.name, i.dtype));
-    // Every tensor a run fetches must be a signature output: loading may optimize the graph, keeping only those.
+    // The signature lists the tensors runs fetch ('node:k' as 'node_k'). An intermediate of a pattern oneDNN fuses
+    // (MatMul + Sigmoid + Mul) no longer exists once loaded, listed or not: fetch it through an Identity node.
     for (const o of outputs) sig.getOutputsMap().set(o.replace(':', '_'), tensorInfo(o, 'float32'));
     meta.getSignatureDefMap().set('serving_default', sig);
     const model = new SavedModel();

@@ -14,6 +14,7 @@ import { TINY_FIXTURE_SEED, tinyFixtureConfigs } from '../../src/model/fixtures'
 import { generate } from '../../src/model/generate';
 import { useReferenceOps } from '../../src/model/ops';
 import { QwenModel } from '../../src/model/qwen';
+import { graphLength } from '../../src/model/trainGraph';
 import { AdamW } from '../../src/train/adamw';
 
 const FIX = join(__dirname, '..', 'fixtures');
@@ -68,6 +69,13 @@ function assertClose(a: ArrayLike<number>, b: ArrayLike<number>, tol: number, wh
   const m = maxAbsDiff(a, b);
   assert.ok(m < tol, `${what}: max difference ${m}`);
 }
+
+test('training graphs are built for lengths rounded up to a multiple of 16, 32, 64 or 128', () => {
+  const cases: [number, number][] = [[1, 16], [64, 64], [65, 96], [256, 256], [257, 320], [1024, 1024], [1025, 1152], [2048, 2048]];
+  for (const [T, want] of cases) assert.equal(graphLength(T), want, `T = ${T}`);
+  const lengths = new Set(Array.from({ length: 2048 }, (_, i) => graphLength(i + 1)));
+  assert.ok(lengths.size <= 32, `${lengths.size} graph lengths up to 2,048 (the cache keeps 32)`);
+});
 
 /** Runs `f` with the training graphs on (the default: trainGraph.ts) or off (CM2_TF_GRAPH=0: layer by layer, eagerly). */
 function withGraphs<R>(on: boolean, f: () => R): R {
