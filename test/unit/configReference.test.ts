@@ -3,7 +3,7 @@ import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import { z } from 'zod';
-import { ChecklistConfig, Cm2Config, DataConfig, DataSource, RlHyperparameters, S3Config, SftBase } from '../../src/infra/config';
+import { ChecklistConfig, Cm2Config, DataConfig, DataSource, loadConfig, RlHyperparameters, S3Config, SftBase } from '../../src/infra/config';
 import { LlmRoleConfig } from '../../src/infra/llm/config';
 import { configReference, readmeWithReference, REFERENCE_END, REFERENCE_START, WELL_KNOWN_ENV } from '../../src/infra/configReference';
 
@@ -160,4 +160,14 @@ describe('configuration reference', () => {
     assert.equal(readmeWithReference(once, 'NEW'), once.replace('REF', 'NEW'));
     assert.throws(() => readmeWithReference('# x\n', 'REF'), /Configuration/);
   });
+});
+
+test('every config file shipped in config/ parses (the demo and the SmolLM2 pipeline)', () => {
+  for (const file of ['demo.yaml', 'smollm2.yaml']) {
+    const cfg = loadConfig(path.join(root, 'config', file), { env: {} });
+    assert.ok(cfg.run.id, file);
+  }
+  const smol = loadConfig(path.join(root, 'config', 'smollm2.yaml'), { env: {} });
+  assert.deepEqual(smol.sft.base, { kind: 'hf', dir: 'models/smollm2', initSpecialTokens: false });
+  assert.equal(smol.sft.tokenizerDir, 'models/smollm2');
 });
