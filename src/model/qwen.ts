@@ -445,11 +445,6 @@ export class QwenModel {
     return tf.reshape(tf.slice(tf.reshape(x, [B, Tg, d.hidden]), [0, 0, 0], [B, T, d.hidden]), [B * T, d.hidden]);
   }
 
-
-  /**
-   * The training graphs of the decoder stack for a batch shape (trainGraph.ts), built on first use; null when graphs
-   * are off (CM2_TF_GRAPH=0) or could not be built (reported once; training then runs layer by layer, eagerly).
-   */
   /**
    * What every layer of a training pass shares: RoPE tables and the attention bias chunks. Without positions and key
    * mask (SFT, the benches) they depend on (B, T) only and are kept for the next pass of the same shape.
@@ -489,6 +484,10 @@ export class QwenModel {
     tf.dispose([ctx.cosQ, ctx.sinQ, ctx.cosK, ctx.sinK, ...ctx.biasChunks]);
   }
 
+  /**
+   * The training graphs of the decoder stack by batch shape (trainGraph.ts), built on first use; null when graphs are
+   * off (CM2_TF_GRAPH=0) or one could not be built (reported once; training then runs layer by layer, eagerly).
+   */
   private stackGraphCache(): StackGraphCache | null {
     if (this.stackGraphs === undefined) {
       const d = this.dims;
@@ -511,10 +510,9 @@ export class QwenModel {
     }
   }
 
-
   /** x [B·T, hidden] through every decoder layer as one graph run, with the backward pass as another (a customGrad). */
   private stackThroughGraph(graph: StackGraph, x: tf.Tensor2D, ctx: LayerContext): tf.Tensor2D {
-    const names = PARAM_NAMES.filter((n) => this.layerVars[0]![n] !== undefined);
+    const names = graph.dims.present;
     const weights = this.layerVars.flatMap((L) => names.map((n) => L[n]!));
     const tables = [ctx.cosQ, ctx.sinQ, ctx.cosK, ctx.sinK];
     const head = [...tables, ctx.rotate, ...ctx.biasChunks];

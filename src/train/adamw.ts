@@ -90,7 +90,8 @@ export class AdamW {
     const bc2 = 1 - beta2 ** this.step;
     const hp = { lr, beta1, beta2, eps, weightDecay, step: this.step };
     // Native: the update's scalars once for all parameters (each tensor made costs a call into TensorFlow).
-    const shared = isNative() ? [...adamScalars(hp), tf.scalar(scale, 'float32')] : [];
+    const scalars = isNative() ? adamScalars(hp) : [];
+    const scaleT = isNative() && scale !== 1 ? tf.scalar(scale, 'float32') : undefined;
     try {
       for (const [name, p] of this.params) {
         const m0 = this.m.get(name);
@@ -100,14 +101,14 @@ export class AdamW {
           let work = this.work.get(name);
           if (!work) this.work.set(name, (work = new ResourceVariable(p)));
           tf.tidy(() => {
-            adamWStep(p, work, m0, this.v.get(name) as ResourceVariable, scale === 1 ? g0 : tf.mul(g0, shared.at(-1)!), hp, shared.slice(0, -1));
+            adamWStep(p, work, m0, this.v.get(name) as ResourceVariable, scaleT ? tf.mul(g0, scaleT) : g0, hp, scalars);
           });
           continue;
         }
         this.applyPortable(name, p, grads, { lr, scale, bc1, bc2 });
       }
     } finally {
-      tf.dispose(shared);
+      tf.dispose(scaleT ? [...scalars, scaleT] : scalars);
     }
     return norm;
   }
