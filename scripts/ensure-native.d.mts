@@ -12,6 +12,8 @@ export interface NativeInstallStatus {
   kind?: NativeKind | null;
   reason?: string;
   package?: string;
+  /** ok installs: the revision of cm2's patch the addon was compiled with (ADDON_REV) */
+  addon?: string;
   libDir?: string;
   cudaLibraryDirs?: string[];
   /** GPU builds: the devices TensorFlow created when loaded (empty: it computes on the CPU). */
@@ -21,6 +23,7 @@ export interface NativeInstallStatus {
 export const TF_VERSION: string;
 export const statusFile: string;
 export const RETRY_AFTER_MS: number;
+export const ADDON_REV: string;
 export const KINDS: Record<NativeKind, { pkg: string; wheel: string; backend: 'tfjs-node' | 'tfjs-node-gpu' }>;
 export const WANTS: readonly NativeWant[];
 
@@ -34,6 +37,7 @@ export function reusableStatus(
   opts: { kind: NativeKind; want: NativeWant; libDir: string; now?: number; addonExists: boolean; libDirComplete: boolean },
 ): 'ready' | 'failed-recently' | undefined;
 export function createdGpuDevices(log: string): string[];
+export function bindingPatch(source: string): string;
 export function gpuVisible(): boolean;
 export function cudaLibraryDirs(libDir: string): string[];
 export function readStatus(file?: string): NativeInstallStatus | undefined;

@@ -31,6 +31,11 @@ const NAPI = 8; // the highest N-API version in tfjs-node's package.json; node-p
 export const statusFile = path.join(root, 'node_modules', '.cm2-native.json');
 /** A failed install is not retried by every command for this long (`--force` retries at once). */
 export const RETRY_AFTER_MS = 3600_000;
+/**
+ * The revision of cm2's patch to the addon's source (bindingPatch below); part of the cached addon's name and of the
+ * status, so an addon compiled without it is compiled again.
+ */
+export const ADDON_REV = 'cm2p1';
 
 export const KINDS = {
   cpu: { pkg: '@tensorflow/tfjs-node', wheel: 'tensorflow-cpu', backend: 'tfjs-node' },
@@ -90,7 +95,7 @@ export function resolveKind({ want, platform, arch, gpuVisible }) {
  */
 export function reusableStatus(prev, { kind, want, libDir, now = Date.now(), addonExists, libDirComplete }) {
   if (!prev || prev.kind !== kind || prev.tensorflow !== TF_VERSION) return undefined;
-  if (prev.ok) return prev.libDir === libDir && addonExists && libDirComplete ? 'ready' : undefined;
+  if (prev.ok) return prev.libDir === libDir && prev.addon === ADDON_REV && addonExists && libDirComplete ? 'ready' : undefined;
   const at = Date.parse(prev.checkedAt ?? '');
   return prev.want === want && Number.isFinite(at) && now - at < RETRY_AFTER_MS ? 'failed-recently' : undefined;
 }
@@ -98,6 +103,43 @@ export function reusableStatus(prev, { kind, want, libDir, now = Date.now(), add
 /** The GPU devices TensorFlow reports creating in its log ("Created device /job:…/device:GPU:0 with … MB memory: -> …"). */
 export function createdGpuDevices(log) {
   return [...log.matchAll(/Created device (\S*device:GPU:\d+) with (\d+) MB memory:?\s*->\s*(.*)$/gm)].map((m) => `${m[1]} (${m[2]} MB, ${m[3].trim()})`);
+}
+
+const PATCH_ANCHOR = '  std::vector<const char *> tags_ptrs = splitStringByComma(tags);\n';
+const PATCH_MARK = 'cm2 patch: session config';
+
+/**
+ * The addon's tfjs_backend.cc with cm2's patch: in LoadSavedModel (TF_LoadSessionFromSavedModel), a tag
+ * "cm2:intra_op_threads=N" is taken out of the tags and becomes the session's ConfigProto (intra_op_parallelism_threads
+ * = N, field 2). With TF_OVERRIDE_GLOBAL_THREADPOOL=1 (src/model/backend.ts sets it) every session then has its own
+ * intra-op pool of that size, so the KV-cached decoding graph can run its many tiny kernels on one thread while
+ * training keeps every core (docs/native.md). Unchanged source already patched; throws when the anchor is missing
+ * (another tfjs-node version: the caller compiles without the patch and the runtime falls back).
+ */
+export function bindingPatch(source) {
+  if (source.includes(PATCH_MARK)) return source;
+  const at = source.indexOf(PATCH_ANCHOR);
+  if (at < 0 || source.indexOf(PATCH_ANCHOR, at + 1) >= 0) throw new Error('tfjs_backend.cc: LoadSavedModel\'s tags line not found once');
+  const insert = `
+  // ${PATCH_MARK} (scripts/ensure-native.mjs): a tag "cm2:intra_op_threads=N" is this session's intra-op thread count.
+  for (size_t cm2_i = 0; cm2_i < tags_ptrs.size();) {
+    const char *cm2_prefix = "cm2:intra_op_threads=";
+    if (std::strncmp(tags_ptrs[cm2_i], cm2_prefix, std::strlen(cm2_prefix)) == 0) {
+      int cm2_threads = std::atoi(tags_ptrs[cm2_i] + std::strlen(cm2_prefix));
+      if (cm2_threads > 0 && cm2_threads < 128) {
+        const unsigned char cm2_config[2] = {0x10, static_cast<unsigned char>(cm2_threads)};
+        TF_AutoStatus cm2_status;
+        TF_SetConfig(session_options, cm2_config, sizeof(cm2_config), cm2_status.status);
+      }
+      delete[] tags_ptrs[cm2_i];
+      tags_ptrs.erase(tags_ptrs.begin() + cm2_i);
+    } else {
+      cm2_i++;
+    }
+  }
+`;
+  const end = at + PATCH_ANCHOR.length;
+  return source.slice(0, end) + insert + source.slice(end);
 }
 
 // ---- installing ---------------------------------------------------------------------------------------------------
@@ -196,9 +238,15 @@ function installInto(kind, libDir, log) {
 
   const addonDir = path.join(pkgDir, 'lib', `napi-v${NAPI}`);
   const addon = path.join(addonDir, 'tfjs_binding.node');
-  const cached = path.join(libDir, `tfjs_binding-${KINDS[kind].backend}-${version}-napi${NAPI}.node`);
+  const cached = path.join(libDir, `tfjs_binding-${KINDS[kind].backend}-${version}-napi${NAPI}-${ADDON_REV}.node`);
   if (!existsSync(cached)) {
     log(`compiling ${KINDS[kind].pkg}'s addon against TensorFlow ${TF_VERSION} (node-gyp, once per machine)...`);
+    const src = path.join(pkgDir, 'binding', 'tfjs_backend.cc');
+    try {
+      writeFileSync(src, bindingPatch(readFileSync(src, 'utf8')));
+    } catch (e) {
+      log(`compiling without cm2's session-config patch (${e?.message ?? e}): decoding shares the training thread pool`);
+    }
     const gyp = nodeGyp();
     const args = [gyp, 'rebuild', `--module_name=tfjs_binding`, `--module_path=${addonDir}`, `--napi_build_version=${NAPI}`];
     if (existsSync('/usr/include/node/node_api.h') && !process.env.npm_config_nodedir) args.push('--nodedir=/usr');
@@ -210,7 +258,9 @@ function installInto(kind, libDir, log) {
     rmSync(path.join(pkgDir, 'build'), { recursive: true, force: true });
   }
   mkdirSync(addonDir, { recursive: true });
-  copyFileSync(cached, addon);
+  // A new file renamed into place: a process that has the old addon loaded keeps its mapping intact.
+  copyFileSync(cached, `${addon}.tmp`);
+  renameSync(`${addon}.tmp`, addon);
   return version;
 }
 
@@ -299,7 +349,7 @@ export function ensureNative({ quiet = false, force = false } = {}) {
     const pkgVersion = installInto(kind, libDir, log);
     const gpuDevices = verify(kind);
     const status = {
-      ...base, ok: true, want, kind, backend: KINDS[kind].backend, package: `${KINDS[kind].pkg}@${pkgVersion}`, libDir,
+      ...base, ok: true, want, kind, backend: KINDS[kind].backend, package: `${KINDS[kind].pkg}@${pkgVersion}`, addon: ADDON_REV, libDir,
       cudaLibraryDirs: cudaLibraryDirs(libDir), ...(kind === 'gpu' ? { gpuDevices } : {}),
     };
     if (!prev?.ok || prev.kind !== kind) log(`${status.backend} ready (TensorFlow ${TF_VERSION} from PyPI's ${KINDS[kind].wheel} wheel, libraries in ${libDir})`);

@@ -46,6 +46,10 @@ async function tryBackend(choice: BackendName): Promise<string | null> {
   // Without it the first process on a GPU reserves nearly all its memory and the next one (another worker, a cm2
   // command) runs out.
   if (choice === 'tfjs-node-gpu') process.env['TF_FORCE_GPU_ALLOW_GROWTH'] ??= 'true';
+  // Every TensorFlow session gets an intra-op pool of its own (read once, when TensorFlow creates its first device),
+  // so the KV-cached decoding graph can run on one thread while training keeps every core (decodeThreads in
+  // decodeGraph.ts; the addon takes a session's thread count through cm2's patch, scripts/ensure-native.mjs).
+  if (choice.startsWith('tfjs-node')) process.env['TF_OVERRIDE_GLOBAL_THREADPOOL'] ??= '1';
   // Loading the package registers its backend; a missing optional package throws here.
   if (choice === 'tfjs-node-gpu') require('@tensorflow/tfjs-node-gpu');
   else if (choice === 'tfjs-node') require('@tensorflow/tfjs-node');

@@ -9,11 +9,29 @@
 import type { QwenDims } from './config';
 import { GraphBuilder, GraphSession } from './graph';
 
+/**
+ * The intra-op threads of a decoding step of B sequences (0: the process's default pool, one thread per core).
+ * A step of a small model is ~40 tiny kernels per layer, and handing one to the pool costs more than it computes:
+ * a BatchMatMulV2 or Softmax of a few thousand elements takes 12–34 µs through a pool of two threads and 2–15 µs on
+ * the calling thread (bench/op-overhead.ts). So a step whose matmuls are small (2·B·weights below 128 MFLOP: the demo
+ * and bench models up to B 32 or so) runs on one thread; a big model's step is ~all matmul and
+ * memory bandwidth and keeps every core. CM2_DECODE_THREADS=N forces N (0: the default pool).
+ */
+export function decodeThreads(d: QwenDims, B: number, env: NodeJS.ProcessEnv = process.env): number {
+  const forced = env['CM2_DECODE_THREADS'];
+  if (forced !== undefined && forced !== '' && Number.isInteger(Number(forced)) && Number(forced) >= 0) return Number(forced);
+  const attention = d.hidden * (d.heads + 2 * d.kvHeads) * d.headDim + d.heads * d.headDim * d.hidden;
+  const weights = d.layers * (attention + 3 * d.hidden * d.intermediate) + d.vocab * d.hidden;
+  return 2 * B * weights <= 128e6 ? 1 : 0;
+}
+
 /** Per-step inputs besides the weights, in feed order. */
 export const STEP_INPUTS = ['ids', 'cos', 'sin', 'bias', 'slots', 'cacheShape'] as const;
 
 export interface DecodeGraph {
-  session: GraphSession;
+  /** the session for a step of B sequences (built on first use per thread count; see decodeThreads) */
+  session(B: number): GraphSession;
+  dispose(): void;
   /** per layer, which optional weights it feeds */
   layer: { bqkv: boolean; headNorm: boolean; ob: boolean };
   untiedHead: boolean;
@@ -115,5 +133,19 @@ export function buildDecodeGraph(d: QwenDims, rotate: Float32Array): DecodeGraph
   const logits = g.node('Identity', [lmHead ? matMul(xf, lmHead) : matMul(xf, embed, true)], F, 'logits');
   const best = g.node('ArgMax', [logits, lastAxis], { ...F, Tidx: { type: 'int32' }, output_type: { type: 'int32' } }, 'ids_out');
   g.node('SparseSoftmaxCrossEntropyWithLogits', [logits, best], { ...F, Tlabels: { type: 'int32' } }, 'nll');
-  return { session: new GraphSession(g, ['logits', 'ids_out', 'nll']), layer, untiedHead: !d.tied };
+  const sessions = new Map<number, GraphSession>();
+  return {
+    session(B: number): GraphSession {
+      const threads = decodeThreads(d, B);
+      let s = sessions.get(threads);
+      if (!s) sessions.set(threads, (s = new GraphSession(g, ['logits', 'ids_out', 'nll'], { intraOpThreads: threads })));
+      return s;
+    },
+    dispose(): void {
+      for (const s of sessions.values()) s.dispose();
+      sessions.clear();
+    },
+    layer,
+    untiedHead: !d.tied,
+  };
 }

@@ -174,18 +174,42 @@ export class GraphSession {
   private readonly backend: SessionBackend;
   private readonly inputNames: string;
 
-  constructor(builder: GraphBuilder, outputs: string[]) {
+  /**
+   * `intraOpThreads`: the size of this session's own intra-op thread pool (TensorFlow's ConfigProto
+   * intra_op_parallelism_threads, passed through cm2's patch of the addon, scripts/ensure-native.mjs; a pool of its own
+   * because src/model/backend.ts sets TF_OVERRIDE_GLOBAL_THREADPOOL=1). Left out: the process's default pool size. An
+   * addon without the patch cannot take it: the session then uses the default, and `GraphSession.sessionConfig` says so.
+   */
+  constructor(builder: GraphBuilder, outputs: string[], opts: { intraOpThreads?: number } = {}) {
     this.backend = tf.backend() as unknown as SessionBackend;
     const dir = mkdtempSync(join(tmpdir(), 'cm2-graph-'));
     try {
       writeFileSync(join(dir, 'saved_model.pb'), builder.savedModel(outputs));
       mkdirSync(join(dir, 'variables'));
-      this.id = this.backend.loadSavedModelMetaGraph(dir, 'serve');
+      const threads = opts.intraOpThreads && GraphSession.sessionConfig !== 'unsupported' ? opts.intraOpThreads : 0;
+      if (threads) {
+        try {
+          this.id = this.backend.loadSavedModelMetaGraph(dir, `serve,cm2:intra_op_threads=${threads}`);
+          this.intraOpThreads = threads;
+          GraphSession.sessionConfig = 'supported';
+        } catch (e) {
+          // An unpatched addon passes the tag on to TensorFlow, which finds no meta graph with it.
+          if (GraphSession.sessionConfig === 'supported' || !/tags|meta ?graph/i.test((e as Error).message)) throw e;
+          GraphSession.sessionConfig = 'unsupported';
+          console.warn('native TensorFlow: this addon cannot give a graph its own thread pool (compiled without cm2\'s patch: `node scripts/ensure-native.mjs --force`); decoding shares the default pool');
+        }
+      }
+      if (this.id === undefined) this.id = this.backend.loadSavedModelMetaGraph(dir, 'serve');
     } finally {
       rmSync(dir, { recursive: true, force: true });
     }
     this.inputNames = builder.inputs.map((i) => `${i.name}:0`).join(',');
   }
+
+  /** Whether the addon takes a session's thread count (unknown until a session asks for one). */
+  static sessionConfig: 'unknown' | 'supported' | 'unsupported' = 'unknown';
+  /** The session's own pool size; 0: the process's default pool. */
+  readonly intraOpThreads: number = 0;
 
   /** Runs the graph on `inputs` (every placeholder, in order) and returns the `outputs` tensors ('node' or 'node:k'). */
   run(inputs: tf.Tensor[], outputs: string[]): tf.Tensor[] {

@@ -32,6 +32,7 @@
 import * as tf from '@tensorflow/tfjs';
 import { parseQwenConfig, qwenDims, type QwenConfig, type QwenDims } from './config';
 import { buildDecodeGraph, type DecodeGraph } from './decodeGraph';
+import type { GraphSession } from './graph';
 import { isNative, materialize, rawOps, sparseSoftmaxCrossEntropy } from './native';
 import { causalChunks, decoderLayer, type LayerContext, PARAM_NAMES } from './layer';
 import { graphLength, type StackGraph, StackGraphCache } from './trainGraph';
@@ -809,6 +810,15 @@ export class QwenModel {
     if (!graph) return undefined;
     const d = this.dims;
     const B = ids.length;
+    let session: GraphSession;
+    try {
+      session = graph.session(B);
+    } catch (e) {
+      console.warn(`decoding graph unavailable, decoding op by op: ${(e as Error).message.split('\n')[0]}`);
+      graph.dispose();
+      this.decodeGraph = null;
+      return undefined;
+    }
     const past = cache.length;
     const store = this.nativeCache(cache, B, past + 1);
     const K = d.kvHeads;
@@ -835,7 +845,7 @@ export class QwenModel {
       feeds.push(L.postNorm, F.gate, F.up, F.down, store.layers[i]!.rows);
     });
     try {
-      return graph.session.run(feeds, fetch);
+      return session.run(feeds, fetch);
     } finally {
       tf.dispose(step);
       cache.length = past + 1;
@@ -951,7 +961,7 @@ export class QwenModel {
 
   dispose(): void {
     this.releaseFused();
-    this.decodeGraph?.session.dispose();
+    this.decodeGraph?.dispose();
     this.decodeGraph = undefined;
     this.stackGraphs?.dispose();
     this.stackGraphs = undefined;

@@ -14,6 +14,8 @@ import { TINY_FIXTURE_SEED, tinyFixtureConfigs } from '../../src/model/fixtures'
 import { generate } from '../../src/model/generate';
 import { useReferenceOps } from '../../src/model/ops';
 import { QwenModel } from '../../src/model/qwen';
+import { decodeThreads } from '../../src/model/decodeGraph';
+import { GraphSession } from '../../src/model/graph';
 import { graphLength } from '../../src/model/trainGraph';
 import { AdamW } from '../../src/train/adamw';
 
@@ -37,6 +39,7 @@ let previous = 'cpu';
 before(async () => {
   previous = tf.getBackend() ?? 'cpu';
   if (!native) return;
+  process.env.TF_OVERRIDE_GLOBAL_THREADPOOL ??= '1'; // as selectBackend does: sessions get their own thread pools
   require('@tensorflow/tfjs-node');
   assert.ok(await tf.setBackend('tensorflow'), 'tensorflow backend did not activate');
 });
@@ -256,6 +259,40 @@ test('native: KV-cached greedy generation equals uncached and per-prompt generat
     assert.ok(cache.native!.capacity >= 70 && cache.native!.capacity % 64 === 0);
     model.disposeCache(cache);
     assert.deepEqual(stepwise, grown.tokens[0]);
+    model.dispose();
+  }
+});
+
+test('decoding runs on one thread when its matmuls are small, on the default pool when they are not', () => {
+  const dims = (hidden: number, layers: number, vocab: number, heads = 4, kvHeads = 2, headDim = hidden / 4, intermediate = 3 * hidden) => ({
+    vocab, hidden, intermediate, layers, heads, kvHeads, headDim, eps: 1e-6, ropeTheta: 1e4, tied: true, qkvBias: false, oBias: false, qkNorm: true,
+  });
+  const env = {};
+  assert.equal(decodeThreads(dims(128, 4, 512), 8, env), 1); // bench tiny
+  assert.equal(decodeThreads(dims(256, 6, 2048), 4, env), 1); // bench small
+  assert.equal(decodeThreads(dims(192, 4, 1024), 32, env), 1); // demo model, a rollout batch
+  assert.equal(decodeThreads(dims(896, 24, 151936, 14, 2, 64, 4864), 2, env), 0); // Qwen2.5-0.5B's shape
+  assert.equal(decodeThreads(dims(576, 30, 49152, 9, 3, 64, 1536), 16, env), 0); // SmolLM2-135M
+  assert.equal(decodeThreads(dims(256, 6, 2048), 4, { CM2_DECODE_THREADS: '0' }), 0);
+  assert.equal(decodeThreads(dims(896, 24, 151936, 14, 2, 64, 4864), 2, { CM2_DECODE_THREADS: '2' }), 2);
+  assert.equal(decodeThreads(dims(256, 6, 2048), 4, { CM2_DECODE_THREADS: 'many' }), 1, 'a bad value is ignored');
+});
+
+test('native: decoding on a one-thread session gives the default pool\'s tokens and log-probabilities', { skip }, () => {
+  const model = QwenModel.init(qwen3, 17);
+  const prompts = [[1, 2, 3, 4], [5, 6], [7, 8, 9]];
+  const saved = process.env.CM2_DECODE_THREADS;
+  try {
+    process.env.CM2_DECODE_THREADS = '1';
+    const one = generate(model, prompts, { maxNewTokens: 10, temperature: 0 });
+    assert.equal(GraphSession.sessionConfig, 'supported', 'the addon takes a session\'s thread count (cm2\'s patch)');
+    process.env.CM2_DECODE_THREADS = '0';
+    const pool = generate(model, prompts, { maxNewTokens: 10, temperature: 0 });
+    assert.deepEqual(one.tokens, pool.tokens);
+    for (let b = 0; b < prompts.length; b++) assertClose(one.logprobs[b]!, pool.logprobs[b]!, 1e-6, 'logprobs');
+  } finally {
+    if (saved === undefined) delete process.env.CM2_DECODE_THREADS;
+    else process.env.CM2_DECODE_THREADS = saved;
     model.dispose();
   }
 });

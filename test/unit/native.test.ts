@@ -4,7 +4,7 @@ import { mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSyn
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import {
-  andCudaRequirements, createdGpuDevices, cudaLibraryDirs, libraryDir, parseWant, readStatus, resolveKind, RETRY_AFTER_MS,
+  ADDON_REV, andCudaRequirements, bindingPatch, createdGpuDevices, cudaLibraryDirs, libraryDir, parseWant, readStatus, resolveKind, RETRY_AFTER_MS,
   reusableStatus, TF_VERSION, writeStatus, type NativeInstallStatus,
 } from '../../scripts/ensure-native.mjs';
 
@@ -100,11 +100,17 @@ describe('reusableStatus', () => {
   const now = Date.parse('2026-11-24T12:00:00Z');
   const ok: NativeInstallStatus = {
     ok: true, backend: 'tfjs-node-gpu', tensorflow: TF_VERSION, checkedAt: '2026-11-20T00:00:00Z', want: 'auto', kind: 'gpu', libDir,
+    addon: ADDON_REV,
   };
   const present = { addonExists: true, libDirComplete: true };
 
   test('a working install of the same build from the same cache is reused, whatever asked for it', () => {
     assert.equal(reusableStatus(ok, { kind: 'gpu', want: 'gpu', libDir, now, ...present }), 'ready');
+  });
+
+  test('an addon compiled without the current patch revision is compiled again', () => {
+    assert.equal(reusableStatus({ ...ok, addon: undefined }, { kind: 'gpu', want: 'auto', libDir, now, ...present }), undefined);
+    assert.equal(reusableStatus({ ...ok, addon: 'cm2p0' }, { kind: 'gpu', want: 'auto', libDir, now, ...present }), undefined);
   });
 
   test('anything changed means install or check again', () => {
@@ -171,4 +177,44 @@ test('cudaLibraryDirs lists nvidia/<part>/lib folders of a GPU install, once eac
 test('libraryDir: one folder per kind and TensorFlow version under CM2_CACHE_DIR (default ~/.cache/cm2)', () => {
   assert.equal(libraryDir('gpu', { CM2_CACHE_DIR: '/tmp/c' }), path.join('/tmp/c', 'tensorflow', `gpu-${TF_VERSION}`));
   assert.match(libraryDir('cpu', {}), new RegExp(`\\.cache/cm2/tensorflow/cpu-${TF_VERSION.replace(/\./g, '\\.')}$`));
+});
+
+describe('bindingPatch', () => {
+  // The lines of tfjs-node 4.22.0's LoadSavedModel around the anchor.
+  const source = [
+    '  std::string tags;',
+    '  nstatus = GetStringParam(env, tags_value, tags);',
+    '  ENSURE_NAPI_OK_RETVAL(env, nstatus, nullptr);',
+    '',
+    '  std::vector<const char *> tags_ptrs = splitStringByComma(tags);',
+    '',
+    '  TF_Graph *graph = TF_NewGraph();',
+    '',
+  ].join('\n');
+
+  test('inserts the session-config tag handling right after the tags are split, once', () => {
+    const out = bindingPatch(source);
+    const at = out.indexOf('splitStringByComma(tags);');
+    const patch = out.indexOf('cm2:intra_op_threads=');
+    assert.ok(patch > at && patch < out.indexOf('TF_NewGraph'));
+    assert.match(out, /TF_SetConfig\(session_options, cm2_config, sizeof\(cm2_config\), cm2_status\.status\)/);
+    assert.match(out, /\{0x10, static_cast<unsigned char>\(cm2_threads\)\}/); // ConfigProto field 2, varint
+    assert.equal(bindingPatch(out), out, 'an already patched source is left as it is');
+  });
+
+  test('another source (no anchor) is refused with the reason', () => {
+    assert.throws(() => bindingPatch('int main() {}'), /tags line not found/);
+    assert.throws(() => bindingPatch(source + source), /not found once/);
+  });
+
+  test("the installed tfjs-node's own source takes the patch", () => {
+    const file = path.join(__dirname, '..', '..', 'node_modules', '@tensorflow', 'tfjs-node', 'binding', 'tfjs_backend.cc');
+    let text: string;
+    try {
+      text = readFileSync(file, 'utf8');
+    } catch {
+      return; // not installed (no native backend on this platform)
+    }
+    assert.ok(bindingPatch(text).includes('cm2 patch: session config'));
+  });
 });
