@@ -40,7 +40,7 @@ export async function llamaServerUnavailable(): Promise<string | undefined> {
 }
 
 /** Starts llama-server on a free port and waits until it answers /health with the model loaded. */
-export async function startLlamaServer(opts: { ctxSize?: number; parallel?: number; threads?: number } = {}): Promise<LlamaServer> {
+export async function startLlamaServer(opts: { ctxSize?: number; parallel?: number; threads?: number; chatTemplateFile?: string } = {}): Promise<LlamaServer> {
   const { bin, gguf } = await paths();
   const port = await freePort();
   const dir = mkdtempSync(path.join(tmpdir(), 'cm2-llamasrv-'));
@@ -52,6 +52,8 @@ export async function startLlamaServer(opts: { ctxSize?: number; parallel?: numb
     // The context is split among the parallel slots: each slot gets ctxSize / parallel tokens.
     '-c', String((opts.ctxSize ?? 4096) * parallel), '-np', String(parallel), '-t', String(opts.threads ?? 2),
     '--jinja', '--no-webui',
+    // A template of our own instead of the GGUF's (SmolLM2's has no tool-call format).
+    ...(opts.chatTemplateFile ? ['--chat-template-file', opts.chatTemplateFile] : []),
   ];
   const fd = openSync(logFile, 'a');
   let child: ChildProcess;

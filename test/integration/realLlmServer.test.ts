@@ -2,8 +2,8 @@
  * The LLM roles against a real OpenAI-compatible server: llama.cpp's `llama-server` (built from source, cached per
  * machine) serving SmolLM2-135M-Instruct, not the fake of test/helpers/fakeOpenAI.ts. What is checked is the
  * protocol, not the quality of a 135M model's answers: strict structured output (the server compiles the JSON
- * schema into a grammar), `json_object`, tool definitions (BFCL; SmolLM2's template has no tool-call format, so
- * `tool_calls` parsing is still only tested against the fake server), token accounting, how a
+ * schema into a grammar), `json_object`, tool definitions, native `tool_calls` (through a ChatML template with
+ * `<tool_call>` blocks, test/fixtures/llama-server/; SmolLM2's own template has none), token accounting, how a
  * too-long prompt and a timeout are classified, and that every role's failures are recorded with a reason while the
  * stages go on — the filter and compressor (prepare), the annotator (checklist), the judge (RL, every item sent to
  * the LLM) and the tool simulator.
@@ -27,6 +27,8 @@ import { startWorkers } from '../../src/workers';
 import { testConfig, testStore, uniqueId } from '../helpers/env';
 import { cm2 } from '../helpers/pipelineFixture';
 import { tinyRl, writeRlFixture } from '../helpers/rlFixture';
+import { EndpointConfig, EndpointPolicy, evaluateBfcl } from '../../src/eval/bfcl/runner';
+import type { BfclExample } from '../../src/eval/bfcl/data';
 import { llamaServerUnavailable, startLlamaServer, type LlamaServer } from '../helpers/llamaServer';
 
 let server: LlamaServer | undefined;
@@ -219,4 +221,46 @@ test('real server: `cm2 eval bfcl --endpoint` sends tool definitions and scores 
   t.diagnostic(`bfcl: ${JSON.stringify(res.categories)}`);
   for (const c of Object.values(res.categories)) assert.equal(c.total, 3);
   assert.match(r.out, /simple_python/);
+});
+
+test('real server: native tool_calls from a tool-call chat template are decoded and scored by the BFCL endpoint policy', async (t) => {
+  if (!server) {
+    t.skip(skip ?? 'llama-server did not start');
+    return;
+  }
+  // A second server with a ChatML template that renders tools and <tool_call>{"name", "arguments"}</tool_call>
+  // blocks: llama-server's autoparser then recognises the format, constrains tool_choice "required" with a grammar
+  // and returns what the model wrote as OpenAI `tool_calls`. That grammar still lets text come first, and a 135M
+  // model talks on, so the request also starts the assistant's answer with "<tool_call>" (a prefilled assistant
+  // message, which llama-server continues). Everything after the request — the SDK's response, EndpointPolicy's
+  // reading of `tool_calls`, argument decoding and the BFCL checker — is the production path.
+  const templateFile = path.join(__dirname, '..', 'fixtures', 'llama-server', 'chatml-tool-calls.jinja');
+  const tools = await startLlamaServer({ ctxSize: 4096, parallel: 1, chatTemplateFile: templateFile });
+  try {
+    class ForcedCalls extends EndpointPolicy {
+      override requestOf(example: BfclExample): ReturnType<EndpointPolicy['requestOf']> {
+        const body = super.requestOf(example);
+        return { ...body, tool_choice: 'required', messages: [...body.messages, { role: 'assistant', content: '<tool_call>' }] };
+      }
+    }
+    const policy = new ForcedCalls(EndpointConfig.parse({ baseUrl: tools.url, model: tools.model, maxTokens: 160, timeoutMs: 120_000, maxTransportRetries: 1, concurrency: 1 }));
+    const res = await evaluateBfcl(policy, { categories: ['simple_python'], limit: 3 });
+    const examples = res.examples;
+    t.diagnostic(`tool_calls: ${JSON.stringify(examples.map((e) => ({ id: e.id, calls: e.calls, valid: e.valid, reason: e.reason })))}`);
+    assert.equal(examples.length, 3);
+    // Every answer came back as native calls of a tool the example offered, with arguments that decode as a JSON
+    // object (the BFCL checker then judges the values: a 135M model's correctness is not the point).
+    for (const e of examples) {
+      const calls = (e.calls ?? []) as Record<string, unknown>[];
+      assert.ok(calls.length >= 1, `${e.id}: no tool_calls decoded (${JSON.stringify(e)})`);
+      for (const call of calls) {
+        const [name, args] = Object.entries(call)[0]!;
+        assert.ok(name.length > 0 && typeof args === 'object' && args !== null && !Array.isArray(args), `${e.id}: ${JSON.stringify(call)}`);
+      }
+      assert.notEqual(e.reason, 'decode_error', `${e.id}: ${JSON.stringify(e)}`);
+    }
+    assert.equal(res.categories['simple_python']!.total, 3);
+  } finally {
+    await tools.close();
+  }
 });
