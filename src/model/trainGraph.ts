@@ -13,6 +13,7 @@
  * - backward: feeds dy, the RoPE tables, rotate_half, then per layer its weights and its saved tensors; fetches dx
  *   and every layer's weight gradients.
  */
+import { availableParallelism } from 'node:os';
 import type * as tf from '@tensorflow/tfjs';
 import { type AttrSpec, GraphBuilder, GraphSession } from './graph';
 import { causalChunks, layerBackward, layerForward, type LayerContext, PARAM_NAMES, type ParamName, type TensorOps } from './layer';
@@ -131,6 +132,19 @@ function paramShape(n: ParamName, d: StackDims): number[] {
 }
 
 /** Forward and backward graphs of the whole decoder stack for one batch shape. */
+/**
+ * Intra-op threads of the backward graph: half the cores (one on 2 cores). Each step of the backward pass has
+ * independent kernels (a layer's dX and dW matmuls, the attention's dQ, dK and dV), which TensorFlow's inter-op pool
+ * runs side by side; giving each of them every core as well oversubscribes the machine. Measured on 2 cores
+ * (bench/README.md): training +3–10% at every bench size, 0.5B included. The forward graph keeps every core (one
+ * thread there was slower). CM2_TRAIN_BWD_THREADS=N forces N (0: the default pool).
+ */
+export function backwardThreads(env: NodeJS.ProcessEnv = process.env, cores = availableParallelism()): number {
+  const forced = env['CM2_TRAIN_BWD_THREADS'];
+  if (forced !== undefined && forced !== '' && Number.isInteger(Number(forced)) && Number(forced) >= 0) return Number(forced);
+  return Math.max(1, Math.floor(cores / 2));
+}
+
 export class StackGraph {
   readonly forward: GraphSession;
   readonly backward: GraphSession;
@@ -194,7 +208,7 @@ export class StackGraph {
     }
     const dx = gb.node('Identity', [dy.name], F, 'dx');
     this.backwardOutputs = [dx, ...grads.flat()];
-    this.backward = new GraphSession(gb, this.backwardOutputs);
+    this.backward = new GraphSession(gb, this.backwardOutputs, { intraOpThreads: backwardThreads() });
   }
 
   /** The forward graph's outputs: x_out, and every layer's saved tensors when `withSaved`. */

@@ -11,6 +11,7 @@
  */
 import * as tf from '@tensorflow/tfjs';
 import { adamScalars, adamWStep, isNative, ResourceVariable, sumOfSquares } from '../model/native';
+import { ADAMW_SCALARS, buildAdamWGraph, GRAPH_MAX_PARAMS, type AdamWGraph } from './adamwGraph';
 import { parseSafetensors, SafetensorsReader, serializeSafetensors, writeSafetensors, writeSafetensorsAsync, type TensorSource, type WrittenFile } from '../model/safetensors';
 
 export interface AdamWConfig {
@@ -42,6 +43,48 @@ export interface AdamWSnapshot extends AdamWState {
 /** What the optimizer needs of a moment tensor (a tf.Variable, or a TensorFlow resource variable on native). */
 type Moment = Pick<tf.Variable, 'shape' | 'dispose'> & { dataSync(): ArrayLike<number>; assign(t: tf.Tensor): void };
 
+/** A moment held as a plain (kept) tensor, replaced by each graph update (AdamW's graph mode). */
+class TensorMoment {
+  constructor(private t: tf.Tensor) {
+    tf.keep(t);
+  }
+
+  get shape(): number[] {
+    return this.t.shape;
+  }
+
+  get value(): tf.Tensor {
+    return this.t;
+  }
+
+  dataSync(): ArrayLike<number> {
+    return this.t.dataSync();
+  }
+
+  /** A copy of `t` (which may be freed by an enclosing tidy) becomes the value. */
+  assign(t: tf.Tensor): void {
+    this.replace(t.clone());
+  }
+
+  /** `t` itself becomes the value (kept). */
+  replace(t: tf.Tensor): void {
+    const old = this.t;
+    this.t = tf.keep(t);
+    old.dispose();
+  }
+
+  dispose(): void {
+    this.t.dispose();
+  }
+}
+
+/**
+ * How AdamW updates on native TensorFlow. 'graph': the whole update as one graph run (adamwGraph.ts; models up to
+ * GRAPH_MAX_PARAMS, because parameters and moments exist twice during the run); 'fused': ResourceApplyAdam per
+ * parameter, in place. 'auto' picks by size; CM2_TF_GRAPH=0 means 'fused'. Other backends update op by op.
+ */
+export type AdamWMode = 'auto' | 'graph' | 'fused';
+
 /** Global L2 norm of a set of gradients. */
 export function globalNorm(grads: ReadonlyMap<string, tf.Tensor>): number {
   return tf.tidy(() => {
@@ -58,15 +101,23 @@ export class AdamW {
   private readonly v = new Map<string, Moment>();
   /** native: per parameter, the resource variable the fused update runs on */
   private readonly work = new Map<string, ResourceVariable>();
+  /** native, graph mode: the update graph for the parameters that have gradients (by their names, joined) */
+  private graphs = new Map<string, AdamWGraph>();
+  /** the update runs as one graph (native, small model) */
+  readonly graphMode: boolean;
 
   constructor(
     private readonly params: ReadonlyMap<string, tf.Variable>,
     readonly config: AdamWConfig = DEFAULT_ADAMW,
+    opts: { mode?: AdamWMode } = {},
   ) {
+    const mode = opts.mode ?? (process.env.CM2_TF_GRAPH === '0' ? 'fused' : 'auto');
+    const size = [...params.values()].reduce((n, p) => n + p.size, 0);
+    this.graphMode = isNative() && (mode === 'graph' || (mode === 'auto' && size <= GRAPH_MAX_PARAMS));
     for (const [name, p] of params) {
       // tidy releases the zeros once the variables hold them (else dispose() would free nothing).
       tf.tidy(() => {
-        const moment = (): Moment => (isNative() ? new ResourceVariable(tf.zerosLike(p)) : tf.variable(tf.zerosLike(p), false));
+        const moment = (): Moment => (this.graphMode ? new TensorMoment(tf.zerosLike(p)) : isNative() ? new ResourceVariable(tf.zerosLike(p)) : tf.variable(tf.zerosLike(p), false));
         this.m.set(name, moment());
         this.v.set(name, moment());
       });
@@ -82,6 +133,7 @@ export class AdamW {
    * Returns the pre-clip gradient norm.
    */
   apply(grads: ReadonlyMap<string, tf.Tensor>, lr: number, maxGradNorm?: number): number {
+    if (this.graphMode) return this.applyGraph(grads, lr, maxGradNorm);
     const norm = globalNorm(grads);
     const scale = maxGradNorm !== undefined && maxGradNorm > 0 && norm > maxGradNorm ? maxGradNorm / (norm + 1e-6) : 1;
     this.step++;
@@ -110,6 +162,42 @@ export class AdamW {
     } finally {
       tf.dispose(scaleT ? [...scalars, scaleT] : scalars);
     }
+    return norm;
+  }
+
+  /** The whole update as one graph run (native, small models): see adamwGraph.ts. */
+  private applyGraph(grads: ReadonlyMap<string, tf.Tensor>, lr: number, maxGradNorm?: number): number {
+    const names = [...this.params.keys()].filter((n) => grads.has(n));
+    if (names.length === 0) return 0;
+    const key = names.join('\n');
+    let graph = this.graphs.get(key);
+    if (!graph) this.graphs.set(key, (graph = buildAdamWGraph(names.map((n) => this.params.get(n)!.shape))));
+    this.step++;
+    const { beta1, beta2, eps, weightDecay } = this.config;
+    const bc2 = 1 - beta2 ** this.step;
+    const clip = maxGradNorm !== undefined && maxGradNorm > 0 ? maxGradNorm : Infinity;
+    const hp: Record<(typeof ADAMW_SCALARS)[number], number> = {
+      one_minus_beta1: 1 - beta1, one_minus_beta2: 1 - beta2, alpha: (lr * Math.sqrt(bc2)) / (1 - beta1 ** this.step),
+      eps_hat: eps * Math.sqrt(bc2), decay: 1 - lr * weightDecay, max_norm: clip,
+    };
+    const scalars = ADAMW_SCALARS.map((n) => tf.scalar(hp[n], 'float32'));
+    const feeds: tf.Tensor[] = [...scalars];
+    for (const n of names) feeds.push(this.params.get(n)!, grads.get(n)!, (this.m.get(n) as TensorMoment).value, (this.v.get(n) as TensorMoment).value);
+    let out: tf.Tensor[];
+    try {
+      out = graph.session.run(feeds, graph.outputs);
+    } finally {
+      tf.dispose(scalars);
+    }
+    const norm = out[0]!.dataSync()[0]!;
+    out[0]!.dispose();
+    names.forEach((n, i) => {
+      const [p, m, v] = out.slice(1 + 3 * i, 4 + 3 * i) as [tf.Tensor, tf.Tensor, tf.Tensor];
+      this.params.get(n)!.assign(p);
+      p.dispose(); // the variable holds the buffer now
+      (this.m.get(n) as TensorMoment).replace(m);
+      (this.v.get(n) as TensorMoment).replace(v);
+    });
     return norm;
   }
 
@@ -170,6 +258,8 @@ export class AdamW {
 
   dispose(): void {
     for (const t of [...this.m.values(), ...this.v.values(), ...this.work.values()]) t.dispose();
+    for (const g of this.graphs.values()) g.session.dispose();
+    this.graphs.clear();
   }
 }
 

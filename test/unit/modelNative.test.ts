@@ -16,7 +16,7 @@ import { useReferenceOps } from '../../src/model/ops';
 import { QwenModel } from '../../src/model/qwen';
 import { decodeThreads } from '../../src/model/decodeGraph';
 import { GraphSession } from '../../src/model/graph';
-import { graphLength } from '../../src/model/trainGraph';
+import { backwardThreads, graphLength } from '../../src/model/trainGraph';
 import { AdamW } from '../../src/train/adamw';
 
 const FIX = join(__dirname, '..', 'fixtures');
@@ -263,6 +263,15 @@ test('native: KV-cached greedy generation equals uncached and per-prompt generat
   }
 });
 
+test('the backward training graph runs on half the cores (inter-op parallelism does the rest); CM2_TRAIN_BWD_THREADS forces a count', () => {
+  assert.equal(backwardThreads({}, 2), 1);
+  assert.equal(backwardThreads({}, 1), 1);
+  assert.equal(backwardThreads({}, 16), 8);
+  assert.equal(backwardThreads({ CM2_TRAIN_BWD_THREADS: '0' }, 16), 0);
+  assert.equal(backwardThreads({ CM2_TRAIN_BWD_THREADS: '3' }, 2), 3);
+  assert.equal(backwardThreads({ CM2_TRAIN_BWD_THREADS: 'x' }, 2), 1);
+});
+
 test('decoding runs on one thread when its matmuls are small, on the default pool when they are not', () => {
   const dims = (hidden: number, layers: number, vocab: number, heads = 4, kvHeads = 2, headDim = hidden / 4, intermediate = 3 * hidden) => ({
     vocab, hidden, intermediate, layers, heads, kvHeads, headDim, eps: 1e-6, ropeTheta: 1e4, tied: true, qkvBias: false, oBias: false, qkNorm: true,
@@ -337,23 +346,27 @@ test('native: a weight update reaches the inference path (fused weights are rebu
   model.dispose();
 });
 
-test('native: AdamW\'s fused update (ResourceApplyAdam) follows the op-by-op update on cpu; state round-trips', { skip }, async () => {
+for (const mode of ['fused', 'graph'] as const) test(`native: AdamW's ${mode === 'fused' ? 'fused update (ResourceApplyAdam)' : 'update as one graph run'} follows the op-by-op update on cpu; state round-trips`, { skip }, async () => {
   const shapes = [[7, 5], [5], [3, 4, 2]];
   const init = shapes.map((s, i) => tf.tidy(() => tf.randomNormal(s, 0, 1, 'float32', i + 1).dataSync() as Float32Array));
   const gradsAt = (step: number): Float32Array[] => shapes.map((s, i) => tf.tidy(() => tf.randomNormal(s, 0, step === 2 ? 50 : 0.5, 'float32', 100 * step + i).dataSync() as Float32Array));
   const run = (): { weights: Float32Array[]; m: Float32Array[]; norms: number[] } => {
     const params = new Map(shapes.map((s, i) => [`p${i}`, tf.variable(tf.tensor(init[i]!, s))]));
-    const opt = new AdamW(params, { beta1: 0.9, beta2: 0.999, eps: 1e-8, weightDecay: 0.1 });
+    const opt = new AdamW(params, { beta1: 0.9, beta2: 0.999, eps: 1e-8, weightDecay: 0.1 }, { mode });
+    if (tf.getBackend() === 'tensorflow') assert.equal(opt.graphMode, mode === 'graph');
+    let tensorsAfterFirst = 0; // the fused update makes its work variables in the first step
     const norms: number[] = [];
     for (let step = 1; step <= 4; step++) {
       const grads = new Map(shapes.map((s, i) => [`p${i}`, tf.tensor(gradsAt(step)[i]!, s)]));
       norms.push(opt.apply(grads, 1e-2, 1.0)); // step 2's gradients are large: clipped
       tf.dispose([...grads.values()]);
+      if (step === 1) tensorsAfterFirst = tf.memory().numTensors;
+      else assert.equal(tf.memory().numTensors, tensorsAfterFirst, `tensors left behind by step ${step}`);
     }
     const state = opt.state();
     const out = { weights: [...params.values()].map((p) => p.dataSync() as Float32Array), m: [...state.m.values()], norms };
     // a restored optimizer continues the same way
-    const again = new AdamW(params, opt.config);
+    const again = new AdamW(params, opt.config, { mode });
     again.load(state);
     assert.deepEqual([...again.state().v.values()], [...state.v.values()]);
     again.dispose();
