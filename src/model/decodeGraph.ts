@@ -7,7 +7,7 @@
  * that masks unused and padded slots, SwiGLU MLP, LM head, and the greedy token with its log-probability.
  */
 import type { QwenDims } from './config';
-import { GraphBuilder, GraphSession } from './graph';
+import { forcedThreads, GraphBuilder, GraphSession } from './graph';
 
 /**
  * The intra-op threads of a decoding step of B sequences (0: the process's default pool, one thread per core).
@@ -18,8 +18,8 @@ import { GraphBuilder, GraphSession } from './graph';
  * memory bandwidth and keeps every core. CM2_DECODE_THREADS=N forces N (0: the default pool).
  */
 export function decodeThreads(d: QwenDims, B: number, env: NodeJS.ProcessEnv = process.env): number {
-  const forced = env['CM2_DECODE_THREADS'];
-  if (forced !== undefined && forced !== '' && Number.isInteger(Number(forced)) && Number(forced) >= 0) return Number(forced);
+  const forced = forcedThreads(env, 'CM2_DECODE_THREADS');
+  if (forced !== undefined) return forced;
   const attention = d.hidden * (d.heads + 2 * d.kvHeads) * d.headDim + d.heads * d.headDim * d.hidden;
   const weights = d.layers * (attention + 3 * d.hidden * d.intermediate) + d.vocab * d.hidden;
   return 2 * B * weights <= 128e6 ? 1 : 0;

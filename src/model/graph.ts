@@ -168,6 +168,12 @@ interface SessionBackend {
   deleteSavedModel(id: number): void;
 }
 
+/** A thread count forced by an environment variable (a non-negative integer; 0: the default pool), else undefined. */
+export function forcedThreads(env: NodeJS.ProcessEnv, name: string): number | undefined {
+  const v = env[name];
+  return v !== undefined && v !== '' && Number.isInteger(Number(v)) && Number(v) >= 0 ? Number(v) : undefined;
+}
+
 /** A loaded graph: feed its placeholders (in the builder's order), fetch any tensors by name. */
 export class GraphSession {
   private id: number | undefined;

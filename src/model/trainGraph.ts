@@ -15,7 +15,7 @@
  */
 import { availableParallelism } from 'node:os';
 import type * as tf from '@tensorflow/tfjs';
-import { type AttrSpec, GraphBuilder, GraphSession } from './graph';
+import { type AttrSpec, forcedThreads, GraphBuilder, GraphSession } from './graph';
 import { causalChunks, layerBackward, layerForward, type LayerContext, PARAM_NAMES, type ParamName, type TensorOps } from './layer';
 
 /** A node's output in a graph under construction, with its static shape. */
@@ -140,9 +140,7 @@ function paramShape(n: ParamName, d: StackDims): number[] {
  * thread there was slower). CM2_TRAIN_BWD_THREADS=N forces N (0: the default pool).
  */
 export function backwardThreads(env: NodeJS.ProcessEnv = process.env, cores = availableParallelism()): number {
-  const forced = env['CM2_TRAIN_BWD_THREADS'];
-  if (forced !== undefined && forced !== '' && Number.isInteger(Number(forced)) && Number(forced) >= 0) return Number(forced);
-  return Math.max(1, Math.floor(cores / 2));
+  return forcedThreads(env, 'CM2_TRAIN_BWD_THREADS') ?? Math.max(1, Math.floor(cores / 2));
 }
 
 export class StackGraph {

@@ -3,9 +3,10 @@ import assert from 'node:assert/strict';
 import * as tf from '@tensorflow/tfjs';
 import { BackendUnavailableError, selectBackend } from '../../src/model/backend';
 import type { QwenConfig } from '../../src/model/config';
-import { generate, generateAsync, sampleToken } from '../../src/model/generate';
+import { generate, sampleToken } from '../../src/model/generate';
 import { matMul2d, scatterAddRows, useReferenceOps } from '../../src/model/ops';
 import { QwenModel } from '../../src/model/qwen';
+import { assertPrefillInPieces } from '../helpers/prefill';
 import { Rng } from '../../src/model/random';
 
 const qwen3: QwenConfig = {
@@ -133,18 +134,11 @@ test('KV-cached greedy generation equals uncached and per-prompt generation; no 
 
 test('a long prompt is prefilled in pieces that continue the cache: same tokens as one prefill call', async () => {
   const model = QwenModel.init(qwen3, 19);
-  const prompts = [Array.from({ length: 40 }, (_, i) => (i * 7 + 3) % 40), Array.from({ length: 25 }, (_, i) => (i * 5 + 1) % 40), [4, 5, 6]];
-  const whole = generate(model, prompts, { maxNewTokens: 8, temperature: 0, prefillChunkTokens: 1e6 });
-  // 48 tokens per call for 3 sequences: pieces of 16 positions (0–16, 16–32), then the last 8 with the first step
-  const pieces = generate(model, prompts, { maxNewTokens: 8, temperature: 0, prefillChunkTokens: 48 });
-  assert.deepEqual(pieces.tokens, whole.tokens);
-  for (let b = 0; b < prompts.length; b++) for (let i = 0; i < 8; i++) assert.ok(Math.abs(pieces.logprobs[b]![i]! - whole.logprobs[b]![i]!) < 1e-5, `logprob ${b},${i}`);
-  // generateAsync gives the event loop a turn (and a heartbeat, step 0) after each piece
-  const steps: number[] = [];
-  const async = await generateAsync(model, prompts, { maxNewTokens: 8, temperature: 0, prefillChunkTokens: 48, yieldEvery: 100, onStep: (s) => steps.push(s) });
-  assert.deepEqual(async.tokens, pieces.tokens);
-  assert.deepEqual(steps, [0, 0]);
-  model.dispose();
+  try {
+    await assertPrefillInPieces(model);
+  } finally {
+    model.dispose();
+  }
 });
 
 test('sampling: the same seed gives the same tokens, topP → 0 is greedy', () => {

@@ -11,9 +11,10 @@ import { readNativeStatus } from '../../src/model/backend';
 import { loadHfCheckpoint } from '../../src/model/checkpoint';
 import type { QwenConfig } from '../../src/model/config';
 import { TINY_FIXTURE_SEED, tinyFixtureConfigs } from '../../src/model/fixtures';
-import { generate, generateAsync } from '../../src/model/generate';
+import { generate } from '../../src/model/generate';
 import { useReferenceOps } from '../../src/model/ops';
 import { QwenModel } from '../../src/model/qwen';
+import { assertPrefillInPieces } from '../helpers/prefill';
 import { decodeThreads } from '../../src/model/decodeGraph';
 import { GraphSession } from '../../src/model/graph';
 import { backwardThreads, graphLength } from '../../src/model/trainGraph';
@@ -308,18 +309,11 @@ test('native: decoding on a one-thread session gives the default pool\'s tokens 
 
 test('native: a long prompt is prefilled in pieces that continue the cache: same tokens as one prefill call', { skip }, async () => {
   const model = QwenModel.init(qwen3, 19);
-  const prompts = [Array.from({ length: 40 }, (_, i) => (i * 7 + 3) % 40), Array.from({ length: 25 }, (_, i) => (i * 5 + 1) % 40), [4, 5, 6]];
-  const whole = generate(model, prompts, { maxNewTokens: 8, temperature: 0, prefillChunkTokens: 1e6 });
-  // 48 tokens per call for 3 sequences: pieces of 16 positions (0–16, 16–32), then the last 8 with the first step
-  const pieces = generate(model, prompts, { maxNewTokens: 8, temperature: 0, prefillChunkTokens: 48 });
-  assert.deepEqual(pieces.tokens, whole.tokens);
-  for (let b = 0; b < prompts.length; b++) for (let i = 0; i < 8; i++) assert.ok(Math.abs(pieces.logprobs[b]![i]! - whole.logprobs[b]![i]!) < 1e-5, `logprob ${b},${i}`);
-  // generateAsync gives the event loop a turn (and a heartbeat, step 0) after each piece
-  const steps: number[] = [];
-  const async = await generateAsync(model, prompts, { maxNewTokens: 8, temperature: 0, prefillChunkTokens: 48, yieldEvery: 100, onStep: (s) => steps.push(s) });
-  assert.deepEqual(async.tokens, pieces.tokens);
-  assert.deepEqual(steps, [0, 0]);
-  model.dispose();
+  try {
+    await assertPrefillInPieces(model);
+  } finally {
+    model.dispose();
+  }
 });
 
 test('native: sampling with a seed repeats itself, with and without the cache', { skip }, () => {
