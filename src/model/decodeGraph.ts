@@ -132,7 +132,9 @@ export function buildDecodeGraph(d: QwenDims, rotate: Float32Array): DecodeGraph
   const xf = mul(norm(x), finalNorm);
   const logits = g.node('Identity', [lmHead ? matMul(xf, lmHead) : matMul(xf, embed, true)], F, 'logits');
   const best = g.node('ArgMax', [logits, lastAxis], { ...F, Tidx: { type: 'int32' }, output_type: { type: 'int32' } }, 'ids_out');
-  g.node('SparseSoftmaxCrossEntropyWithLogits', [logits, best], { ...F, Tlabels: { type: 'int32' } }, 'nll');
+  // −log p(argmax) = −log max softmax (TensorFlow's Softmax is ~3× faster than its sparse cross-entropy at 151,936)
+  const pmax = g.node('Max', [g.node('Softmax', [logits], F), lastAxis], { ...F, Tidx: { type: 'int32' }, keep_dims: { b: false } });
+  g.node('Neg', [g.node('Log', [pmax], F)], F, 'nll');
   const sessions = new Map<number, GraphSession>();
   return {
     session(B: number): GraphSession {

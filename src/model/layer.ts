@@ -171,12 +171,12 @@ export function causalChunks(T: number, size = CHUNK): [number, number][] {
 }
 
 /** 1 / sqrt(mean(x²) + eps) over the last axis (kept as size 1). */
-function invRms<T>(o: TensorOps<T>, x: T, eps: number): T {
+export function invRms<T>(o: TensorOps<T>, x: T, eps: number): T {
   return o.rsqrt(o.add(o.mean(o.square(x), -1, true), o.scalar(eps)));
 }
 
 /** Backward of y = x·r with r = invRms(x), given dy, xr = x·r and r. */
-function unitNormBackward<T>(o: TensorOps<T>, dy: T, xr: T, r: T): T {
+export function unitNormBackward<T>(o: TensorOps<T>, dy: T, xr: T, r: T): T {
   return o.mul(r, o.sub(dy, o.mul(xr, o.mean(o.mul(dy, xr), -1, true))));
 }
 

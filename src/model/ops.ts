@@ -12,7 +12,7 @@
  * compare the two.
  */
 import * as tf from '@tensorflow/tfjs';
-import { isNative, sparseSoftmaxCrossEntropy } from './native';
+import { isNative, softmaxTargetLogprobs, targetIndex, targetLogprobsGrad } from './native';
 
 let referenceOps = false;
 
@@ -175,23 +175,23 @@ export function attention(q: tf.Tensor2D, k: tf.Tensor2D, v: tf.Tensor2D, B: num
 }
 
 /**
- * log softmax(logits)[n, targets[n]] for rows logits [N, V], [N], without a one-hot matrix: native TensorFlow's
- * SparseSoftmaxCrossEntropyWithLogits (its gradient, softmax − onehot, is computed with the loss and kept), elsewhere
- * log-sum-exp and a gather, with the gradient dy·(onehot − softmax) built by a scatter.
+ * log softmax(logits)[n, targets[n]] for rows logits [N, V], [N], without a one-hot matrix: on native TensorFlow from its
+ * Softmax (native.ts softmaxTargetLogprobs; the probabilities are kept for the gradient), elsewhere log-sum-exp and a
+ * gather; the gradient dy·(onehot − softmax) is built by a scatter.
  */
 export function targetLogprobs(logits: tf.Tensor2D, targets: number[]): tf.Tensor1D {
   const [N, V] = logits.shape;
   if (targets.length !== N) throw new Error(`targetLogprobs: ${targets.length} targets for ${N} rows`);
-  const ids = tf.tensor1d(targets, 'int32');
-  if (referenceOps) return tf.sum(tf.mul(tf.logSoftmax(logits), tf.cast(tf.oneHot(ids, V), 'float32')), -1);
+  if (referenceOps) return tf.sum(tf.mul(tf.logSoftmax(logits), tf.cast(tf.oneHot(tf.tensor1d(targets, 'int32'), V), 'float32')), -1);
   if (isNative()) {
+    const at = targetIndex(targets);
     const f = tf.customGrad((...args: (tf.Tensor | tf.GradSaveFunc)[]) => {
       const [l, save] = args as [tf.Tensor2D, tf.GradSaveFunc];
-      const { loss, backprop } = sparseSoftmaxCrossEntropy(l, ids);
-      save([backprop]);
+      const { logp, probs } = softmaxTargetLogprobs(l, at);
+      save([probs, at]);
       return {
-        value: tf.neg(loss),
-        gradFunc: (dy: tf.Tensor, saved: tf.Tensor[]) => tf.mul(saved[0]!, tf.expandDims(tf.neg(dy), 1)),
+        value: logp,
+        gradFunc: (dy: tf.Tensor, saved: tf.Tensor[]) => targetLogprobsGrad(saved[0] as tf.Tensor2D, saved[1] as tf.Tensor2D, dy),
       };
     });
     return f(logits) as tf.Tensor1D;
@@ -284,21 +284,23 @@ export function ropeTables(positions: number[], d: number, theta: number): { cos
 
 /**
  * The LM head and the log-probability of each row's target in one step, native TensorFlow only: logits = x·Wᵀ (tied:
- * W is the embedding [V, hidden]) or x·W (W [hidden, V]), then SparseSoftmaxCrossEntropyWithLogits. The logits are
- * freed at once; the backward pass keeps x and softmax − onehot ([N, V], freed when used).
+ * W is the embedding [V, hidden]) or x·W (W [hidden, V]), then softmaxTargetLogprobs. The logits are freed at once;
+ * the backward pass keeps x and the softmax ([N, V], freed when used).
  */
 export function headLogprobs(x: tf.Tensor2D, w: tf.Tensor2D, tied: boolean, targets: number[]): tf.Tensor1D {
-  const ids = tf.tensor1d(targets, 'int32');
+  const at = targetIndex(targets);
   const f = tf.customGrad((...args: (tf.Tensor | tf.GradSaveFunc)[]) => {
     const [xi, wi, save] = args as [tf.Tensor2D, tf.Tensor2D, tf.GradSaveFunc];
-    const { loss, backprop } = sparseSoftmaxCrossEntropy(tf.matMul(xi, wi, false, tied), ids);
-    save([xi, backprop]);
+    const logits = tf.matMul(xi, wi, false, tied) as tf.Tensor2D;
+    const { logp, probs } = softmaxTargetLogprobs(logits, at);
+    logits.dispose();
+    save([xi, probs, at]);
     return {
-      value: tf.neg(loss),
+      value: logp,
       gradFunc: (dy: tf.Tensor, saved: tf.Tensor[]) => {
-        const [sx, bp] = saved as [tf.Tensor2D, tf.Tensor2D];
-        const dLogits = tf.mul(bp, tf.expandDims(tf.neg(dy), 1));
-        bp.dispose();
+        const [sx, probs, sat] = saved as [tf.Tensor2D, tf.Tensor2D, tf.Tensor2D];
+        const dLogits = targetLogprobsGrad(probs, sat, dy);
+        probs.dispose();
         const grads = tf.tidy(() => [
           tied ? tf.matMul(dLogits, wi) : tf.matMul(dLogits, wi, false, true),
           tied ? tf.matMul(dLogits, sx, true, false) : tf.matMul(sx, dLogits, true, false),

@@ -33,9 +33,9 @@ import * as tf from '@tensorflow/tfjs';
 import { parseQwenConfig, qwenDims, type QwenConfig, type QwenDims } from './config';
 import { buildDecodeGraph, type DecodeGraph } from './decodeGraph';
 import type { GraphSession } from './graph';
-import { isNative, materialize, rawOps, sparseSoftmaxCrossEntropy } from './native';
+import { greedyNll, isNative, materialize, rawOps, targetIndex } from './native';
 import { causalChunks, decoderLayer, type LayerContext, PARAM_NAMES } from './layer';
-import { graphLength, type StackGraph, StackGraphCache } from './trainGraph';
+import { graphLength, type HeadDims, type StackGraph, StackGraphCache } from './trainGraph';
 import { attention as batchedAttention, embeddingLookup, headLogprobs, linear, matMul2d, rmsNorm, rope, ropeTables, rotateHalfMatrix, swiGlu, targetLogprobs, usingReferenceOps } from './ops';
 import { Rng } from './random';
 
@@ -357,7 +357,7 @@ export class QwenModel {
    */
   loss(ids: number[][], targets: number[][], mask: number[][]): tf.Scalar {
     return tf.tidy(() => {
-      const logp = this.targetLogprobs(this.hidden(ids), targets.flat());
+      const logp = this.logprobs(ids, targets);
       const m = tf.tensor1d(mask.flat(), 'float32');
       const count = mask.flat().reduce((a, b) => a + b, 0);
       return tf.div(tf.neg(tf.sum(tf.mul(logp, m))), Math.max(count, 1)) as tf.Scalar;
@@ -372,8 +372,41 @@ export class QwenModel {
     return tf.tidy(() => {
       const B = ids.length;
       const T = ids[0]?.length ?? 0;
-      return tf.reshape(this.targetLogprobs(this.hidden(ids, undefined, keyMask), targets.flat()), [B, T]) as tf.Tensor2D;
+      return tf.reshape(this.logprobs(ids, targets, keyMask), [B, T]) as tf.Tensor2D;
     });
+  }
+
+  /**
+   * log p(targets[b][t]) given ids[b][..t], flattened [B·T], through the trainable path: on native TensorFlow with
+   * graphs on, the stack graph with the head (embedding lookup eager, everything after it two graph runs), else the
+   * final-normed hidden states, then the head.
+   */
+  private logprobs(ids: number[][], targets: number[][], keyMask?: number[][]): tf.Tensor1D {
+    if (isNative() && !usingReferenceOps()) {
+      const viaGraph = this.graphLogprobs(ids, targets, keyMask);
+      if (viaGraph) return viaGraph;
+    }
+    return this.targetLogprobs(this.hidden(ids, undefined, keyMask), targets.flat());
+  }
+
+  /** logprobs through the stack graph with the head (right-padded to graphLength(T), as nativeStack); null without one. */
+  private graphLogprobs(ids: number[][], targets: number[][], keyMask?: number[][]): tf.Tensor1D | null {
+    if (this.stackGraphCache() === null) return null;
+    const d = this.dims;
+    const B = ids.length;
+    const T = ids[0]!.length;
+    const Tg = graphLength(T);
+    const graph = this.stackGraph(B, Tg, { vocab: d.vocab, tied: d.tied });
+    if (!graph) return null;
+    this.releaseFused();
+    const pad = (row: number[]): number[] => (Tg === T ? row : [...row, ...new Array<number>(Tg - T).fill(0)]);
+    const ctx = this.layerContext(B, Tg, undefined, keyMask?.map(pad));
+    const embed = this.w<tf.Rank.R2>('model.embed_tokens.weight');
+    const x = embeddingLookup(embed, ids.flatMap(pad));
+    const head = d.tied ? embed : this.w<tf.Rank.R2>('lm_head.weight');
+    const logp = this.stackLogprobsThroughGraph(graph, x, ctx, this.w<tf.Rank.R1>('model.norm.weight'), head, targetIndex(targets.flatMap(pad)));
+    if (Tg === T) return logp;
+    return tf.reshape(tf.slice(tf.reshape(logp, [B, Tg]), [0, 0], [B, T]), [B * T]) as tf.Tensor1D;
   }
 
   /** log p(target) per row of final hidden states [N, hidden] (the LM head included). */
@@ -498,11 +531,11 @@ export class QwenModel {
     return this.stackGraphs;
   }
 
-  private stackGraph(B: number, T: number): StackGraph | null {
+  private stackGraph(B: number, T: number, head?: HeadDims): StackGraph | null {
     const cache = this.stackGraphCache();
     if (!cache) return null;
     try {
-      return cache.get(B, T);
+      return cache.get(B, T, head);
     } catch (e) {
       console.warn(`training graph unavailable, training layer by layer: ${(e as Error).message.split('\n')[0]}`);
       cache.dispose();
@@ -537,6 +570,40 @@ export class QwenModel {
       };
     });
     return f(x, ...weights) as tf.Tensor2D;
+  }
+
+  /**
+   * x [B·T, hidden] through every decoder layer, the final norm and the head to log p(target) [B·T] as one graph run,
+   * with the backward pass as another (a customGrad over x, the final norm's weight, the head's weight and the layers'
+   * weights). `at` is targetIndex of the targets.
+   */
+  private stackLogprobsThroughGraph(graph: StackGraph, x: tf.Tensor2D, ctx: LayerContext, norm: tf.Tensor1D, head: tf.Tensor2D, at: tf.Tensor2D): tf.Tensor1D {
+    const names = graph.dims.present;
+    const weights = this.layerVars.flatMap((L) => names.map((n) => L[n]!));
+    const tables = [ctx.cosQ, ctx.sinQ, ctx.cosK, ctx.sinK];
+    const inputs = [...tables, ctx.rotate, ...ctx.biasChunks];
+    if (!taping()) return graph.runForward([x, ...inputs, ...weights, norm, head, at], false)[0] as tf.Tensor1D;
+    const perLayer = names.length;
+    const layers = this.layerVars.length;
+    const f = tf.customGrad((...args: (tf.Tensor | tf.GradSaveFunc)[]) => {
+      const save = args.pop() as tf.GradSaveFunc;
+      const [xi, ni, hi, ...ws] = args as tf.Tensor[];
+      const [value, ...saved] = graph.runForward([xi!, ...inputs, ...ws, ni!, hi!, at], true);
+      save([...saved, ...tables, at]); // saved: the layers', then the head's three
+      return {
+        value: value!,
+        gradFunc: (dy: tf.Tensor, s: tf.Tensor[]) => {
+          const k = graph.savedPerLayer;
+          const n = layers * k;
+          const feeds = [dy, ni!, hi!, s[n + 7]!, ...s.slice(n, n + 3), ...s.slice(n + 3, n + 7), this.rotate];
+          for (let i = 0; i < layers; i++) feeds.push(...ws.slice(i * perLayer, (i + 1) * perLayer), ...s.slice(i * k, (i + 1) * k));
+          const out = graph.runBackward(feeds); // dx, the layers' gradients, the final norm's, the head's
+          tf.dispose(s);
+          return [out[0]!, ...out.slice(-2), ...out.slice(1, -2)];
+        },
+      };
+    });
+    return f(x, norm, head, ...weights) as tf.Tensor1D;
   }
 
   /**
@@ -763,7 +830,7 @@ export class QwenModel {
         const logits = this.forward(ids, { ...opts, lastOnly: true });
         const rows = tf.reshape(logits, [ids.length, this.dims.vocab]) as tf.Tensor2D;
         const top = tf.argMax(rows, -1) as tf.Tensor1D;
-        return [top, sparseSoftmaxCrossEntropy(rows, top).loss];
+        return [top, greedyNll(rows)];
       });
       const out = { ids: Array.from(best!.dataSync()), logprobs: Array.from(nll!.dataSync(), (x) => -x) };
       tf.dispose([best!, nll!]);

@@ -12,11 +12,18 @@
  *   tensors (layerForward's list).
  * - backward: feeds dy, the RoPE tables, rotate_half, then per layer its weights and its saved tensors; fetches dx
  *   and every layer's weight gradients.
+ * With the head (`withHead`, what loss and tokenLogprobs use), the forward graph goes on through the final norm, the LM
+ * head and the log-probability of each row's target: it also feeds the final norm's weight, the head's weight
+ * (tied: the embedding [V, hidden], else [hidden, V]) and the (row, target) index [N, 2], and fetches 'logp' [N] in
+ * place of 'x_out' (plus the head's saved tensors: the normed rows, their 1/rms and the softmax). The backward graph
+ * then starts from dlogp [N] (fed first, with those weights, the index and the head's saved tensors) and also fetches
+ * the gradients of the final norm and of the head's weight. In one run the head's matmuls overlap the layers' work on
+ * TensorFlow's inter-op pool, and its ~25 eager ops per step become graph nodes (bench/README.md).
  */
 import { availableParallelism } from 'node:os';
 import type * as tf from '@tensorflow/tfjs';
 import { type AttrSpec, forcedThreads, GraphBuilder, GraphSession } from './graph';
-import { causalChunks, layerBackward, layerForward, type LayerContext, PARAM_NAMES, type ParamName, type TensorOps } from './layer';
+import { causalChunks, invRms, layerBackward, layerForward, type LayerContext, PARAM_NAMES, type ParamName, type TensorOps, unitNormBackward } from './layer';
 
 /** A node's output in a graph under construction, with its static shape. */
 export interface GraphTensor {
@@ -143,6 +150,15 @@ export function backwardThreads(env: NodeJS.ProcessEnv = process.env, cores = av
   return forcedThreads(env, 'CM2_TRAIN_BWD_THREADS') ?? Math.max(1, Math.floor(cores / 2));
 }
 
+/** What the head adds to a stack graph: the vocabulary size and whether the head is the embedding (tied). */
+export interface HeadDims {
+  vocab: number;
+  tied: boolean;
+}
+
+/** Names of the head's saved tensors in the forward graph (fetched after the layers' ones). */
+const HEAD_SAVED = ['h_xr', 'h_r', 'h_p'] as const;
+
 export class StackGraph {
   readonly forward: GraphSession;
   readonly backward: GraphSession;
@@ -150,10 +166,14 @@ export class StackGraph {
   private readonly savedNames: string[];
   private readonly backwardOutputs: string[];
 
+  /** the forward graph's first output: 'logp' with the head, else 'x_out' */
+  readonly output: string;
+
   constructor(
     readonly dims: StackDims,
     readonly B: number,
     readonly T: number,
+    readonly head?: HeadDims,
   ) {
     const N = B * T;
     const { hidden, headDim: hd, layers } = dims;
@@ -186,13 +206,53 @@ export class StackGraph {
       this.savedNames.push(...saved.map((t, k) => gf.node('Identity', [t.name], F, `s${i}_${k}`)));
       x = value;
     }
-    const out = gf.node('Identity', [x.name], F, 'x_out');
-    this.forward = new GraphSession(gf, [out, ...this.savedNames]);
+    if (head) {
+      // log p(target) = z_t − max z + log max softmax(z) (exact; max softmax ≥ 1/V), as native.ts softmaxTargetLogprobs
+      const { vocab: V, tied } = head;
+      const wNorm = gf.placeholder('final_norm', 'float32', [hidden]);
+      const wHead = gf.placeholder('head_w', 'float32', tied ? [V, hidden] : [hidden, V]);
+      const at = gf.placeholder('target_at', 'int32', [N, 2]);
+      const r = invRms(of, x, dims.eps);
+      const xr = of.mul(x, r);
+      const xf = of.mul(xr, { name: wNorm, shape: [hidden] });
+      const logits = gf.node('MatMul', [xf.name, wHead], { ...F, transpose_a: { b: false }, transpose_b: { b: tied } });
+      const probs = gf.node('Softmax', [logits], F);
+      const rowMax = (t: string): string => gf.node('Max', [t, gf.constant([1], [], 'int32', 'axis')], { ...F, Tidx: I32, keep_dims: { b: false } });
+      const zt = gf.node('GatherNd', [logits, at], { Tparams: { type: 'float32' }, Tindices: I32 });
+      const logp = gf.node('AddV2', [gf.node('Sub', [zt, rowMax(logits)], F), gf.node('Log', [rowMax(probs)], F)], F);
+      this.output = gf.node('Identity', [logp], F, 'logp');
+      [xr.name, r.name, probs].forEach((t, k) => this.savedNames.push(gf.node('Identity', [t], F, HEAD_SAVED[k])));
+    } else {
+      this.output = gf.node('Identity', [x.name], F, 'x_out');
+    }
+    this.forward = new GraphSession(gf, [this.output, ...this.savedNames]);
 
     // Backward: from dy through the layers in reverse; saved tensors come back as placeholders.
     const gb = new GraphBuilder();
     const ob = graphOps(gb);
-    let dy: GraphTensor = { name: gb.placeholder('dy', 'float32', [N, hidden]), shape: [N, hidden] };
+    let dy: GraphTensor;
+    const headGrads: string[] = [];
+    if (head) {
+      // dlogits = dlogp·(onehot(target) − softmax), then back through the head's matmul and the final norm
+      const { vocab: V, tied } = head;
+      const dlogp = gb.placeholder('dlogp', 'float32', [N]);
+      const wNorm: GraphTensor = { name: gb.placeholder('final_norm', 'float32', [hidden]), shape: [hidden] };
+      const wHead = gb.placeholder('head_w', 'float32', tied ? [V, hidden] : [hidden, V]);
+      const at = gb.placeholder('target_at', 'int32', [N, 2]);
+      const xr: GraphTensor = { name: gb.placeholder(HEAD_SAVED[0], 'float32', [N, hidden]), shape: [N, hidden] };
+      const r: GraphTensor = { name: gb.placeholder(HEAD_SAVED[1], 'float32', [N, 1]), shape: [N, 1] };
+      const probs = gb.placeholder(HEAD_SAVED[2], 'float32', [N, V]);
+      const scaled = gb.node('Mul', [probs, ob.reshape(ob.neg({ name: dlogp, shape: [N] }), [N, 1]).name], F);
+      const dLogits = gb.node('TensorScatterAdd', [scaled, at, dlogp], { ...F, Tindices: I32 });
+      const xf = ob.mul(xr, wNorm);
+      const mm = (a: string, b: string, ta: boolean, tb: boolean): string => gb.node('MatMul', [a, b], { ...F, transpose_a: { b: ta }, transpose_b: { b: tb } });
+      const dxf: GraphTensor = { name: tied ? mm(dLogits, wHead, false, false) : mm(dLogits, wHead, false, true), shape: [N, hidden] };
+      const dW = tied ? mm(dLogits, xf.name, true, false) : mm(xf.name, dLogits, true, false);
+      headGrads.push(gb.node('Identity', [ob.sum(ob.mul(dxf, xr), 0).name], F, 'd_final_norm'), gb.node('Identity', [dW], F, 'd_head_w'));
+      dy = unitNormBackward(ob, ob.mul(dxf, wNorm), xr, r);
+    } else {
+      dy = { name: gb.placeholder('dy', 'float32', [N, hidden]), shape: [N, hidden] };
+    }
     const ctxB = ctxOf(gb, false);
     const perLayer = Array.from({ length: layers }, (_, i) => ({
       w: weightsOf(gb, i),
@@ -205,23 +265,31 @@ export class StackGraph {
       dy = dx;
     }
     const dx = gb.node('Identity', [dy.name], F, 'dx');
-    this.backwardOutputs = [dx, ...grads.flat()];
+    this.backwardOutputs = [dx, ...grads.flat(), ...headGrads];
     this.backward = new GraphSession(gb, this.backwardOutputs, { intraOpThreads: backwardThreads() });
   }
 
-  /** The forward graph's outputs: x_out, and every layer's saved tensors when `withSaved`. */
+  /**
+   * The forward graph's outputs: x_out (with the head: logp), then, when `withSaved`, every layer's saved tensors (and
+   * the head's three). Feeds: x, the tables, rotate_half, the bias chunks, every layer's weights (and with the head:
+   * the final norm's weight, the head's weight, the target index).
+   */
   runForward(feeds: tf.Tensor[], withSaved: boolean): tf.Tensor[] {
-    return this.forward.run(feeds, withSaved ? ['x_out', ...this.savedNames] : ['x_out']);
+    return this.forward.run(feeds, withSaved ? [this.output, ...this.savedNames] : [this.output]);
   }
 
-  /** dx, then each layer's weight gradients (layer order, PARAM_NAMES order). */
+  /**
+   * dx, then each layer's weight gradients (layer order, PARAM_NAMES order), then with the head the final norm's and
+   * the head weight's. Feeds: with the head dlogp, the final norm's weight, the head's weight, the target index and the
+   * head's saved tensors, else dy; then the tables, rotate_half, and per layer its weights and saved tensors.
+   */
   runBackward(feeds: tf.Tensor[]): tf.Tensor[] {
     return this.backward.run(feeds, this.backwardOutputs);
   }
 
-  /** How many saved tensors each layer has (the forward outputs after x_out, layer by layer). */
+  /** How many saved tensors each layer has (the forward outputs after the first, layer by layer, before the head's). */
   get savedPerLayer(): number {
-    return this.savedNames.length / this.dims.layers;
+    return (this.savedNames.length - (this.head ? HEAD_SAVED.length : 0)) / this.dims.layers;
   }
 
   dispose(): void {
@@ -250,11 +318,12 @@ export class StackGraphCache {
     private readonly capacity = 32,
   ) {}
 
-  get(B: number, T: number): StackGraph {
-    const key = `${B}x${T}`;
+  /** The graph for (B, T), with the head when `head` is given (cached apart from the one without). */
+  get(B: number, T: number, head?: HeadDims): StackGraph {
+    const key = `${B}x${T}${head ? 'h' : ''}`;
     let graph = this.graphs.get(key);
     if (graph) this.graphs.delete(key);
-    else graph = new StackGraph(this.dims, B, T);
+    else graph = new StackGraph(this.dims, B, T, head);
     this.graphs.set(key, graph);
     for (const [k, old] of this.graphs) {
       if (this.graphs.size <= this.capacity) break;
