@@ -7,6 +7,8 @@
  * that masks unused and padded slots, SwiGLU MLP, LM head, and the greedy token with its log-probability.
  */
 import type { QwenDims } from './config';
+import { availableParallelism } from 'node:os';
+import { activeBackend } from './backend';
 import { forcedThreads, GraphBuilder, GraphSession } from './graph';
 
 /**
@@ -14,8 +16,9 @@ import { forcedThreads, GraphBuilder, GraphSession } from './graph';
  * A step of a small model is ~40 tiny kernels per layer, and handing one to the pool costs more than it computes:
  * a BatchMatMulV2 or Softmax of a few thousand elements takes 12–34 µs through a pool of two threads and 2–15 µs on
  * the calling thread (bench/op-overhead.ts). So a step whose matmuls are small (2·B·weights below 128 MFLOP: the demo
- * and bench models up to B 32 or so) runs on one thread; a big model's step is ~all matmul and
- * memory bandwidth and keeps every core. CM2_DECODE_THREADS=N forces N (0: the default pool).
+ * and bench models up to B 32 or so) runs on one thread; a big model's step is ~all matmul and memory bandwidth and
+ * uses every core (0 here; decodePlan cuts its matmuls into one slice per core instead). CM2_DECODE_THREADS=N forces
+ * N (0: the default pool).
  */
 export function decodeThreads(d: QwenDims, B: number, env: NodeJS.ProcessEnv = process.env): number {
   const forced = forcedThreads(env, 'CM2_DECODE_THREADS');
@@ -23,6 +26,29 @@ export function decodeThreads(d: QwenDims, B: number, env: NodeJS.ProcessEnv = p
   const attention = d.hidden * (d.heads + 2 * d.kvHeads) * d.headDim + d.heads * d.headDim * d.hidden;
   const weights = d.layers * (attention + 3 * d.hidden * d.intermediate) + d.vocab * d.hidden;
   return 2 * B * weights <= 128e6 ? 1 : 0;
+}
+
+/**
+ * How a decoding step of B sequences runs: its session's intra-op threads (0: the default pool) and how many row
+ * slices each weight matmul x·Wᵀ is cut into, which TensorFlow's inter-op pool runs side by side.
+ */
+export interface DecodePlan {
+  threads: number;
+  parts: number;
+}
+
+/**
+ * A step whose matmuls are small runs on one thread, whole (decodeThreads). A big one on the CPU is cut into one slice
+ * per core, each matmul slice on one thread: a weight-bound step reads its weights on every core at once, where one
+ * matmul through the pool does not (measured on 2 cores, bench/README.md: a Qwen2.5-0.5B-shaped step at B = 2 −7%,
+ * SmolLM2-135M's at B = 4–32 −10–26%; (W·xᵀ)ᵀ in place of x·Wᵀ was slower). On a GPU a matmul stays whole.
+ * CM2_DECODE_THREADS forces the threads (and then no slices), CM2_DECODE_PARTS the slices.
+ */
+export function decodePlan(d: QwenDims, B: number, env: NodeJS.ProcessEnv = process.env, cores = availableParallelism(), gpu = activeBackend()?.name === 'tfjs-node-gpu'): DecodePlan {
+  const forcedParts = forcedThreads(env, 'CM2_DECODE_PARTS');
+  const threads = decodeThreads(d, B, env);
+  if (threads !== 0 || forcedThreads(env, 'CM2_DECODE_THREADS') !== undefined || gpu || cores < 2) return { threads, parts: forcedParts ?? 1 };
+  return { threads: 1, parts: forcedParts ?? cores };
 }
 
 /** Per-step inputs besides the weights, in feed order. */
@@ -44,6 +70,26 @@ export interface DecodeGraph {
  * 'logits' [B, V], 'ids' [B] (int32 argmax) and 'nll' [B] (−log p(ids)).
  */
 export function buildDecodeGraph(d: QwenDims, rotate: Float32Array): DecodeGraph {
+  const sessions = new Map<string, GraphSession>();
+  return {
+    session(B: number): GraphSession {
+      const plan = decodePlan(d, B);
+      const key = `${plan.parts}/${plan.threads}`;
+      let s = sessions.get(key);
+      if (!s) sessions.set(key, (s = new GraphSession(decodeGraphDef(d, rotate, plan), ['logits', 'ids_out', 'nll'], { intraOpThreads: plan.threads })));
+      return s;
+    },
+    dispose(): void {
+      for (const s of sessions.values()) s.dispose();
+      sessions.clear();
+    },
+    layer: { bqkv: d.qkvBias, headNorm: d.qkNorm, ob: d.oBias },
+    untiedHead: !d.tied,
+  };
+}
+
+/** The decoding graph of one plan (see buildDecodeGraph for its feeds and fetches). */
+function decodeGraphDef(d: QwenDims, rotate: Float32Array, plan: DecodePlan): GraphBuilder {
   const g = new GraphBuilder();
   const F = { T: { type: 'float32' } } as const;
   const H = d.heads;
@@ -91,6 +137,16 @@ export function buildDecodeGraph(d: QwenDims, rotate: Float32Array): DecodeGraph
   const reshape = (x: string, shape: string): string => op('Reshape', [x, shape], { ...F, Tshape: { type: 'int32' } });
   const meanLast = (x: string): string => op('Mean', [x, lastAxis], { ...F, Tidx: { type: 'int32' }, keep_dims: { b: true } });
   const norm = (x: string): string => mul(x, op('Rsqrt', [add(meanLast(op('Square', [x])), eps)]));
+  // x·Wᵀ for a weight W [out, in] with `out` rows, in the plan's parts, each a slice of W's rows (a slice along the
+  // first axis aliases W's buffer when its offset is 64-byte aligned, which a multiple of 16 rows always is)
+  const proj = (x: string, W: string, out: number): string => {
+    if (plan.parts <= 1) return matMul(x, W, true);
+    const cuts = Array.from({ length: plan.parts + 1 }, (_, k) => Math.min(out, Math.round((out * k) / plan.parts / 16) * 16));
+    cuts[plan.parts] = out;
+    const pieces = cuts.slice(1).map((end, k) => [cuts[k]!, end] as const).filter(([a, b]) => b > a)
+      .map(([a, b]) => matMul(x, op('Slice', [W, ints([a, 0], `begin_${a}`), ints([b - a, -1], `size_${b - a}`)], { ...F, Index: { type: 'int32' } }), true));
+    return pieces.length === 1 ? pieces[0]! : op('ConcatV2', [...pieces, axis1], { ...F, N: { i: pieces.length }, Tidx: { type: 'int32' } });
+  };
 
   const C = add(mul(cos, a), c);
   const S = mul(sin, a);
@@ -109,7 +165,7 @@ export function buildDecodeGraph(d: QwenDims, rotate: Float32Array): DecodeGraph
     const down = w('down', [d.hidden, d.intermediate]);
     const rows = w('cache_rows', [-1, hd]);
 
-    let qkv = matMul(norm(x), wqkv, true);
+    let qkv = proj(norm(x), wqkv, nh * hd);
     if (bqkv) qkv = add(qkv, bqkv);
     let heads = reshape(qkv, shapeHeads);
     if (headNorm) heads = mul(mul(heads, op('Rsqrt', [add(mul(meanLast(op('Square', [heads])), m), e)])), headNorm);
@@ -122,32 +178,18 @@ export function buildDecodeGraph(d: QwenDims, rotate: Float32Array): DecodeGraph
     const scores = bmm(reshape(split, shapeQ), kv, true);
     const probs = op('Softmax', [add(scores, bias)]);
     const attn = reshape(bmm(probs, `${kv}:1`), shapeAttn);
-    let proj = matMul(attn, wo, true);
-    if (bo) proj = add(proj, bo);
-    x = add(x, proj);
+    let o = proj(attn, wo, d.hidden);
+    if (bo) o = add(o, bo);
+    x = add(x, o);
     const h2 = mul(norm(x), postNorm);
-    const gt = matMul(h2, gate, true);
-    x = add(x, matMul(mul(mul(gt, op('Sigmoid', [gt])), matMul(h2, up, true)), down, true));
+    const gt = proj(h2, gate, d.intermediate);
+    x = add(x, proj(mul(mul(gt, op('Sigmoid', [gt])), proj(h2, up, d.intermediate)), down, d.hidden));
   }
   const xf = mul(norm(x), finalNorm);
-  const logits = g.node('Identity', [lmHead ? matMul(xf, lmHead) : matMul(xf, embed, true)], F, 'logits');
+  const logits = g.node('Identity', [lmHead ? matMul(xf, lmHead) : proj(xf, embed, d.vocab)], F, 'logits');
   const best = g.node('ArgMax', [logits, lastAxis], { ...F, Tidx: { type: 'int32' }, output_type: { type: 'int32' } }, 'ids_out');
   // −log p(argmax) = −log max softmax (TensorFlow's Softmax is ~3× faster than its sparse cross-entropy at 151,936)
   const pmax = g.node('Max', [g.node('Softmax', [logits], F), lastAxis], { ...F, Tidx: { type: 'int32' }, keep_dims: { b: false } });
   g.node('Neg', [g.node('Log', [pmax], F)], F, 'nll');
-  const sessions = new Map<number, GraphSession>();
-  return {
-    session(B: number): GraphSession {
-      const threads = decodeThreads(d, B);
-      let s = sessions.get(threads);
-      if (!s) sessions.set(threads, (s = new GraphSession(g, ['logits', 'ids_out', 'nll'], { intraOpThreads: threads })));
-      return s;
-    },
-    dispose(): void {
-      for (const s of sessions.values()) s.dispose();
-      sessions.clear();
-    },
-    layer,
-    untiedHead: !d.tied,
-  };
+  return g;
 }

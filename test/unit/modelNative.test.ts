@@ -15,7 +15,7 @@ import { generate } from '../../src/model/generate';
 import { useReferenceOps } from '../../src/model/ops';
 import { QwenModel } from '../../src/model/qwen';
 import { assertPrefillInPieces } from '../helpers/prefill';
-import { decodeThreads } from '../../src/model/decodeGraph';
+import { decodePlan, decodeThreads } from '../../src/model/decodeGraph';
 import { GraphSession } from '../../src/model/graph';
 import { backwardThreads, graphLength } from '../../src/model/trainGraph';
 import { AdamW } from '../../src/train/adamw';
@@ -289,6 +289,15 @@ test('decoding runs on one thread when its matmuls are small, on the default poo
   assert.equal(decodeThreads(dims(256, 6, 2048), 4, { CM2_DECODE_THREADS: '0' }), 0);
   assert.equal(decodeThreads(dims(896, 24, 151936, 14, 2, 64, 4864), 2, { CM2_DECODE_THREADS: '2' }), 2);
   assert.equal(decodeThreads(dims(256, 6, 2048), 4, { CM2_DECODE_THREADS: 'many' }), 1, 'a bad value is ignored');
+  // a big step on the CPU: one matmul slice per core, each on one thread; small steps, a GPU and forced threads: whole
+  const q05 = dims(896, 24, 151936, 14, 2, 64, 4864);
+  assert.deepEqual(decodePlan(q05, 2, env, 2, false), { threads: 1, parts: 2 });
+  assert.deepEqual(decodePlan(q05, 2, env, 16, false), { threads: 1, parts: 16 });
+  assert.deepEqual(decodePlan(q05, 2, env, 2, true), { threads: 0, parts: 1 });
+  assert.deepEqual(decodePlan(q05, 2, env, 1, false), { threads: 0, parts: 1 });
+  assert.deepEqual(decodePlan(dims(128, 4, 512), 8, env, 2, false), { threads: 1, parts: 1 });
+  assert.deepEqual(decodePlan(q05, 2, { CM2_DECODE_THREADS: '0' }, 2, false), { threads: 0, parts: 1 });
+  assert.deepEqual(decodePlan(q05, 2, { CM2_DECODE_PARTS: '3' }, 2, false), { threads: 1, parts: 3 });
 });
 
 test('native: decoding on a one-thread session gives the default pool\'s tokens and log-probabilities', { skip }, () => {
@@ -306,6 +315,31 @@ test('native: decoding on a one-thread session gives the default pool\'s tokens 
   } finally {
     if (saved === undefined) delete process.env.CM2_DECODE_THREADS;
     else process.env.CM2_DECODE_THREADS = saved;
+    model.dispose();
+  }
+});
+
+test('native: decoding with every weight matmul cut into row slices (the big-model plan) gives the whole matmuls\' tokens and log-probabilities', { skip }, () => {
+  const model = QwenModel.init(qwen2Tied, 23);
+  const prompts = [[1, 2, 3, 4], [5, 6], [7, 8, 9]];
+  const saved = { parts: process.env.CM2_DECODE_PARTS, threads: process.env.CM2_DECODE_THREADS };
+  const restore = (name: string, v: string | undefined): void => {
+    if (v === undefined) delete process.env[name];
+    else process.env[name] = v;
+  };
+  try {
+    process.env.CM2_DECODE_THREADS = '1';
+    process.env.CM2_DECODE_PARTS = '1';
+    const whole = generate(model, prompts, { maxNewTokens: 10, temperature: 0 });
+    for (const parts of ['2', '3']) {
+      process.env.CM2_DECODE_PARTS = parts; // uneven slices (rows rounded to 16) of q|k|v, o, the MLP and the tied head
+      const cut = generate(model, prompts, { maxNewTokens: 10, temperature: 0 });
+      assert.deepEqual(cut.tokens, whole.tokens, `${parts} slices`);
+      for (let b = 0; b < prompts.length; b++) assertClose(cut.logprobs[b]!, whole.logprobs[b]!, 1e-5, `logprobs, ${parts} slices`);
+    }
+  } finally {
+    restore('CM2_DECODE_PARTS', saved.parts);
+    restore('CM2_DECODE_THREADS', saved.threads);
     model.dispose();
   }
 });
