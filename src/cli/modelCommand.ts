@@ -53,7 +53,7 @@ export async function backendCommand(opts: { backend: BackendPref; json?: boolea
     console.log(JSON.stringify({ backend: chosen ?? null, why: active?.why ?? error, native, attempts: lines }, null, 2));
   } else {
     console.log(`backend: ${chosen ?? 'none'}${active ? ` (${active.why})` : ''}`);
-    console.log(`native TensorFlow: ${native.ok ? `${native.backend}, TensorFlow ${native.tensorflow}, ${native.package}, libraries in ${native.libDir}` : `not in use: ${native.reason}`}`);
+    console.log(`native TensorFlow: ${native.ok ? `${native.backend}, TensorFlow ${native.tensorflow}, ${native.package}, addon ${native.addon ? `with cm2's patch ${native.addon} (per-session thread pools)` : 'without cm2\'s patch (one shared thread pool)'}, libraries in ${native.libDir}` : `not in use: ${native.reason}`}`);
     if (!native.ok) console.log('  install or retry: node scripts/ensure-native.mjs --force   (CM2_NATIVE=cpu|gpu|off chooses)');
     for (const l of lines) console.log(`  ${l}`);
     if (error) console.log(`error: ${error}`);

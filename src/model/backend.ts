@@ -28,6 +28,8 @@ export interface NativeStatus {
   libDir?: string;
   cudaLibraryDirs?: string[];
   checkedAt?: string;
+  /** the revision of cm2's patch compiled into the addon (per-session thread pools), when it applied */
+  addon?: string;
 }
 
 export const nativeStatusFile = path.resolve(__dirname, '..', '..', 'node_modules', '.cm2-native.json');

@@ -218,3 +218,15 @@ describe('bindingPatch', () => {
     assert.ok(bindingPatch(text).includes('cm2 patch: session config'));
   });
 });
+
+test('`cm2 backend` names the active backend and, on native TensorFlow, whether the addon carries cm2\'s patch', () => {
+  const { execFileSync } = require('node:child_process') as typeof import('node:child_process');
+  const root = path.join(__dirname, '..', '..');
+  const env = { ...process.env };
+  delete env.CM2_BACKEND;
+  const out = execFileSync(process.execPath, [path.join(root, 'bin', 'cm2.js'), 'backend'], { cwd: root, encoding: 'utf8', env });
+  assert.match(out, /^backend: \S+ \(/m);
+  const status = readStatus(path.join(root, 'node_modules', '.cm2-native.json'));
+  if (status?.ok) assert.match(out, new RegExp(`addon with cm2's patch ${ADDON_REV} \\(per-session thread pools\\)`));
+  else assert.match(out, /native TensorFlow: not in use: /);
+});
