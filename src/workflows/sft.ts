@@ -1,9 +1,9 @@
 /**
- * Cold-start SFT (CM2 stage 3) as a workflow: format check of the base policy → training → format check of the SFT
- * policy → report. The training activity is one long heartbeating activity on the gpu queue that checkpoints to S3;
+ * Cold-start SFT (CM2 stage 3) as a workflow: the base checkpoint imported on the gpu worker if the config says where
+ * from and the worker lacks it → format check of the base policy → training → format check of the SFT policy → report. The training activity is one long heartbeating activity on the gpu queue that checkpoints to S3;
  * a new attempt resumes from its last checkpoint, so a killed worker costs at most `checkpointEvery` steps.
  */
-import { setCurrentDetails } from '@temporalio/workflow';
+import { patched, setCurrentDetails } from '@temporalio/workflow';
 import type { SftActivities, SftEvalResult, SftReport } from '../activities/sft';
 import type { SftWorkflowInput } from './types';
 import { beginStage, endStage, stageActivities, stageProgressQuery } from './util';
@@ -27,6 +27,12 @@ export async function sftWorkflow(input: SftWorkflowInput): Promise<SftReport> {
     return r;
   };
 
+  // A base checkpoint the gpu worker may lack is imported there first (a patch: runs started before this step replay without it).
+  if (input.sft.base.kind === 'hf' && input.sft.base.importFrom && patched('sft-import-base')) {
+    phase('import', `the base model from ${input.sft.base.importFrom} into ${input.sft.base.dir} (skipped when the worker has it)`);
+    const imported = await acts.sftImportBase({ runId: input.runId, sft: input.sft });
+    if (imported.imported) progress.counts['imported_base'] = 1;
+  }
   const base = await evaluate('base');
   phase('train', 'cold-start SFT on the gpu queue (progress in the activity heartbeat)');
   const train = await acts.sftTrain({ runId: input.runId, sft: input.sft, sourceKey: input.sourceKey });

