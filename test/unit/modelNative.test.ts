@@ -16,7 +16,7 @@ import { useReferenceOps } from '../../src/model/ops';
 import { QwenModel } from '../../src/model/qwen';
 import { assertPrefillInPieces } from '../helpers/prefill';
 import { decodePlan, decodeThreads } from '../../src/model/decodeGraph';
-import { GraphSession } from '../../src/model/graph';
+import { GraphBuilder, GraphSession } from '../../src/model/graph';
 import { backwardThreads, graphLength } from '../../src/model/trainGraph';
 import { AdamW } from '../../src/train/adamw';
 
@@ -416,5 +416,47 @@ for (const mode of ['fused', 'graph'] as const) test(`native: AdamW's ${mode ===
     assertClose(nat.norms, cpu.norms, 1e-3, 'gradient norms');
   } finally {
     await tf.setBackend('tensorflow');
+  }
+});
+
+test('native: an addon without cm2\'s patch (TensorFlow finds no meta graph with the thread tag) falls back to the default pool once, with a warning, and the graph still runs', { skip }, () => {
+  const backend = tf.backend() as unknown as { loadSavedModelMetaGraph(dir: string, tags: string): number };
+  const load = backend.loadSavedModelMetaGraph;
+  const savedConfig = GraphSession.sessionConfig;
+  const warn = console.warn;
+  const warnings: string[] = [];
+  const tagsAsked: string[] = [];
+  const build = (): GraphBuilder => {
+    const g = new GraphBuilder();
+    const x = g.placeholder('x', 'float32', [2]);
+    g.node('Mul', [x, x], { T: { type: 'float32' } }, 'y');
+    return g;
+  };
+  try {
+    console.warn = (m: string) => warnings.push(m);
+    // what an unpatched addon does: it passes every tag on to TensorFlow, which has no meta graph tagged with ours
+    backend.loadSavedModelMetaGraph = function (this: unknown, dir: string, tags: string): number {
+      tagsAsked.push(tags);
+      if (tags.includes('cm2:intra_op_threads')) throw new Error(`MetaGraphDef associated with tags '${tags.split(',').join("' '")}' could not be found in SavedModel`);
+      return load.call(this, dir, tags);
+    };
+    GraphSession.sessionConfig = 'unknown';
+    const a = new GraphSession(build(), ['y'], { intraOpThreads: 1 });
+    assert.equal(GraphSession.sessionConfig, 'unsupported');
+    assert.equal(a.intraOpThreads, 0, 'the session uses the default pool');
+    const x = tf.tensor1d([2, 3]);
+    const [y] = a.run([x], ['y']);
+    assert.deepEqual(Array.from(y!.dataSync()), [4, 9]);
+    // later sessions do not ask again, and the warning came once
+    const b = new GraphSession(build(), ['y'], { intraOpThreads: 1 });
+    assert.deepEqual(tagsAsked, ['serve,cm2:intra_op_threads=1', 'serve', 'serve']);
+    assert.equal(warnings.filter((w) => /cannot give a graph its own thread pool/.test(w)).length, 1);
+    tf.dispose([x, y!]);
+    a.dispose();
+    b.dispose();
+  } finally {
+    backend.loadSavedModelMetaGraph = load;
+    GraphSession.sessionConfig = savedConfig;
+    console.warn = warn;
   }
 });
