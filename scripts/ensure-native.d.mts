@@ -29,6 +29,8 @@ export const WANTS: readonly NativeWant[];
 
 export function cacheRoot(env?: NodeJS.ProcessEnv): string;
 export function libraryDir(kind: NativeKind, env?: NodeJS.ProcessEnv): string;
+/** TensorFlow's C library and headers for `kind` in the project cache (fetched from PyPI once); returns the folder. */
+export function ensureLibraries(kind: NativeKind, log: (line: string) => void): string;
 export function andCudaRequirements(metadata: string): string[];
 export function parseWant(value: string | undefined): { want: NativeWant; error?: undefined } | { want?: undefined; error: string };
 export function resolveKind(opts: { want: NativeWant; platform: string; arch: string; gpuVisible: () => boolean }): { kind: NativeKind; reason?: undefined } | { kind: null; reason: string };

@@ -151,7 +151,25 @@ export function gpuVisible() {
   return r.status === 0 && /GPU \d/.test(r.stdout ?? '');
 }
 
-function ensureLibraries(kind, log) {
+const PIP = ['-m', 'pip', '--disable-pip-version-check', '--no-cache-dir']; // no second copy of GBs in pip's cache
+
+// Python, run with the wheel's path: keeps the two libraries and the C API headers, prints the wheel's METADATA.
+const EXTRACT_PY = `
+import sys, zipfile, re
+whl, dest = sys.argv[1], sys.argv[2]
+z = zipfile.ZipFile(whl)
+keep = []
+for n in z.namelist():
+    if n in ('tensorflow/libtensorflow_cc.so.2', 'tensorflow/libtensorflow_framework.so.2'): keep.append(n)
+    elif n.startswith(('tensorflow/include/tensorflow/c/', 'tensorflow/include/tsl/c/')) and n.endswith('.h'): keep.append(n)
+    elif re.match(r'tensorflow/include/(tsl|tensorflow/core)/platform/ctstring.*\\.h$', n): keep.append(n)
+z.extractall(dest, keep)
+meta = [n for n in z.namelist() if n.endswith('.dist-info/METADATA')]
+sys.stdout.write(z.read(meta[0]).decode() if meta else '')
+`;
+
+/** TensorFlow's C library and headers for `kind` in the project cache (fetched from PyPI once); returns the folder. */
+export function ensureLibraries(kind, log) {
   const dir = libraryDir(kind);
   if (existsSync(path.join(dir, '.complete'))) return dir;
   const py = python('fetches the TensorFlow wheel that carries the C library');

@@ -187,7 +187,7 @@ function decodeGraphDef(d: QwenDims, rotate: Float32Array, plan: DecodePlan): Gr
   }
   const xf = mul(norm(x), finalNorm);
   const logits = g.node('Identity', [lmHead ? matMul(xf, lmHead) : proj(xf, embed, d.vocab)], F, 'logits');
-  const best = g.node('ArgMax', [logits, lastAxis], { ...F, Tidx: { type: 'int32' }, output_type: { type: 'int32' } }, 'ids_out');
+  g.node('ArgMax', [logits, lastAxis], { ...F, Tidx: { type: 'int32' }, output_type: { type: 'int32' } }, 'ids_out');
   // −log p(argmax) = −log max softmax (TensorFlow's Softmax is ~3× faster than its sparse cross-entropy at 151,936)
   const pmax = g.node('Max', [g.node('Softmax', [logits], F), lastAxis], { ...F, Tidx: { type: 'int32' }, keep_dims: { b: false } });
   g.node('Neg', [g.node('Log', [pmax], F)], F, 'nll');

@@ -3,6 +3,9 @@
  * from the last S3 checkpoint, and the run ends with exactly the weights of an uninterrupted run with the same seed.
  */
 import { test } from 'node:test';
+import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import assert from 'node:assert/strict';
 import { runSft } from '../../src/activities/sft';
 import { startSft, sftInput } from '../../src/cli/stages';
@@ -58,9 +61,6 @@ for (const backend of exactnessBackends()) test(`SFT resumes after a worker kill
 });
 
 test('the SFT stage imports a base the gpu worker lacks (sft.base.importFrom: a GGUF file), then trains from it', async (t) => {
-  const { mkdtempSync, rmSync, existsSync, readFileSync } = await import('node:fs');
-  const { tmpdir } = await import('node:os');
-  const { join } = await import('node:path');
   const root = mkdtempSync(join(tmpdir(), 'cm2-sft-import-'));
   t.after(() => rmSync(root, { recursive: true, force: true }));
   const dir = join(root, 'base');

@@ -14,6 +14,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import * as tf from '@tensorflow/tfjs';
 import { Tokenizer } from '@huggingface/tokenizers';
+import { importBaseIfMissing, IMPORT_MARKER } from '../../src/activities/sft';
+import { SftConfig } from '../../src/infra/config';
 import { selectBackend } from '../../src/model/backend';
 import { loadHfCheckpoint } from '../../src/model/checkpoint';
 import { GgufFile } from '../../src/model/gguf';
@@ -461,8 +463,6 @@ test('SmolLM2-135M-Instruct Q4_1 GGUF (real file): import, tokenizer parity, log
 });
 
 test('sft.base.importFrom: the SFT stage imports the base on the worker once, atomically, and takes a folder that is there as it is', async (t) => {
-  const { importBaseIfMissing, IMPORT_MARKER } = await import('../../src/activities/sft');
-  const { SftConfig } = await import('../../src/infra/config');
   const root = mkdtempSync(join(tmpdir(), 'cm2-import-base-'));
   t.after(() => rmSync(root, { recursive: true, force: true }));
   const dir = join(root, 'base');

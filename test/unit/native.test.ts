@@ -1,10 +1,11 @@
 import { describe, test } from 'node:test';
 import assert from 'node:assert/strict';
-import { mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
+import { execFileSync } from 'node:child_process';
+import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import {
-  ADDON_REV, andCudaRequirements, bindingPatch, createdGpuDevices, cudaLibraryDirs, libraryDir, parseWant, readStatus, resolveKind, RETRY_AFTER_MS,
+  ADDON_REV, andCudaRequirements, bindingPatch, createdGpuDevices, cudaLibraryDirs, ensureLibraries, libraryDir, parseWant, readStatus, resolveKind, RETRY_AFTER_MS,
   reusableStatus, TF_VERSION, writeStatus, type NativeInstallStatus,
 } from '../../scripts/ensure-native.mjs';
 
@@ -220,7 +221,6 @@ describe('bindingPatch', () => {
 });
 
 test('`cm2 backend` names the active backend and, on native TensorFlow, whether the addon carries cm2\'s patch', () => {
-  const { execFileSync } = require('node:child_process') as typeof import('node:child_process');
   const root = path.join(__dirname, '..', '..');
   const env = { ...process.env };
   delete env.CM2_BACKEND;
@@ -229,4 +229,46 @@ test('`cm2 backend` names the active backend and, on native TensorFlow, whether 
   const status = readStatus(path.join(root, 'node_modules', '.cm2-native.json'));
   if (status?.ok) assert.match(out, new RegExp(`addon with cm2's patch ${ADDON_REV} \\(per-session thread pools\\)`));
   else assert.match(out, /native TensorFlow: not in use: /);
+});
+
+test('a fresh machine: the C library and headers are fetched with pip, kept, the rest dropped, the folder completed atomically', (t) => {
+  // A stand-in for `python -m pip download` (the real one fetches 214 MB): it writes a wheel with the layout of
+  // tensorflow-cpu 2.16.2's; anything else goes to the real python3 (the extraction script runs for real).
+  const dir = tempDir(t);
+  const stub = path.join(dir, 'python-stub');
+  writeFileSync(stub, `#!/usr/bin/env python3
+import os, sys, zipfile
+args = sys.argv[1:]
+if args[:2] == ['-m', 'pip'] and 'download' in args:
+    d = args[args.index('-d') + 1]
+    with zipfile.ZipFile(os.path.join(d, 'tensorflow_cpu-2.16.2-cp311-cp311-manylinux_2_17_x86_64.whl'), 'w') as z:
+        for n in ['tensorflow/libtensorflow_cc.so.2', 'tensorflow/libtensorflow_framework.so.2', 'tensorflow/include/tensorflow/c/c_api.h',
+                  'tensorflow/include/tsl/c/tsl_status.h', 'tensorflow/include/tsl/platform/ctstring_internal.h', 'tensorflow/python/big.so',
+                  'tensorflow/include/tensorflow/core/framework/op.h']:
+            z.writestr(n, 'x')
+        z.writestr('tensorflow_cpu-2.16.2.dist-info/METADATA', "Name: tensorflow-cpu\\nRequires-Dist: nvidia-cublas-cu12 ==12.3.4.1 ; extra == 'and-cuda'\\n")
+    sys.exit(0)
+os.execvp('python3', ['python3'] + args)
+`, { mode: 0o755 });
+  const saved = { cache: process.env.CM2_CACHE_DIR, py: process.env.PYTHON };
+  t.after(() => {
+    for (const [k, v] of [['CM2_CACHE_DIR', saved.cache], ['PYTHON', saved.py]] as const) {
+      if (v === undefined) delete process.env[k];
+      else process.env[k] = v;
+    }
+  });
+  process.env.CM2_CACHE_DIR = path.join(dir, 'cache');
+  process.env.PYTHON = stub;
+  const lines: string[] = [];
+  const lib = ensureLibraries('cpu', (l: string) => lines.push(l));
+  assert.equal(lib, libraryDir('cpu'));
+  const files = (sub: string): string[] => readdirSync(path.join(lib, sub), { recursive: true, withFileTypes: true }).filter((e) => e.isFile()).map((e) => path.relative(path.join(lib, sub), path.join(e.parentPath, e.name))).sort();
+  assert.deepEqual(files('lib'), ['libtensorflow_cc.so.2', 'libtensorflow_framework.so.2']);
+  assert.deepEqual(files('include'), ['tensorflow/c/c_api.h', 'tsl/c/tsl_status.h', 'tsl/platform/ctstring_internal.h']);
+  assert.ok(existsSync(path.join(lib, '.complete')));
+  assert.ok(!existsSync(`${lib}.partial`), 'no partial folder is left');
+  assert.match(lines.join('\n'), /fetching PyPI's tensorflow-cpu==2\.16\.2 wheel/);
+  // a second call finds the completed folder and fetches nothing
+  process.env.PYTHON = path.join(dir, 'no-such-python');
+  assert.equal(ensureLibraries('cpu', () => assert.fail('fetched again')), lib);
 });
