@@ -1,7 +1,8 @@
 /**
  * Direct access to TensorFlow ops on the native backend (tfjs-node / tfjs-node-gpu, backend name 'tensorflow'), for
- * what tfjs has no op for — the fused sparse cross-entropy (loss and its gradient without a one-hot matrix), rows of a
- * tensor overwritten in place (the KV cache) — and for the inference hot path, where tfjs' per-op overhead counts.
+ * what tfjs has no op for — targets' log-probabilities and their gradient without a one-hot matrix (GatherNd,
+ * TensorScatterAdd), rows of a tensor overwritten in place (the KV cache) — and for the inference hot path, where tfjs'
+ * per-op overhead counts.
  *
  * Ops run through tfjs-node's own binding (`executeOp`, i.e. TFE_Execute); their outputs are ordinary tfjs tensors,
  * tracked by tf.tidy, but not recorded on a gradient tape: use them in inference code or inside tf.customGrad.
@@ -75,8 +76,8 @@ export function nativeOps(name: string, inputs: tf.Tensor[], attrs: OpAttr[], n:
  * Per row of logits z [N, V] and its target (at: [N, 2] int32 rows (n, target[n])): log softmax(z)[n, target] ([N]) and
  * softmax(z) ([N, V], what the gradient needs), exact and without a one-hot matrix: log p_t = z_t − max z + log max p,
  * where max p ≥ 1/V cannot underflow however unlikely the target. TensorFlow's Softmax kernel is 2–4× faster than its
- * SparseSoftmaxCrossEntropyWithLogits (bench/README.md: 3.8 → 1.2 ms at 2,048 × 512, 354 → 96 ms at 512 × 151,936), and
- * the reductions cost less than the difference.
+ * SparseSoftmaxCrossEntropyWithLogits (docs/decisions.md: 3.8 → 1.2 ms at 2,048 × 512, 354 → 96 ms at 512 × 151,936),
+ * and the reductions cost less than the difference.
  */
 export function softmaxTargetLogprobs(logits: tf.Tensor2D, at: tf.Tensor2D): { logp: tf.Tensor1D; probs: tf.Tensor2D } {
   const tF = attr.type('T', 'float32');
