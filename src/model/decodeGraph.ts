@@ -46,8 +46,9 @@ export interface DecodePlan {
  */
 export function decodePlan(d: QwenDims, B: number, env: NodeJS.ProcessEnv = process.env, cores = availableParallelism(), gpu = activeBackend()?.name === 'tfjs-node-gpu'): DecodePlan {
   const forcedParts = forcedThreads(env, 'CM2_DECODE_PARTS');
+  const forced = forcedThreads(env, 'CM2_DECODE_THREADS') !== undefined;
   const threads = decodeThreads(d, B, env);
-  if (threads !== 0 || forcedThreads(env, 'CM2_DECODE_THREADS') !== undefined || gpu || cores < 2) return { threads, parts: forcedParts ?? 1 };
+  if (threads !== 0 || forced || gpu || cores < 2) return { threads, parts: forcedParts ?? 1 };
   return { threads: 1, parts: forcedParts ?? cores };
 }
 

@@ -138,7 +138,6 @@ function paramShape(n: ParamName, d: StackDims): number[] {
   return shapes[n];
 }
 
-/** Forward and backward graphs of the whole decoder stack for one batch shape. */
 /**
  * Intra-op threads of the backward graph: half the cores (one on 2 cores). Each step of the backward pass has
  * independent kernels (a layer's dX and dW matmuls, the attention's dQ, dK and dV), which TensorFlow's inter-op pool
@@ -159,6 +158,7 @@ export interface HeadDims {
 /** Names of the head's saved tensors in the forward graph (fetched after the layers' ones). */
 const HEAD_SAVED = ['h_xr', 'h_r', 'h_p'] as const;
 
+/** Forward and backward graphs of the whole decoder stack for one batch shape (with the head, or ending at x_out). */
 export class StackGraph {
   readonly forward: GraphSession;
   readonly backward: GraphSession;
@@ -217,7 +217,8 @@ export class StackGraph {
       const xf = of.mul(xr, { name: wNorm, shape: [hidden] });
       const logits = gf.node('MatMul', [xf.name, wHead], { ...F, transpose_a: { b: false }, transpose_b: { b: tied } });
       const probs = gf.node('Softmax', [logits], F);
-      const rowMax = (t: string): string => gf.node('Max', [t, gf.constant([1], [], 'int32', 'axis')], { ...F, Tidx: I32, keep_dims: { b: false } });
+      const axis1 = gf.constant([1], [], 'int32', 'axis');
+      const rowMax = (t: string): string => gf.node('Max', [t, axis1], { ...F, Tidx: I32, keep_dims: { b: false } });
       const zt = gf.node('GatherNd', [logits, at], { Tparams: { type: 'float32' }, Tindices: I32 });
       const logp = gf.node('AddV2', [gf.node('Sub', [zt, rowMax(logits)], F), gf.node('Log', [rowMax(probs)], F)], F);
       this.output = gf.node('Identity', [logp], F, 'logp');
