@@ -223,8 +223,8 @@ export const RlConfig = z.object({
   /** S3 prefix of the initial policy (HF layout: config.json + model.safetensors); default: `runs/<id>/sft/final`. */
   policyPrefix: z.string().min(1).optional()
     .describe('S3 prefix of the initial policy (HF layout: config.json + model.safetensors); default: `runs/<run.id>/sft/final`.'),
-  /** Optimizer steps of the run. */
-  steps: z.number().int().positive().default(20).describe('Optimizer steps of the run.'),
+  /** Optimizer steps of the run; 0 = an evaluation-only run. */
+  steps: z.number().int().min(0).default(20).describe('Optimizer steps of the run; 0 = only evaluate the policy on the held-out prompts.'),
   promptsPerStep: z.number().int().positive().default(4).describe('Prompts per optimizer step, each rolled out `groupSize` times.'),
   /** Rollouts per prompt (GRPO group size n). */
   groupSize: z.number().int().positive().default(4).describe('Rollouts per prompt (GRPO group size n).'),
@@ -288,6 +288,9 @@ export const RlConfig = z.object({
     temperature: z.number().min(0).max(2).default(0).describe('Sampling temperature of the evaluation; 0 = greedy.'),
     /** Evaluate every this many steps (and at the start and the end). */
     every: z.number().int().positive().default(10).describe('Evaluate every this many steps (and at the start and the end).'),
+    /** Off: no evaluation at step 0, e.g. when several runs start from one policy that was evaluated once. */
+    atStart: z.boolean().default(true)
+      .describe('Evaluate the starting policy (step 0); off when several runs start from one policy that was evaluated once.'),
   }).prefault({}).describe('Evaluation on held-out prompts during the run.'),
   seed: z.number().int().default(1).describe('Seed of the prompt order and of the rollout sampling.'),
   /** Continue-as-new after this many RL steps in one workflow run (history stays far below the limits). */

@@ -3,10 +3,11 @@
  * self-contained HTML5 page — inline CSS and SVG (src/report/svg.ts), no JavaScript, no external assets — so it
  * opens offline, attaches to an issue and prints. Pure and deterministic: no I/O, no clock, no locale.
  *
- * Sections, in order: header (run id, generation time, config file, Web UI link), held-out reward SFT → RL,
- * stages, data funnel, SFT (loss, tool-call shares), RL training (reward per step ± std per series, KL, policy
- * loss, every step in a collapsible table), held-out evaluations, judge pass rate per `focus_on`, failures, LLM
- * usage and cost, time per phase, BFCL. A section whose input is absent or empty says "no data".
+ * Sections, in order: header (run id, generation time, config file, Web UI link), held-out reward SFT → RL, a
+ * study's policies (only for a study: scripts/rl-study.ts), stages, data funnel, SFT (loss, tool-call shares), RL
+ * training (reward per step ± std per series, KL, policy loss, every step in a collapsible table), held-out
+ * evaluations, judge pass rate per `focus_on`, failures, LLM usage and cost, time per phase, BFCL. A section whose
+ * input is absent or empty says "no data".
  *
  * Formats: rewards with 4 decimals, shares and rates in percent, costs in $ with 4 decimals, times as durations.
  * All data text is HTML-escaped; the Web UI link is only a link when it is http(s).
@@ -82,8 +83,9 @@ function header(d: ReportData): string {
   return `<header>\n<h1>CM2 run <code>${esc(d.runId)}</code></h1>\n<p class="meta">${meta.join(' · ')}</p>\n</header>`;
 }
 
-function nav(): string {
+function nav(d: ReportData): string {
   const links: Array<[string, string]> = [
+    ...(d.study ? [['study', 'Study'] as [string, string]] : []),
     ['stages', 'Stages'],
     ['data', 'Data'],
     ['sft', 'SFT'],
@@ -120,6 +122,29 @@ function headline(d: ReportData): string {
     `<div class="headline">\n<div class="label">Held-out mean checklist reward</div>\n` +
     `<div class="values"><span class="policy">SFT</span> <span class="big">${reward(sft)}</span>${seText(sftSe)} <span class="arrow">→</span> ` +
     `<span class="policy">RL</span> <span class="big">${reward(rl)}</span>${seText(rlSe)}</div>\n${delta}${note}\n</div>`
+  );
+}
+
+/** A study's policies (base, SFT, RL per seed × granularity): held-out reward with standard errors, and settings. */
+function studySection(d: ReportData): string {
+  const st = d.study;
+  if (!st) return '';
+  const chart = barChart({
+    title: 'Held-out mean checklist reward per policy (± one standard error across prompts)',
+    bars: st.policies.map((p) => ({ label: p.label, value: p.mean, ...(p.se !== undefined ? { note: `± ${p.se.toFixed(4)}` } : {}) })),
+    horizontal: true,
+    yMax: 1,
+  });
+  const rows = st.policies.map((p) => {
+    const apart = p.seApart === undefined ? '–' : `<span class="${p.seApart > 2 ? 'up' : p.seApart < -2 ? 'down' : ''}">${p.seApart >= 0 ? '+' : '−'}${Math.abs(p.seApart).toFixed(1)}</span>`;
+    return [esc(p.label), esc(p.kind), esc(p.granularity ?? '–'), p.seed === undefined ? '–' : formatInt(p.seed), formatInt(p.steps), `${reward(p.mean)}${seText(p.se)}`, apart];
+  });
+  const settings = Object.entries(st.settings).map(([k, v]) => `<li>${esc(k)}: ${esc(v)}</li>`).join('\n');
+  return section(
+    'study',
+    'Study: base, SFT and RL policies',
+    `${figure(chart)}\n${table([{ head: 'policy' }, { head: 'kind' }, { head: 'granularity' }, { head: 'seed', num: true }, { head: 'RL steps', num: true }, { head: 'held-out reward', num: true }, { head: 'SE above SFT', num: true }], rows)}` +
+      (settings ? `\n<ul class="reasons">\n${settings}\n</ul>` : ''),
   );
 }
 
@@ -521,8 +546,9 @@ footer { margin-top: 40px; font-size: 12px; color: #888; }
 export function renderReport(data: ReportData): string {
   const body = [
     header(data),
-    nav(),
+    nav(data),
     headline(data),
+    studySection(data),
     stagesSection(data),
     dataSection(data),
     sftSection(data),

@@ -126,6 +126,27 @@ export const ReportData = z.object({
     .default([]),
   /** Wall-clock seconds per phase within each stage. */
   phases: z.array(z.object({ stage: z.string(), phase: z.string(), seconds: z.number().nonnegative() })).default([]),
+  /** A study of several policies (scripts/rl-study.ts): base, SFT and RL runs across seeds and granularities. */
+  study: z
+    .object({
+      /** What the study held fixed, as display strings. */
+      settings: z.record(z.string(), z.string()),
+      policies: z.array(
+        z.object({
+          label: z.string(),
+          kind: z.enum(['base', 'sft', 'rl']),
+          granularity: z.string().optional(),
+          seed: z.number().optional(),
+          steps: count,
+          /** Held-out mean checklist reward and its standard error across prompts. */
+          mean: fraction,
+          se: z.number().nonnegative().optional(),
+          /** RL runs: (RL − SFT) / √(SE_RL² + SE_SFT²). */
+          seApart: z.number().optional(),
+        }),
+      ),
+    })
+    .optional(),
   bfcl: z
     .array(
       z.object({

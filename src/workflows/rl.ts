@@ -234,7 +234,8 @@ export async function rlWorkflow(input: RlWorkflowInput): Promise<RlResult> {
       setState(state.stopRequested ? 'stopping' : 'running');
       if (state.stopRequested) break;
     }
-    if (state.step % rl.eval.every === 0) await evaluate();
+    // `atStart` is absent from inputs recorded before it existed: evaluating at step 0 is the default.
+    if (state.step % rl.eval.every === 0 && (state.step > 0 || rl.eval.atStart !== false)) await evaluate();
     const started = Date.now();
     const hp = state.hp;
     const stepNo = state.step + 1;

@@ -192,3 +192,27 @@ test('RL: a judge outage in the middle of a run (endpoint down, then back) delay
     await fake.close();
   }
 });
+
+test('RL: `rl.steps: 0` only evaluates the policy; `rl.eval.atStart: false` skips the step-0 evaluation (studies evaluate a shared SFT policy once)', async () => {
+  const cfg = testConfig(uniqueId('rl-eval'), { rl: tinyRl({ steps: 0 }) });
+  const store = testStore(cfg);
+  await writeRlFixture(cfg, store);
+  const worker = await startChildWorker(writeConfigFile(cfg));
+  try {
+    const client = await connectClient(cfg);
+    const only = await (await startRl(client, cfg)).result();
+    assert.equal(only.steps, 0);
+    assert.deepEqual(only.evals.map((e) => e.step), [0]);
+    assert.deepEqual((await metricRows(store, cfg.run.id)).map((r) => [r.kind, r.step]), [['eval', 0]]);
+    assert.equal(await store.exists(`${stepFolder(checkpointPrefix(cfg.run.id), 1)}/manifest.json`), false, 'no training step, no checkpoint');
+
+    const cfg2 = { ...cfg, run: { id: `${cfg.run.id}-late` }, rl: { ...cfg.rl, steps: 2, eval: { ...cfg.rl.eval, every: 1, atStart: false } } };
+    await writeRlFixture(cfg2, store);
+    const late = await (await startRl(client, cfg2)).result();
+    assert.equal(late.steps, 2);
+    assert.deepEqual(late.evals.map((e) => e.step), [1, 2]);
+    assert.deepEqual((await metricRows(store, cfg2.run.id)).map((r) => [r.kind, r.step]), [['step', 1], ['eval', 1], ['step', 2], ['eval', 2]]);
+  } finally {
+    await worker.kill('SIGTERM');
+  }
+});

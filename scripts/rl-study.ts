@@ -1,0 +1,267 @@
+/**
+ * The science result of a setup (issue 13 item 5): held-out mean checklist reward of the base model, of its SFT
+ * policy and of RL policies trained from that SFT policy (one RL run per seed × granularity), and BFCL accuracy of
+ * every one of them, on the running Temporal server and MinIO with `cm2 worker` processes serving the queues.
+ *
+ *   npx tsx scripts/rl-study.ts --config config/smollm2.yaml --from smollm2-full1 --id sm-study1 \
+ *     [--seeds 1,2,3] [--granularities trajectory,turn] [--base-dir models/smollm2] [--bfcl-limit 50] [--no-bfcl]
+ *
+ * `--from` names the run whose SFT policy (`runs/<from>/sft/final`) and annotated examples the study starts from. RL
+ * settings are the config's (and `CM2_CFG__rl__…` overrides), except the seed and granularity each run sets.
+ *
+ * Every measurement is a Temporal workflow: the base and SFT policies are evaluated by RL runs with `rl.steps: 0`
+ * (`<id>-base`, `<id>-sft`), each RL run is `<id>-<granularity>-s<seed>` (no step-0 evaluation: the SFT run's is
+ * the baseline of all of them), BFCL is one evaluation workflow (`cm2-<id>-eval`) over every policy. Runs go one at
+ * a time. The script is resumable: run it again after any interruption and it takes finished workflows' results,
+ * attaches to running ones and starts the rest (their activities skip work already in S3).
+ *
+ * Writes `.cm2/reports/<id>/study.json`, the HTML report with the plots (`report.html`), and the study's block in
+ * docs/rl-results.md (between `<!-- study:<id> -->` markers; `--doc` names another file, `--doc ''` none).
+ */
+import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import path from 'node:path';
+import { parseArgs } from 'node:util';
+import { WorkflowIdConflictPolicy, WorkflowNotFoundError, type Client, type WorkflowHandle } from '@temporalio/client';
+import type { EvalBfclSummary, EvalPolicy } from '../src/activities/eval';
+import type { PolicyRef } from '../src/activities/rl';
+import { connect } from '../src/cli/pipelineCommand';
+import { rlWorkflowId, startRl } from '../src/cli/stages';
+import { CM2_RUN_ID, CM2_STAGE } from '../src/common/searchAttributes';
+import { DEFAULT_CATEGORIES } from '../src/eval/bfcl/categories';
+import { projectRoot } from '../src/infra/binaries';
+import { loadConfig, type Cm2Config } from '../src/infra/config';
+import { defaultInfraDir, infraEnv, readInfraState } from '../src/infra/localInfra';
+import { runKey, type ObjectStore } from '../src/infra/store';
+import { heldOutSummary, readRlRows } from '../src/report/collect';
+import { renderReport } from '../src/report/html';
+import { StudyResult, studyMarkdown, studyReportData, upsertStudyBlock, type StudyPolicy } from '../src/report/study';
+import { ReportData } from '../src/report/types';
+import { evalWorkflow, type EvalResult, type EvalWorkflowInput } from '../src/workflows/eval';
+import { rlStatusQuery, type RlResult } from '../src/workflows/rl';
+
+const { values: args } = parseArgs({
+  options: {
+    config: { type: 'string', short: 'c', default: 'config/smollm2.yaml' },
+    from: { type: 'string' },
+    id: { type: 'string' },
+    seeds: { type: 'string', default: '1,2,3' },
+    granularities: { type: 'string', default: 'trajectory,turn' },
+    'base-dir': { type: 'string' },
+    'bfcl-limit': { type: 'string', default: '50' },
+    'bfcl-categories': { type: 'string', default: DEFAULT_CATEGORIES.join(',') },
+    'no-bfcl': { type: 'boolean', default: false },
+    'report-only': { type: 'boolean', default: false },
+    doc: { type: 'string', default: 'docs/rl-results.md' },
+  },
+});
+
+const log = (line: string) => console.log(`${new Date().toISOString().slice(11, 19)} ${line}`);
+
+interface Planned {
+  label: string;
+  kind: StudyPolicy['kind'];
+  runId: string;
+  granularity?: string;
+  seed?: number;
+  cfg: Cm2Config;
+}
+
+/** Uploads the base model folder (config.json last: its presence marks a complete upload). */
+async function uploadBase(store: ObjectStore, dir: string, prefix: string): Promise<void> {
+  if (await store.exists(`${prefix}/config.json`)) return;
+  const files = ['model.safetensors', 'tokenizer.json', 'tokenizer_config.json', 'generation_config.json', 'config.json'].filter((f) => existsSync(path.join(dir, f)));
+  if (!files.includes('config.json') || !files.includes('model.safetensors')) throw new Error(`${dir}: not an HF model folder (config.json and model.safetensors needed)`);
+  log(`uploading the base model ${dir} → ${prefix}/`);
+  for (const f of files) await store.putFile(`${prefix}/${f}`, path.join(dir, f));
+}
+
+async function closedStatus(handle: WorkflowHandle): Promise<string | undefined> {
+  try {
+    return (await handle.describe()).status.name;
+  } catch (e) {
+    if (e instanceof WorkflowNotFoundError) return undefined;
+    throw e;
+  }
+}
+
+/** The RL run's result: taken from a finished workflow, or started (attached to when running) and awaited. */
+async function runRl(client: Client, p: Planned): Promise<RlResult> {
+  const existing = client.workflow.getHandle(rlWorkflowId(p.runId));
+  if ((await closedStatus(existing)) === 'COMPLETED') return (await existing.result()) as RlResult;
+  log(`${p.label}: run ${p.runId} (${p.cfg.rl.steps} RL steps, ${p.cfg.rl.hp.granularity}, seed ${p.cfg.rl.seed})`);
+  const handle = await startRl(client, p.cfg);
+  const timer = setInterval(() => {
+    handle.query(rlStatusQuery).then(
+      (s) => log(`${p.label}: step ${s.step}/${s.totalSteps}, ${s.phase}`),
+      () => undefined, // a status line is a courtesy: no answer (worker busy or restarting) is not an error
+    );
+  }, 120_000);
+  try {
+    return await handle.result();
+  } finally {
+    clearInterval(timer);
+  }
+}
+
+async function runBfcl(client: Client, cfg: Cm2Config, id: string, policies: EvalWorkflowInput['policies'], categories: string[], limit: number): Promise<EvalBfclSummary[]> {
+  const workflowId = `cm2-${id}-eval`;
+  const existing = client.workflow.getHandle<typeof evalWorkflow>(workflowId);
+  if ((await closedStatus(existing)) === 'COMPLETED') {
+    const done = (await existing.result()) as EvalResult;
+    if (policies.every((p) => done.bfcl.some((b) => b.label === p.label))) return done.bfcl;
+  }
+  log(`BFCL: ${policies.map((p) => p.label).join(', ')} on ${categories.join(', ')} (first ${limit} each)`);
+  const input: EvalWorkflowInput = {
+    runId: id,
+    policies,
+    bfcl: { ...cfg.eval.bfcl, categories, limit },
+    startToCloseTimeout: cfg.eval.startToCloseTimeout,
+    tokenizerDir: cfg.sft.tokenizerDir,
+    taskQueues: { gpu: cfg.temporal.taskQueues.gpu },
+    activity: cfg.temporal.activity,
+  };
+  const handle = await client.workflow.start(evalWorkflow, {
+    taskQueue: cfg.temporal.taskQueues.workflows,
+    workflowId,
+    args: [input],
+    workflowIdConflictPolicy: WorkflowIdConflictPolicy.USE_EXISTING,
+    typedSearchAttributes: [
+      { key: CM2_RUN_ID, value: id },
+      { key: CM2_STAGE, value: 'eval' },
+    ],
+    staticSummary: `CM2 study ${id}: BFCL`,
+  });
+  return (await handle.result()).bfcl;
+}
+
+async function policyOf(store: ObjectStore, p: Planned, result: RlResult | undefined): Promise<StudyPolicy> {
+  const rows = await readRlRows(store, p.runId);
+  const h = heldOutSummary(rows);
+  const last = h.evals.at(-1);
+  if (!last) throw new Error(`${p.runId}: no held-out evaluation in runs/${p.runId}/rl/metrics.jsonl`);
+  return {
+    label: p.label,
+    kind: p.kind,
+    runId: p.runId,
+    ...(p.granularity ? { granularity: p.granularity } : {}),
+    ...(p.seed !== undefined ? { seed: p.seed } : {}),
+    steps: result?.steps ?? last.step,
+    mean: last.mean,
+    se: last.se,
+    prompts: last.n,
+    evals: h.evals.map((e) => ({ step: e.step, mean: e.mean, se: e.se })),
+    train: rows.flatMap((r) => (r.kind === 'step' ? [{ step: r.step, mean: r.reward.mean, std: r.reward.std, ...(r.kl !== undefined ? { kl: r.kl } : {}), rollouts: r.rollouts, failed: r.failedSamples }] : [])),
+  };
+}
+
+async function main(): Promise<void> {
+  if (!args.from || !args.id) throw new Error('--from <run with the SFT policy> and --id <study id> are required');
+  const id = args.id;
+  const state = readInfraState(defaultInfraDir());
+  if (state) for (const [k, v] of Object.entries(infraEnv(state))) process.env[k] ??= v;
+  const base = loadConfig(args.config, { overrides: { run: { id } } });
+  const { client, store } = await connect(base);
+
+  const sftPrefix = runKey(args.from, 'sft', 'final');
+  const sourceKey = base.rl.sourceKey ?? runKey(args.from, 'checklists', 'annotated.jsonl');
+  const baseDir = args['base-dir'] ?? (base.sft.base.kind === 'hf' ? base.sft.base.dir : undefined);
+  const basePrefix = runKey(id, 'base', 'policy');
+  const withRl = (runId: string, rl: Partial<Cm2Config['rl']>): Cm2Config => ({ ...base, run: { id: runId }, rl: { ...base.rl, sourceKey, ...rl } });
+  const plan: Planned[] = [];
+  if (baseDir) plan.push({ label: 'base', kind: 'base', runId: `${id}-base`, cfg: withRl(`${id}-base`, { steps: 0, policyPrefix: basePrefix }) });
+  plan.push({ label: 'sft', kind: 'sft', runId: `${id}-sft`, cfg: withRl(`${id}-sft`, { steps: 0, policyPrefix: sftPrefix }) });
+  for (const g of args.granularities.split(',').map((s) => s.trim()).filter(Boolean)) {
+    for (const seed of args.seeds.split(',').map(Number)) {
+      const runId = `${id}-${g}-s${seed}`;
+      plan.push({
+        label: `${g}-s${seed}`,
+        kind: 'rl',
+        runId,
+        granularity: g,
+        seed,
+        cfg: withRl(runId, { policyPrefix: sftPrefix, seed, hp: { ...base.rl.hp, granularity: g as Cm2Config['rl']['hp']['granularity'] }, eval: { ...base.rl.eval, atStart: false } }),
+      });
+    }
+  }
+
+  const results = new Map<string, RlResult>();
+  if (!args['report-only']) {
+    if (baseDir) await uploadBase(store, path.resolve(projectRoot, baseDir), basePrefix);
+    for (const p of plan) {
+      const r = await runRl(client, p);
+      results.set(p.label, r);
+      const h = heldOutSummary(await readRlRows(store, p.runId)).evals.at(-1);
+      if (h) log(`${p.label}: held-out ${h.mean.toFixed(4)}${h.se !== null ? ` ± ${h.se.toFixed(4)}` : ''} at step ${h.step}`);
+    }
+  }
+  const policies: StudyPolicy[] = [];
+  for (const p of plan) {
+    try {
+      policies.push(await policyOf(store, p, results.get(p.label)));
+    } catch (e) {
+      if (!args['report-only']) throw e;
+      log(`${p.label}: ${(e as Error).message} (left out of the report)`);
+    }
+  }
+
+  let bfcl: EvalBfclSummary[] = [];
+  if (!args['no-bfcl']) {
+    const evalPolicies: EvalWorkflowInput['policies'] = [];
+    for (const p of plan) {
+      const ref: PolicyRef | undefined = p.kind === 'base' ? { kind: 'hf', prefix: basePrefix } : p.kind === 'sft' ? { kind: 'hf', prefix: sftPrefix } : results.get(p.label)?.policy;
+      if (ref) evalPolicies.push({ label: p.label, policy: ref as EvalPolicy });
+    }
+    const categories = args['bfcl-categories'].split(',').map((s) => s.trim()).filter(Boolean);
+    if (!args['report-only'] && evalPolicies.length) bfcl = await runBfcl(client, base, id, evalPolicies, categories, Number(args['bfcl-limit']));
+    else {
+      const done = await client.workflow.getHandle(`cm2-${id}-eval`).result().catch(() => undefined) as EvalResult | undefined;
+      bfcl = done?.bfcl ?? [];
+    }
+    const order = plan.map((p) => p.label);
+    bfcl.sort((a, b) => order.indexOf(a.label) - order.indexOf(b.label));
+  }
+
+  const rl = base.rl;
+  const study = StudyResult.parse({
+    id,
+    generatedAt: new Date().toISOString(),
+    settings: {
+      config: args.config,
+      'SFT policy': `s3://${base.s3.bucket}/${sftPrefix}`,
+      ...(baseDir ? { 'base model': baseDir } : {}),
+      'annotated examples': `s3://${base.s3.bucket}/${sourceKey}`,
+      'RL (each run)': `${rl.steps} steps × ${rl.promptsPerStep} prompts × G=${rl.groupSize}, lr ${rl.hp.lr}, KL ${rl.hp.klCoef}, rollout ${rl.rollout.maxNewTokens} new tokens per turn at temperature ${rl.rollout.temperature}`,
+      'held-out evaluation': `${rl.eval.prompts} prompts × ${rl.eval.samples}, temperature ${rl.eval.temperature} (${rl.eval.temperature === 0 ? 'greedy' : 'sampled'})`,
+      seeds: args.seeds,
+      granularities: args.granularities,
+      ...(args['no-bfcl'] ? {} : { BFCL: `${args['bfcl-categories']}, first ${args['bfcl-limit']} each, greedy, ${base.eval.bfcl.maxNewTokens} new tokens` }),
+    },
+    policies,
+    bfcl: bfcl.map((b) => ({ label: b.label, overall: b.overall, categories: b.categories })),
+  });
+
+  const dir = path.join(projectRoot, '.cm2', 'reports', id);
+  mkdirSync(dir, { recursive: true });
+  writeFileSync(path.join(dir, 'study.json'), JSON.stringify(study, null, 2));
+  const data = ReportData.parse(studyReportData(study));
+  writeFileSync(path.join(dir, 'report.html'), renderReport(data));
+  writeFileSync(path.join(dir, 'report.json'), JSON.stringify(data, null, 2));
+  await store.putJson(runKey(id, 'study.json'), study);
+  const reportPath = path.relative(projectRoot, path.join(dir, 'report.html'));
+  const command = `npx tsx scripts/rl-study.ts --config ${args.config} --from ${args.from} --id ${id} --seeds ${args.seeds} --granularities ${args.granularities}${args['base-dir'] ? ` --base-dir ${args['base-dir']}` : ''}${args['no-bfcl'] ? ' --no-bfcl' : ''}`;
+  const block = studyMarkdown(study, { reportPath, command });
+  console.log(`\n${block}\n`);
+  if (args.doc) {
+    const doc = path.resolve(projectRoot, args.doc);
+    writeFileSync(doc, upsertStudyBlock(existsSync(doc) ? readFileSync(doc, 'utf8') : '', id, block, `## Study \`${id}\``));
+    log(`written: ${path.relative(projectRoot, doc)}, ${reportPath}`);
+  }
+}
+
+main().then(
+  () => process.exit(0),
+  (e: unknown) => {
+    console.error(e instanceof Error ? e.message : e);
+    process.exit(1);
+  },
+);
