@@ -5,6 +5,7 @@
  *
  *   npx tsx scripts/rl-study.ts --config config/smollm2.yaml --from smollm2-full1 --id sm-study1 \
  *     [--seeds 1,2,3] [--granularities trajectory,turn] [--base-dir models/smollm2] [--bfcl-limit 50] [--no-bfcl]
+ *     [--adopt trajectory-s1=<run id>]
  *
  * `--from` names the run whose SFT policy (`runs/<from>/sft/final`) and annotated examples the study starts from. RL
  * settings are the config's (and `CM2_CFG__rl__…` overrides), except the seed and granularity each run sets.
@@ -15,6 +16,10 @@
  * a time. The script is resumable: run it again after any interruption and it takes finished workflows' results,
  * attaches to running ones and starts the rest (their activities skip work already in S3).
  *
+ * `--adopt <label>=<run id>` takes a finished RL run made earlier (e.g. the pilot that chose the settings) as the
+ * study's run of that label, after checking that its recorded RL settings are the ones the study would use (all but
+ * the evaluation schedule), so an hour of identical training is not paid twice.
+ *
  * Writes `.cm2/reports/<id>/study.json`, the HTML report with the plots (`report.html`), and the study's block in
  * docs/rl-results.md (between `<!-- study:<id> -->` markers; `--doc` names another file, `--doc ''` none).
  */
@@ -22,6 +27,7 @@ import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { parseArgs } from 'node:util';
 import { WorkflowIdConflictPolicy, WorkflowNotFoundError, type Client, type WorkflowHandle } from '@temporalio/client';
+import { defaultPayloadConverter } from '@temporalio/common';
 import type { EvalBfclSummary, EvalPolicy } from '../src/activities/eval';
 import type { PolicyRef } from '../src/activities/rl';
 import { connect } from '../src/cli/pipelineCommand';
@@ -37,7 +43,7 @@ import { renderReport } from '../src/report/html';
 import { StudyResult, studyMarkdown, studyReportData, upsertStudyBlock, type StudyPolicy } from '../src/report/study';
 import { ReportData } from '../src/report/types';
 import { evalWorkflow, type EvalResult, type EvalWorkflowInput } from '../src/workflows/eval';
-import { rlStatusQuery, type RlResult } from '../src/workflows/rl';
+import { rlStatusQuery, type RlResult, type RlWorkflowInput } from '../src/workflows/rl';
 
 const { values: args } = parseArgs({
   options: {
@@ -52,6 +58,7 @@ const { values: args } = parseArgs({
     'no-bfcl': { type: 'boolean', default: false },
     'report-only': { type: 'boolean', default: false },
     doc: { type: 'string', default: 'docs/rl-results.md' },
+    adopt: { type: 'string', multiple: true, default: [] },
   },
 });
 
@@ -101,6 +108,31 @@ async function runRl(client: Client, p: Planned): Promise<RlResult> {
   } finally {
     clearInterval(timer);
   }
+}
+
+/** JSON with object keys sorted, for comparing configs whatever order their keys were written in. */
+const stable = (v: unknown): string =>
+  JSON.stringify(v, (_k, x: unknown) => (x && typeof x === 'object' && !Array.isArray(x) ? Object.fromEntries(Object.entries(x as Record<string, unknown>).sort(([a], [b]) => a.localeCompare(b))) : x));
+
+/** The RL settings that decide what a run trains (not when it evaluates or how its workflow is cut). */
+const trainingSettings = (rl: Cm2Config['rl']) => {
+  const { eval: _eval, continueAsNewEvery: _can, startToCloseTimeout: _t, ...rest } = rl;
+  return rest;
+};
+
+/** A finished RL run taken as the study's run of `p.label`: its recorded settings must equal the planned ones. */
+async function adoptRun(client: Client, p: Planned, runId: string): Promise<RlResult> {
+  const handle = client.workflow.getHandle(rlWorkflowId(runId));
+  if ((await closedStatus(handle)) !== 'COMPLETED') throw new Error(`--adopt ${p.label}=${runId}: run ${runId} has no completed RL workflow`);
+  const history = await handle.fetchHistory();
+  const payload = history.events?.[0]?.workflowExecutionStartedEventAttributes?.input?.payloads?.[0];
+  const input = payload ? (defaultPayloadConverter.fromPayload(payload) as RlWorkflowInput) : undefined;
+  if (!input) throw new Error(`--adopt ${p.label}=${runId}: no workflow input in the history of ${rlWorkflowId(runId)}`);
+  const want = { ...trainingSettings(p.cfg.rl), sourceKey: p.cfg.rl.sourceKey, policyPrefix: p.cfg.rl.policyPrefix };
+  const got = { ...trainingSettings(input.rl), sourceKey: input.sourceKey, policyPrefix: input.policyPrefix };
+  if (stable(want) !== stable(got)) throw new Error(`--adopt ${p.label}=${runId}: its RL settings differ from the study's:\n  run:   ${stable(got)}\n  study: ${stable(want)}`);
+  log(`${p.label}: adopted run ${runId}`);
+  return (await handle.result()) as RlResult;
 }
 
 async function runBfcl(client: Client, cfg: Cm2Config, id: string, policies: EvalWorkflowInput['policies'], categories: string[], limit: number): Promise<EvalBfclSummary[]> {
@@ -184,11 +216,17 @@ async function main(): Promise<void> {
     }
   }
 
+  const adopted = new Map(args.adopt.map((a) => a.split('=') as [string, string]));
+  for (const [label, runId] of adopted) {
+    const p = plan.find((x) => x.label === label && x.kind === 'rl');
+    if (!p || !runId) throw new Error(`--adopt ${label}=${runId ?? ''}: expected <RL label of this study>=<run id>`);
+    p.runId = runId;
+  }
   const results = new Map<string, RlResult>();
   if (!args['report-only']) {
     if (baseDir) await uploadBase(store, path.resolve(projectRoot, baseDir), basePrefix);
     for (const p of plan) {
-      const r = await runRl(client, p);
+      const r = adopted.has(p.label) ? await adoptRun(client, p, p.runId) : await runRl(client, p);
       results.set(p.label, r);
       const h = heldOutSummary(await readRlRows(store, p.runId)).evals.at(-1);
       if (h) log(`${p.label}: held-out ${h.mean.toFixed(4)}${h.se !== null ? ` ± ${h.se.toFixed(4)}` : ''} at step ${h.step}`);
@@ -248,7 +286,7 @@ async function main(): Promise<void> {
   writeFileSync(path.join(dir, 'report.json'), JSON.stringify(data, null, 2));
   await store.putJson(runKey(id, 'study.json'), study);
   const reportPath = path.relative(projectRoot, path.join(dir, 'report.html'));
-  const command = `npx tsx scripts/rl-study.ts --config ${args.config} --from ${args.from} --id ${id} --seeds ${args.seeds} --granularities ${args.granularities}${args['base-dir'] ? ` --base-dir ${args['base-dir']}` : ''}${args['no-bfcl'] ? ' --no-bfcl' : ''}`;
+  const command = `npx tsx scripts/rl-study.ts --config ${args.config} --from ${args.from} --id ${id} --seeds ${args.seeds} --granularities ${args.granularities}${args['base-dir'] ? ` --base-dir ${args['base-dir']}` : ''}${args['no-bfcl'] ? ' --no-bfcl' : ''}${args.adopt.map((a) => ` --adopt ${a}`).join('')}`;
   const block = studyMarkdown(study, { reportPath, command });
   console.log(`\n${block}\n`);
   if (args.doc) {

@@ -33,7 +33,7 @@ import { QwenModel } from '../model/qwen';
 import { hfConfigJson } from '../model/checkpoint';
 import type { AdamWState } from '../train/adamw';
 import { takeBatch, type DataCursor } from '../train/rng';
-import { computeAdvantages } from '../rl/advantages';
+import { computeAdvantages, joinAdvantages, type RolloutAdvantages } from '../rl/advantages';
 import { GrpoTrainer, type GrpoSequence } from '../rl/grpo';
 import { promptMeanStats } from '../rl/heldOut';
 import { Judge, JudgeConfig, withJudgeDefaults } from '../rl/judge';
@@ -126,6 +126,13 @@ export const RlAdvantagesResult = z.object({
   seconds: z.number(),
 });
 export type RlAdvantagesResult = z.infer<typeof RlAdvantagesResult>;
+
+/** `advantages.json`: rows keyed by rollout id (`advantages`, positional, in files written before the rows). */
+const AdvantagesFile = z.object({
+  granularity: z.string().optional(),
+  rows: z.array(z.object({ id: z.string(), advantages: z.array(z.number()) })).optional(),
+  advantages: z.array(z.array(z.number())).optional(),
+});
 
 export const RlTrainInput = z.object({
   runId: z.string(),
@@ -273,6 +280,17 @@ export function createRlActivities(deps: RlDeps) {
   };
 
   const readRollouts = async (key: string): Promise<Rollout[]> => (await store.getJson(key, RolloutFile)).rollouts;
+  /**
+   * The advantage rows of a batch: `rows` keyed by rollout id; files written before the rows existed hold one array
+   * per rollout in batch order, given ids here by position (their rollouts file is the one they were computed from).
+   */
+  const readAdvantageRows = async (key: string, rollouts: readonly Rollout[]): Promise<RolloutAdvantages[]> => {
+    const file = await store.getJson(key, AdvantagesFile);
+    if (file.rows) return file.rows;
+    const legacy = file.advantages ?? [];
+    if (legacy.length !== rollouts.length) throw ApplicationFailure.nonRetryable(`${key}: ${legacy.length} advantage rows for ${rollouts.length} rollouts`, 'BadInput');
+    return legacy.map((advantages, i) => ({ id: rollouts[i]!.id, advantages }));
+  };
   let backend: Promise<string> | undefined;
   const ensureBackend = () => (backend ??= selectBackend('auto', log));
 
@@ -393,7 +411,8 @@ export function createRlActivities(deps: RlDeps) {
         const rollouts = await readRollouts(phaseKey(input.folder, input.phase));
         const summary = summarise(rollouts, d.checklists, input.rl);
         const chosen = summary.byGranularity[input.granularity]!;
-        await store.putJson(outKey, { granularity: input.granularity, advantages: chosen.perRollout, rewards: summary.rewards });
+        // Rows keyed by rollout id: the trainer joins on the id (`joinAdvantages`), never by position.
+        await store.putJson(outKey, { granularity: input.granularity, rows: rollouts.map((r, i) => ({ id: r.id, advantages: chosen.perRollout[i]!, reward: summary.rewards[i]! })) });
         return {
           key: outKey,
           rollouts: rollouts.length,
@@ -435,11 +454,14 @@ export function createRlActivities(deps: RlDeps) {
         const t0 = Date.now();
         const tok = tokenizer(input.tokenizerDir);
         const rollouts = await readRollouts(input.rolloutsKey);
-        const adv = await store.getJson(input.advantagesKey, z.object({ advantages: z.array(z.array(z.number())) }));
-        const batch: GrpoSequence[] = rollouts.map((r, i) => ({
-          tokens: r.tokens,
-          spans: r.segments.map((s, k) => ({ start: s.start, end: s.end, advantage: adv.advantages[i]?.[k] ?? 0 })),
-        }));
+        let spans;
+        try {
+          spans = joinAdvantages(rollouts, await readAdvantageRows(input.advantagesKey, rollouts), `${input.advantagesKey} × ${input.rolloutsKey}`);
+        } catch (e) {
+          // A misaligned batch stays misaligned on every retry.
+          throw e instanceof ApplicationFailure ? e : ApplicationFailure.nonRetryable((e as Error).message, 'BadInput');
+        }
+        const batch: GrpoSequence[] = rollouts.map((r, i) => ({ tokens: r.tokens, spans: spans[i]!.map((s) => ({ start: s.start, end: s.end, advantage: s.advantage })) }));
         // Take the policy out of the cache: it is about to be mutated.
         const key = policyKey(input.policy);
         let model = models.get(key);

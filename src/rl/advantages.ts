@@ -239,3 +239,39 @@ export function computeAdvantages(granularity: Granularity, group: readonly Grou
       return stepAdvantages(group, variants, opts);
   }
 }
+
+/** A rollout's advantages as stored for training: one per segment, keyed by the rollout's id. */
+export interface RolloutAdvantages {
+  id: string;
+  advantages: number[];
+}
+
+/**
+ * The advantage of every segment of every rollout, joined by rollout id (never by position). Each rollout needs
+ * exactly one row, with one finite advantage per segment, and every row a rollout; anything else throws, naming
+ * `where` and the rollout, because a silent 0 would train on a misaligned batch.
+ */
+export function joinAdvantages<S extends { start: number; end: number }>(
+  rollouts: ReadonlyArray<{ id: string; segments: readonly S[] }>,
+  rows: readonly RolloutAdvantages[],
+  where: string,
+): Array<Array<S & { advantage: number }>> {
+  const byId = new Map<string, number[]>();
+  for (const row of rows) {
+    if (byId.has(row.id)) throw new Error(`${where}: two advantage rows for rollout ${row.id}`);
+    byId.set(row.id, row.advantages);
+  }
+  const out = rollouts.map((r) => {
+    const adv = byId.get(r.id);
+    if (!adv) throw new Error(`${where}: no advantages for rollout ${r.id}`);
+    byId.delete(r.id);
+    if (adv.length !== r.segments.length) throw new Error(`${where}: rollout ${r.id} has ${r.segments.length} segments but ${adv.length} advantages`);
+    return r.segments.map((s, k) => {
+      const a = adv[k]!;
+      if (!Number.isFinite(a)) throw new Error(`${where}: rollout ${r.id}, segment ${k}: advantage ${a} is not a finite number`);
+      return { ...s, advantage: a };
+    });
+  });
+  if (byId.size) throw new Error(`${where}: advantages for ${byId.size} rollout(s) not in the batch (${[...byId.keys()].slice(0, 3).join(', ')})`);
+  return out;
+}
