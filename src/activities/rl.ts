@@ -411,8 +411,10 @@ export function createRlActivities(deps: RlDeps) {
         const rollouts = await readRollouts(phaseKey(input.folder, input.phase));
         const summary = summarise(rollouts, d.checklists, input.rl);
         const chosen = summary.byGranularity[input.granularity]!;
-        // Rows keyed by rollout id: the trainer joins on the id (`joinAdvantages`), never by position.
-        await store.putJson(outKey, { granularity: input.granularity, rows: rollouts.map((r, i) => ({ id: r.id, advantages: chosen.perRollout[i]!, reward: summary.rewards[i]! })) });
+        // Rows keyed by rollout id: the trainer joins on the id (`joinAdvantages`), never by position. The positional
+        // `advantages` stay beside them so that a gpu worker of the previous version still trains during a rolling deploy.
+        const rows = rollouts.map((r, i) => ({ id: r.id, advantages: chosen.perRollout[i]!, reward: summary.rewards[i]! }));
+        await store.putJson(outKey, { granularity: input.granularity, rows, advantages: chosen.perRollout });
         return {
           key: outKey,
           rollouts: rollouts.length,
