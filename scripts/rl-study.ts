@@ -286,7 +286,9 @@ async function main(): Promise<void> {
   writeFileSync(path.join(dir, 'report.json'), JSON.stringify(data, null, 2));
   await store.putJson(runKey(id, 'study.json'), study);
   const reportPath = path.relative(projectRoot, path.join(dir, 'report.html'));
-  const command = `npx tsx scripts/rl-study.ts --config ${args.config} --from ${args.from} --id ${id} --seeds ${args.seeds} --granularities ${args.granularities}${args['base-dir'] ? ` --base-dir ${args['base-dir']}` : ''}${args['no-bfcl'] ? ' --no-bfcl' : ''}${args.adopt.map((a) => ` --adopt ${a}`).join('')}`;
+  // The CM2_CFG__ overrides in force are part of the setup: the command repeats them.
+  const overrides = Object.entries(process.env).filter(([k]) => k.startsWith('CM2_CFG__')).sort(([a], [b]) => a.localeCompare(b)).map(([k, v]) => `${k}='${v ?? ''}' `).join('');
+  const command = `${overrides}npx tsx scripts/rl-study.ts --config ${args.config} --from ${args.from} --id ${id} --seeds ${args.seeds} --granularities ${args.granularities}${args['base-dir'] ? ` --base-dir ${args['base-dir']}` : ''}${args['no-bfcl'] ? ' --no-bfcl' : ''}${args.adopt.map((a) => ` --adopt ${a}`).join('')}`;
   const block = studyMarkdown(study, { reportPath, command });
   console.log(`\n${block}\n`);
   if (args.doc) {

@@ -493,6 +493,8 @@ export function createRlActivities(deps: RlDeps) {
               maxGradNorm: input.rl.maxGradNorm,
               microBatch: input.rl.microBatch,
               padId: tok.special.pad,
+              // The update's policy is the one that sampled: softmax(logits / T) at the rollout temperature.
+              temperature: input.rl.rollout.temperature,
             },
             (done, total) => heartbeat({ step: input.step, micro: done, total }),
           );

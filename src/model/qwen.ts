@@ -367,12 +367,14 @@ export class QwenModel {
   /**
    * Log-probability of targets[b][t] given ids[b][..t], [B, T] (the policy-gradient path: same trainable ops as
    * `loss`, so it works inside tf.variableGrads on every backend). `keyMask` masks right padding out of attention.
+   * `temperature` T gives log softmax(logits / T)[target]: the policy that sampled at temperature T (as VeRL's actor).
    */
-  tokenLogprobs(ids: number[][], targets: number[][], keyMask?: number[][]): tf.Tensor2D {
+  tokenLogprobs(ids: number[][], targets: number[][], keyMask?: number[][], temperature = 1): tf.Tensor2D {
+    if (!(temperature > 0)) throw new Error(`tokenLogprobs: temperature must be > 0, got ${temperature}`);
     return tf.tidy(() => {
       const B = ids.length;
       const T = ids[0]?.length ?? 0;
-      return tf.reshape(this.logprobs(ids, targets, keyMask), [B, T]) as tf.Tensor2D;
+      return tf.reshape(this.logprobs(ids, targets, keyMask, temperature), [B, T]) as tf.Tensor2D;
     });
   }
 
@@ -381,16 +383,18 @@ export class QwenModel {
    * graphs on, the stack graph with the head (embedding lookup eager, everything after it two graph runs), else the
    * final-normed hidden states, then the head.
    */
-  private logprobs(ids: number[][], targets: number[][], keyMask?: number[][]): tf.Tensor1D {
+  private logprobs(ids: number[][], targets: number[][], keyMask?: number[][], temperature = 1): tf.Tensor1D {
     if (isNative() && !usingReferenceOps()) {
-      const viaGraph = this.graphLogprobs(ids, targets, keyMask);
+      const viaGraph = this.graphLogprobs(ids, targets, keyMask, temperature);
       if (viaGraph) return viaGraph;
     }
-    return this.targetLogprobs(this.hidden(ids, undefined, keyMask), targets.flat());
+    // logits / T = (final-normed hidden / T) · headᵀ.
+    const hidden = this.hidden(ids, undefined, keyMask);
+    return this.targetLogprobs(temperature === 1 ? hidden : tf.div(hidden, temperature), targets.flat());
   }
 
   /** logprobs through the stack graph with the head (right-padded to graphLength(T), as nativeStack); null without one. */
-  private graphLogprobs(ids: number[][], targets: number[][], keyMask?: number[][]): tf.Tensor1D | null {
+  private graphLogprobs(ids: number[][], targets: number[][], keyMask?: number[][], temperature = 1): tf.Tensor1D | null {
     if (this.stackGraphCache() === null) return null;
     const d = this.dims;
     const B = ids.length;
@@ -404,7 +408,9 @@ export class QwenModel {
     const embed = this.w<tf.Rank.R2>('model.embed_tokens.weight');
     const x = embeddingLookup(embed, ids.flatMap(pad));
     const head = d.tied ? embed : this.w<tf.Rank.R2>('lm_head.weight');
-    const logp = this.stackLogprobsThroughGraph(graph, x, ctx, this.w<tf.Rank.R1>('model.norm.weight'), head, targetIndex(targets.flatMap(pad)));
+    // logits / T: the final norm's weight / T scales every logit by 1/T (its gradient follows through the division).
+    const norm = this.w<tf.Rank.R1>('model.norm.weight');
+    const logp = this.stackLogprobsThroughGraph(graph, x, ctx, temperature === 1 ? norm : tf.div(norm, temperature), head, targetIndex(targets.flatMap(pad)));
     if (Tg === T) return logp;
     return tf.reshape(tf.slice(tf.reshape(logp, [B, Tg]), [0, 0], [B, T]), [B * T]) as tf.Tensor1D;
   }
@@ -589,13 +595,15 @@ export class QwenModel {
       const save = args.pop() as tf.GradSaveFunc;
       const [xi, ni, hi, ...ws] = args as tf.Tensor[];
       const [value, ...saved] = graph.runForward([xi!, ...inputs, ...ws, ni!, hi!, at], true);
-      save([...saved, ...tables, at]); // saved: the layers', then the head's three
+      // saved: the layers', then the head's three; the tables and `at`; the norm and head weights too, which may be
+      // tensors derived inside the caller's tidy (the norm / T of a sampling temperature) and gone by backward time.
+      save([...saved, ...tables, at, ni!, hi!]);
       return {
         value: value!,
         gradFunc: (dy: tf.Tensor, s: tf.Tensor[]) => {
           const k = graph.savedPerLayer;
           const n = layers * k;
-          const feeds = [dy, ni!, hi!, s[n + 7]!, ...s.slice(n, n + 3), ...s.slice(n + 3, n + 7), this.rotate];
+          const feeds = [dy, s[n + 8]!, s[n + 9]!, s[n + 7]!, ...s.slice(n, n + 3), ...s.slice(n + 3, n + 7), this.rotate];
           for (let i = 0; i < layers; i++) feeds.push(...ws.slice(i * perLayer, (i + 1) * perLayer), ...s.slice(i * k, (i + 1) * k));
           const out = graph.runBackward(feeds); // dx, the layers' gradients, the final norm's, the head's
           tf.dispose(s);

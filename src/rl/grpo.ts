@@ -26,7 +26,7 @@ import { AdamW, type AdamWState } from '../train/adamw';
 /** What the update needs of a policy (QwenModel satisfies it). */
 export interface PolicyModel {
   namedVariables(): Map<string, tf.Variable>;
-  tokenLogprobs(ids: number[][], targets: number[][]): tf.Tensor2D;
+  tokenLogprobs(ids: number[][], targets: number[][], keyMask?: number[][], temperature?: number): tf.Tensor2D;
 }
 
 export interface GrpoLossConfig {
@@ -87,6 +87,8 @@ export interface GrpoStepConfig extends GrpoLossConfig {
   maxGradNorm: number;
   microBatch: number;
   padId: number;
+  /** The rollouts' sampling temperature: log-probabilities (policy and reference) are of softmax(logits / T). Default 1. */
+  temperature?: number;
 }
 
 export interface GrpoStepMetrics {
@@ -169,14 +171,14 @@ export class GrpoTrainer {
       const part = seqs.slice(k * micro, (k + 1) * micro);
       const b = collateGrpo(part, cfg.padId);
       if (b.tokens === 0) continue;
-      const refLogp = cfg.klCoef > 0 && this.reference ? this.reference.tokenLogprobs(b.ids, b.targets) : undefined;
+      const refLogp = cfg.klCoef > 0 && this.reference ? this.reference.tokenLogprobs(b.ids, b.targets, undefined, cfg.temperature ?? 1) : undefined;
       let pgV = 0;
       let klV = 0;
       let clV = 0;
       const { value, grads } = tf.variableGrads(() => {
         const maskT = tf.tensor2d(b.mask);
         const advT = tf.tensor2d(b.adv);
-        const logp = this.policy.tokenLogprobs(b.ids, b.targets);
+        const logp = this.policy.tokenLogprobs(b.ids, b.targets, undefined, cfg.temperature ?? 1);
         // A constant copy: the tape does not connect it to the weights (tfjs has no stopGradient).
         const old = tf.tensor2d(logp.dataSync(), logp.shape);
         const terms = policyLossTerms(logp, old, refLogp, advT, maskT, cfg);

@@ -117,6 +117,39 @@ for (const [mode, graphs] of MODES) for (const [label, config] of [['qwen3 untie
   }));
 }
 
+for (const [mode, graphs] of MODES) test(`native (${mode}): log-probabilities at a sampling temperature are log softmax(logits / T), with tf's own gradients (tied and untied)`, { skip }, () => withGraphs(graphs, () => {
+  const T = 0.7;
+  for (const config of [qwen3, qwen2Tied]) {
+    const model = QwenModel.init(config, 11);
+    const want = tf.tidy(() => {
+      const logits = tf.div(model.forward(ids), T);
+      const lsm = tf.logSoftmax(logits);
+      const oneHot = tf.oneHot(tf.tensor2d(targets, undefined, 'int32'), config.vocab_size);
+      return tf.sum(tf.mul(lsm, oneHot), -1).arraySync() as number[][];
+    });
+    const got = tf.tidy(() => model.tokenLogprobs(ids, targets, undefined, T).arraySync());
+    assertClose(got.flat(), want.flat(), 1e-5, `log p at T = ${T} (${config.model_type}, tied ${config.tie_word_embeddings})`);
+    const named = model.namedVariables();
+    const run = () => {
+      const { value, grads } = tf.variableGrads(() => tf.tidy(() => tf.neg(tf.sum(tf.mul(model.tokenLogprobs(ids, targets, undefined, T), tf.tensor2d(mask))))) as tf.Scalar, [...named.values()]);
+      const out = new Map([...named].map(([k, v]) => [k, grads[v.name]!.dataSync() as Float32Array]));
+      tf.dispose([value, ...Object.values(grads)]);
+      return out;
+    };
+    const fast = run();
+    useReferenceOps(true);
+    let ref: Map<string, Float32Array>;
+    try {
+      ref = run();
+    } finally {
+      useReferenceOps(false);
+    }
+    for (const [k, g] of fast) assertClose(g, ref.get(k)!, 1e-5, `${k} at T = ${T}`);
+    assert.throws(() => model.tokenLogprobs(ids, targets, undefined, 0), /temperature must be > 0/);
+    model.dispose();
+  }
+}));
+
 for (const [mode, graphs] of MODES) test(`native (${mode}): gradients equal tf's own over several causal attention chunks (T = 300, padded)`, { skip }, () => withGraphs(graphs, () => {
   const model = QwenModel.init(qwen3Bias, 17);
   const named = model.namedVariables();
