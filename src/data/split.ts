@@ -14,24 +14,13 @@
 import { z } from 'zod';
 import type { DropReason, Example } from './schema';
 import { computeStats, STAT_NAMES, type ExampleStats, type StatName } from './stats';
+import { mulberry32 } from '../kernel/rng';
+
+export { mulberry32 };
 
 /** The reference's seed for both the split and the selection. */
 export const DEFAULT_SEED = 42;
 
-/**
- * mulberry32: a 32-bit-state PRNG with good statistical quality for sampling (not cryptographic). Returns a
- * function yielding uniform floats in [0, 1). The seed is reduced to an unsigned 32-bit integer.
- */
-export function mulberry32(seed: number): () => number {
-  let state = seed >>> 0;
-  return () => {
-    state = (state + 0x6d2b79f5) >>> 0;
-    let t = state;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
 
 /** The "lowbias32" integer hash (Chris Wellons): a bijective, well-mixing 32-bit finaliser. */
 function mix32(x: number): number {

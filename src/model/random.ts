@@ -1,3 +1,5 @@
+import { mulberry32Advance, mulberry32Value } from '../kernel/rng';
+
 /** A small seeded PRNG (mulberry32) with Gaussian draws, so initialisation and sampling are reproducible anywhere. */
 export class Rng {
   private state: number;
@@ -9,11 +11,8 @@ export class Rng {
 
   /** Uniform in [0, 1). */
   next(): number {
-    this.state = (this.state + 0x6d2b79f5) >>> 0;
-    let t = this.state;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+    this.state = mulberry32Advance(this.state);
+    return mulberry32Value(this.state);
   }
 
   /** Standard normal (Box–Muller). */

@@ -1,7 +1,9 @@
 /**
  * A seeded PRNG whose whole state is one uint32, so a checkpoint can store it and a resumed run draws exactly the
- * numbers an uninterrupted run would (mulberry32, as src/data/split.ts). Pure.
+ * numbers an uninterrupted run would (mulberry32: src/kernel/rng.ts). Pure.
  */
+import { mulberry32Advance, mulberry32Value } from '../kernel/rng';
+
 export class Rng {
   private s: number;
 
@@ -20,11 +22,8 @@ export class Rng {
 
   /** Uniform in [0, 1). */
   next(): number {
-    this.s = (this.s + 0x6d2b79f5) >>> 0;
-    let t = this.s;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+    this.s = mulberry32Advance(this.s);
+    return mulberry32Value(this.s);
   }
 
   /** Integer in [0, n). */

@@ -9,20 +9,11 @@
  *    phrasing) one after the other. Each example gets its own stream seeded from (dataset seed, index), so example
  *    `i` does not depend on how many examples are generated (a dataset of 10 is a prefix of a dataset of 1,000).
  *
- * Written here (not shared with src/data/split.ts) so the world stays a self-contained, dependency-free module.
+ * The stream is cm2's one mulberry32 (src/kernel/rng.ts).
  */
+import { mulberry32 } from '../kernel/rng';
 
-/** mulberry32: a tiny, fast 32-bit PRNG; good enough for test data, fully deterministic across platforms. */
-export function mulberry32(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
+export { mulberry32 };
 
 /**
  * Hash any list of strings/numbers to an unsigned 32-bit integer: FNV-1a over the joined text, then the
