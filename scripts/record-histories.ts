@@ -14,14 +14,13 @@ import path from 'node:path';
 import { gzipSync } from 'node:zlib';
 import { temporal } from '@temporalio/proto';
 import { loadConfig } from '../src/infra/config';
-import { defaultInfraDir, infraEnv, readInfraState } from '../src/infra/localInfra';
+import { useLocalInfraEnv } from '../src/infra/localInfra';
 import { connectClient } from '../src/infra/temporal';
 
 async function main(): Promise<void> {
   const ids = process.argv.slice(2);
   if (!ids.length) throw new Error('usage: npx tsx scripts/record-histories.ts <workflow id>...');
-  const state = readInfraState(defaultInfraDir());
-  if (state) for (const [k, v] of Object.entries(infraEnv(state))) process.env[k] ??= v;
+  useLocalInfraEnv();
   const client = await connectClient(loadConfig('config/demo.yaml'));
   const dir = path.join(__dirname, '..', 'test', 'fixtures', 'histories');
   mkdirSync(dir, { recursive: true });

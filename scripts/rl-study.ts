@@ -26,17 +26,17 @@
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { parseArgs } from 'node:util';
-import { WorkflowIdConflictPolicy, WorkflowNotFoundError, type Client, type WorkflowHandle } from '@temporalio/client';
+import { WorkflowNotFoundError, type Client, type WorkflowHandle } from '@temporalio/client';
 import { defaultPayloadConverter } from '@temporalio/common';
 import type { EvalBfclSummary, EvalPolicy } from '../src/activities/eval';
 import type { PolicyRef } from '../src/activities/rl';
 import { connect } from '../src/cli/pipelineCommand';
-import { rlWorkflowId, startRl } from '../src/cli/stages';
-import { CM2_RUN_ID, CM2_STAGE } from '../src/common/searchAttributes';
+import { rlWorkflowId, startRl, startStage } from '../src/cli/stages';
 import { DEFAULT_CATEGORIES } from '../src/eval/bfcl/categories';
 import { projectRoot } from '../src/infra/binaries';
 import { loadConfig, type Cm2Config } from '../src/infra/config';
-import { defaultInfraDir, infraEnv, readInfraState } from '../src/infra/localInfra';
+import { canonicalJson } from '../src/infra/llm/client';
+import { useLocalInfraEnv } from '../src/infra/localInfra';
 import { runKey, type ObjectStore } from '../src/infra/store';
 import { heldOutSummary, readRlRows } from '../src/report/collect';
 import { renderReport } from '../src/report/html';
@@ -110,10 +110,6 @@ async function runRl(client: Client, p: Planned): Promise<RlResult> {
   }
 }
 
-/** JSON with object keys sorted, for comparing configs whatever order their keys were written in. */
-const stable = (v: unknown): string =>
-  JSON.stringify(v, (_k, x: unknown) => (x && typeof x === 'object' && !Array.isArray(x) ? Object.fromEntries(Object.entries(x as Record<string, unknown>).sort(([a], [b]) => a.localeCompare(b))) : x));
-
 /** The RL settings that decide what a run trains (not when it evaluates or how its workflow is cut). */
 const trainingSettings = (rl: Cm2Config['rl']) => {
   const { eval: _eval, continueAsNewEvery: _can, startToCloseTimeout: _t, ...rest } = rl;
@@ -130,7 +126,7 @@ async function adoptRun(client: Client, p: Planned, runId: string): Promise<RlRe
   if (!input) throw new Error(`--adopt ${p.label}=${runId}: no workflow input in the history of ${rlWorkflowId(runId)}`);
   const want = { ...trainingSettings(p.cfg.rl), sourceKey: p.cfg.rl.sourceKey, policyPrefix: p.cfg.rl.policyPrefix };
   const got = { ...trainingSettings(input.rl), sourceKey: input.sourceKey, policyPrefix: input.policyPrefix };
-  if (stable(want) !== stable(got)) throw new Error(`--adopt ${p.label}=${runId}: its RL settings differ from the study's:\n  run:   ${stable(got)}\n  study: ${stable(want)}`);
+  if (canonicalJson(want) !== canonicalJson(got)) throw new Error(`--adopt ${p.label}=${runId}: its RL settings differ from the study's:\n  run:   ${canonicalJson(got)}\n  study: ${canonicalJson(want)}`);
   log(`${p.label}: adopted run ${runId}`);
   return (await handle.result()) as RlResult;
 }
@@ -152,17 +148,7 @@ async function runBfcl(client: Client, cfg: Cm2Config, id: string, policies: Eva
     taskQueues: { gpu: cfg.temporal.taskQueues.gpu },
     activity: cfg.temporal.activity,
   };
-  const handle = await client.workflow.start(evalWorkflow, {
-    taskQueue: cfg.temporal.taskQueues.workflows,
-    workflowId,
-    args: [input],
-    workflowIdConflictPolicy: WorkflowIdConflictPolicy.USE_EXISTING,
-    typedSearchAttributes: [
-      { key: CM2_RUN_ID, value: id },
-      { key: CM2_STAGE, value: 'eval' },
-    ],
-    staticSummary: `CM2 study ${id}: BFCL`,
-  });
+  const handle = await startStage(client, { ...cfg, run: { id } }, evalWorkflow, 'eval', [input], 'CM2 study BFCL');
   return (await handle.result()).bfcl;
 }
 
@@ -189,8 +175,7 @@ async function policyOf(store: ObjectStore, p: Planned, result: RlResult | undef
 async function main(): Promise<void> {
   if (!args.from || !args.id) throw new Error('--from <run with the SFT policy> and --id <study id> are required');
   const id = args.id;
-  const state = readInfraState(defaultInfraDir());
-  if (state) for (const [k, v] of Object.entries(infraEnv(state))) process.env[k] ??= v;
+  useLocalInfraEnv();
   const base = loadConfig(args.config, { overrides: { run: { id } } });
   const { client, store } = await connect(base);
 

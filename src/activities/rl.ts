@@ -282,14 +282,11 @@ export function createRlActivities(deps: RlDeps) {
   const readRollouts = async (key: string): Promise<Rollout[]> => (await store.getJson(key, RolloutFile)).rollouts;
   /**
    * The advantage rows of a batch: `rows` keyed by rollout id; files written before the rows existed hold one array
-   * per rollout in batch order, given ids here by position (their rollouts file is the one they were computed from).
+   * per rollout in batch order, given ids here by position (a count that differs is then caught by the join).
    */
   const readAdvantageRows = async (key: string, rollouts: readonly Rollout[]): Promise<RolloutAdvantages[]> => {
     const file = await store.getJson(key, AdvantagesFile);
-    if (file.rows) return file.rows;
-    const legacy = file.advantages ?? [];
-    if (legacy.length !== rollouts.length) throw ApplicationFailure.nonRetryable(`${key}: ${legacy.length} advantage rows for ${rollouts.length} rollouts`, 'BadInput');
-    return legacy.map((advantages, i) => ({ id: rollouts[i]!.id, advantages }));
+    return file.rows ?? (file.advantages ?? []).map((advantages, i) => ({ id: rollouts[i]?.id ?? `#${i} (positional)`, advantages }));
   };
   let backend: Promise<string> | undefined;
   const ensureBackend = () => (backend ??= selectBackend('auto', log));
@@ -463,7 +460,7 @@ export function createRlActivities(deps: RlDeps) {
           // A misaligned batch stays misaligned on every retry.
           throw e instanceof ApplicationFailure ? e : ApplicationFailure.nonRetryable((e as Error).message, 'BadInput');
         }
-        const batch: GrpoSequence[] = rollouts.map((r, i) => ({ tokens: r.tokens, spans: spans[i]!.map((s) => ({ start: s.start, end: s.end, advantage: s.advantage })) }));
+        const batch: GrpoSequence[] = rollouts.map((r, i) => ({ tokens: r.tokens, spans: spans[i]! }));
         // Take the policy out of the cache: it is about to be mutated.
         const key = policyKey(input.policy);
         let model = models.get(key);

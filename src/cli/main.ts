@@ -17,17 +17,10 @@
  */
 import { Command, InvalidArgumentError, Option } from 'commander';
 import { ConfigError, loadConfig, type Cm2Config } from '../infra/config';
-import { defaultInfraDir, infraEnv, readInfraState } from '../infra/localInfra';
+import { defaultInfraDir, useLocalInfraEnv } from '../infra/localInfra';
 import { InfraNotRunningError } from '../infra/temporal';
 // Command modules are required on use, so `cm2 filter` does not pay for loading the Temporal worker.
 
-/** Points the process at the local infrastructure when it is running and the user has not said otherwise. */
-export function useLocalInfraEnv(): void {
-  const state = readInfraState(defaultInfraDir());
-  if (!state) return;
-  const env = infraEnv(state);
-  for (const [k, v] of Object.entries(env)) process.env[k] ??= v;
-}
 
 /** Loads the config of a command; the worker only needs addresses, so it gets a placeholder run id. */
 export function commandConfig(file: string, runId?: string): Cm2Config {

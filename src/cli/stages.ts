@@ -24,7 +24,7 @@ import { RunWatch, withHeartbeatCount } from './watch';
  * Starts the workflow of a stage of a run (`cm2-<run>-<stage>`), or attaches to it when it is already running: the
  * same id never runs a stage twice at once, and a finished run is re-entered idempotently by its activities.
  */
-function startStage<W extends Workflow>(client: Client, cfg: Cm2Config, workflow: W, stage: string, args: Parameters<W>, summary: string): Promise<WorkflowHandle<W>> {
+export function startStage<W extends Workflow>(client: Client, cfg: Cm2Config, workflow: W, stage: string, args: Parameters<W>, summary: string): Promise<WorkflowHandle<W>> {
   return client.workflow.start(workflow, {
     taskQueue: cfg.temporal.taskQueues.workflows,
     workflowId: `cm2-${cfg.run.id}-${stage}`,

@@ -110,6 +110,13 @@ export function infraEnv(state: InfraState, env: NodeJS.ProcessEnv = process.env
   return out;
 }
 
+/** Points the process at the local infrastructure when it is running and the user has not said otherwise. */
+export function useLocalInfraEnv(): void {
+  const state = readInfraState(defaultInfraDir());
+  if (!state) return;
+  for (const [k, v] of Object.entries(infraEnv(state))) process.env[k] ??= v;
+}
+
 export function isAlive(pid: number): boolean {
   try {
     process.kill(pid, 0);

@@ -8,6 +8,7 @@
  * standard error across held-out prompts (src/rl/heldOut.ts).
  */
 import { z } from 'zod';
+import { promptMeanStats } from '../rl/heldOut';
 import type { ReportDataInput } from './types';
 
 const Accuracy = z.object({ accuracy: z.number(), correct: z.number().int().nonnegative(), total: z.number().int().nonnegative() });
@@ -70,9 +71,8 @@ export function granularitySummaries(policies: readonly StudyPolicy[]): Granular
   const byGranularity = new Map<string, StudyPolicy[]>();
   for (const p of policies) if (p.kind === 'rl') byGranularity.set(p.granularity ?? '?', [...(byGranularity.get(p.granularity ?? '?') ?? []), p]);
   return [...byGranularity].map(([granularity, runs]) => {
-    const means = runs.map((r) => r.mean);
-    const mean = means.reduce((a, b) => a + b, 0) / means.length;
-    const sdAcrossSeeds = means.length > 1 ? Math.sqrt(means.reduce((a, m) => a + (m - mean) ** 2, 0) / (means.length - 1)) : null;
+    // Each run is one sample: its mean and sample standard deviation across seeds.
+    const { mean, sd: sdAcrossSeeds } = promptMeanStats(runs.map((r) => r.mean), runs.map((_, i) => i));
     const apart = sft ? runs.map((r) => seApart(r, sft)).filter((v): v is number => v !== null) : [];
     return {
       granularity,
