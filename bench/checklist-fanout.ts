@@ -10,13 +10,13 @@
 import { parseArgs } from 'node:util';
 import { temporal } from '@temporalio/proto';
 import { DefaultLogger, Runtime } from '@temporalio/worker';
-import { loadConfig } from '../src/infra/config';
+import { loadConfig } from '../src/run/config';
 import { infraEnv, startInfra } from '../src/infra/localInfra';
-import { ObjectStore, runKey } from '../src/infra/store';
+import { ObjectStore, runKey } from '../src/storage/store';
 import { connectClient } from '../src/infra/temporal';
-import { startWorkers } from '../src/workers';
+import { startWorkers } from '../src/worker';
 import { startChecklist } from '../src/cli/stages';
-import { generateDemoDataset } from '../src/world/generator';
+import { generateDemoDataset } from '../src/demo/generator';
 
 async function main() {
   const { values } = parseArgs({ options: { examples: { type: 'string', default: '2000' }, 'shard-size': { type: 'string', default: '50' }, concurrency: { type: 'string', default: '4' } } });

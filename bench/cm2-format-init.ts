@@ -16,8 +16,8 @@ import { selectBackend } from '../src/model/backend';
 import { loadHfCheckpoint } from '../src/model/checkpoint';
 import { generate } from '../src/model/generate';
 import { importGguf } from '../src/model/modelImport';
-import { collate } from '../src/train/sft';
-import { generateDemoExample } from '../src/world/generator';
+import { collate } from '../src/stages/sft/trainer';
+import { generateDemoExample } from '../src/demo/generator';
 import { smollm2Path } from '../scripts/ensure-smollm2.mjs';
 
 const arg = (name: string, dflt: number): number => {

@@ -1,10 +1,10 @@
 /**
  * The Qwen2.5-0.5B-shaped model end to end (issue 12, item 6), ours (src/model on tfjs) and PyTorch + transformers
  * side by side: load the HF checkpoint (BF16 shards written by transformers: scripts/make-large-checkpoint.py), greedy
- * generation with the KV cache, SFT train steps (src/train/sft.ts: cross-entropy, AdamW), a training checkpoint saved
+ * generation with the KV cache, SFT train steps (src/stages/sft/trainer.ts: cross-entropy, AdamW), a training checkpoint saved
  * (config.json, F32 weights and AdamW moments written one tensor at a time with their sha256, as the activities write
  * them before the S3 upload) and loaded back into the RL trainer (weights and
- * moments), and RL train steps (src/rl/grpo.ts: GRPO loss with a KL term against a reference model, AdamW). Seconds per
+ * moments), and RL train steps (src/stages/rl/grpo.ts: GRPO loss with a KL term against a reference model, AdamW). Seconds per
  * phase and per step, memory after each phase.
  *
  *   python3 scripts/make-large-checkpoint.py                     # once: .tmp/qwen2.5-0.5b-random (~1 GB, not committed)
@@ -30,14 +30,14 @@ import * as path from 'node:path';
 import { parseArgs } from 'node:util';
 import * as tf from '@tensorflow/tfjs';
 import { backendPrefs, selectBackend, type BackendPref } from '../src/model/backend';
-import { writeCheckpointFiles } from '../src/activities/policyStore';
+import { writeCheckpointFiles } from '../src/model/policyStore';
 import { hfConfigJson, loadHfCheckpoint, writeModelWeights } from '../src/model/checkpoint';
 import { generate } from '../src/model/generate';
 import type { QwenModel } from '../src/model/qwen';
 import { Rng } from '../src/model/random';
-import { GrpoTrainer, type GrpoSequence } from '../src/rl/grpo';
-import { openAdamWState, writeAdamWState } from '../src/train/adamw';
-import { SftTrainer, type TokenizedExample } from '../src/train/sft';
+import { GrpoTrainer, type GrpoSequence } from '../src/stages/rl/grpo';
+import { openAdamWState, writeAdamWState } from '../src/model/optim/adamw';
+import { SftTrainer, type TokenizedExample } from '../src/stages/sft/trainer';
 
 const root = path.resolve(__dirname, '..');
 const RESULT_MARK = '@@RESULT ';
@@ -159,7 +159,7 @@ async function runOurs(job: Job, pref: BackendPref): Promise<SideResult> {
     }
     phase(`SFT ${job.sftSteps} steps (B=${job.microBatch}, T=${job.seq})`, t0, { tfPeakBytes: sftPeak });
 
-    // 4. Save a training checkpoint as the activities write it before the upload (src/activities/policyStore.ts):
+    // 4. Save a training checkpoint as the activities write it before the upload (src/model/policyStore.ts):
     //    config.json, model.safetensors (F32) and optimizer.safetensors, one tensor at a time, with their sha256.
     t0 = performance.now();
     mkdirSync(ckpt, { recursive: true });

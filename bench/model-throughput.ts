@@ -16,7 +16,7 @@
  * gives steadier per-core numbers on a machine that other work keeps busy.
  *
  * Training step = forward + cross-entropy over all B·T positions + backward (tf.variableGrads over model.loss) +
- * global-norm clipping to 1.0 + AdamW (src/train/adamw.ts), weight decay 0; `--warmup` steps are not timed, then the
+ * global-norm clipping to 1.0 + AdamW (src/model/optim/adamw.ts), weight decay 0; `--warmup` steps are not timed, then the
  * median of the timed steps (`--steps`, else per size) gives tokens/s = B·T / median step time. Generation = B random
  * 32-token prompts, greedy, exactly the size's number of new tokens each (no stop token), after a 4-token warm-up run;
  * tokens/s = B·new / wall time, prefill included. PyTorch runs the same architecture (Qwen3ForCausalLM, or
@@ -39,7 +39,7 @@ import type { QwenConfig } from '../src/model/config';
 import { generate } from '../src/model/generate';
 import { QwenModel } from '../src/model/qwen';
 import { Rng } from '../src/model/random';
-import { AdamW } from '../src/train/adamw';
+import { AdamW } from '../src/model/optim/adamw';
 
 interface SizeSpec {
   model: 'qwen2' | 'qwen3' | 'llama';

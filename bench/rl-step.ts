@@ -10,7 +10,7 @@
  * first), with config/demo.yaml, and prints the per-phase seconds of each step from the run's metrics. Pass
  * `--phases-of RUN` to print them for an existing run instead.
  *
- * Part 2 re-judges every (rollout, turn, step) of those steps through the LLM judge (src/rl/judge.ts) in two
+ * Part 2 re-judges every (rollout, turn, step) of those steps through the LLM judge (src/stages/rl/judge/judge.ts) in two
  * configurations: the reference's (one item per call, no verdict cache) and this project's default (8 items per
  * call, verdict cache), then the default once more (a retried activity: served by the cache). The endpoint is
  * `CM2_BENCH_JUDGE_URL` + `CM2_BENCH_JUDGE_MODEL` when set (a real LLM: agreement is then a real measurement), else a
@@ -24,20 +24,20 @@ import http from 'node:http';
 import { createHash } from 'node:crypto';
 import { parseArgs } from 'node:util';
 import { DefaultLogger, Runtime } from '@temporalio/worker';
-import { judgeViewAt } from '../src/checklist/check';
-import { AnnotatedExample } from '../src/checklist/schema';
+import { judgeViewAt } from '../src/stages/checklist/check';
+import { AnnotatedExample } from '../src/stages/checklist/schema';
 import { startGpuWorker } from '../src/cli/demo';
 import { startRl } from '../src/cli/stages';
-import { loadConfig } from '../src/infra/config';
-import { LlmClient } from '../src/infra/llm/client';
-import { LlmConfig } from '../src/infra/llm/config';
+import { loadConfig } from '../src/run/config';
+import { LlmClient } from '../src/llm/client';
+import { LlmConfig } from '../src/llm/config';
 import { infraEnv, startInfra } from '../src/infra/localInfra';
-import { ObjectStore, runKey } from '../src/infra/store';
+import { ObjectStore, runKey } from '../src/storage/store';
 import { connectClient } from '../src/infra/temporal';
-import { Judge, JudgeConfig, VERDICT_FIELDS, withJudgeDefaults } from '../src/rl/judge';
-import { pendingJudgements } from '../src/rl/judgePhase';
-import { Rollout, type Verdict } from '../src/rl/types';
-import { startWorkers } from '../src/workers';
+import { Judge, JudgeConfig, VERDICT_FIELDS, withJudgeDefaults } from '../src/stages/rl/judge/judge';
+import { pendingJudgements } from '../src/stages/rl/judge/phase';
+import { Rollout, type Verdict } from '../src/stages/rl/types';
+import { startWorkers } from '../src/worker';
 
 interface StepRow {
   kind: string;

@@ -14,7 +14,7 @@ import { selectBackend } from '../src/model/backend';
 import type { QwenConfig } from '../src/model/config';
 import { QwenModel } from '../src/model/qwen';
 import { StackGraph } from '../src/model/trainGraph';
-import { AdamW } from '../src/train/adamw';
+import { AdamW } from '../src/model/optim/adamw';
 
 const SIZES: Record<string, { hidden: number; layers: number; vocab: number; seq: number; batch: number }> = {
   tiny: { hidden: 128, layers: 4, vocab: 512, seq: 256, batch: 8 },

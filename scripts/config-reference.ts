@@ -1,4 +1,4 @@
-// Writes the configuration reference, generated from the zod schema (src/infra/configReference.ts), into README.md
+// Writes the configuration reference, generated from the zod schema (src/cli/configReference.ts), into README.md
 // between `<!-- config-reference:start -->` and `<!-- config-reference:end -->` (inserted at the end of the
 // `## Configuration` section when absent). Only what lies between the markers is replaced.
 //
@@ -6,7 +6,7 @@
 //   --check  change nothing; exit 1 when README.md is out of date
 import { readFileSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
-import { configReference, readmeWithReference } from '../src/infra/configReference';
+import { configReference, readmeWithReference } from '../src/cli/configReference';
 
 const readmePath = path.resolve(__dirname, '..', 'README.md');
 const check = process.argv.slice(2).includes('--check');

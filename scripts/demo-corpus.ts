@@ -16,8 +16,8 @@
  */
 import { createWriteStream } from 'node:fs';
 import { chatSegments } from '../src/chat/tokenize';
-import { generateDemoExample } from '../src/world/generator';
-import { loadDemoTokenizer } from '../src/world/tokenizer';
+import { generateDemoExample } from '../src/demo/generator';
+import { loadDemoTokenizer } from '../src/demo/tokenizer';
 
 function main(): void {
   const [seedArg, countArg, out, terseArg] = process.argv.slice(2);

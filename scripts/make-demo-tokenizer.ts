@@ -7,7 +7,7 @@ import { mkdirSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { CHAT_TEMPLATE } from '../src/chat/template';
 import { ChatTokenizer } from '../src/chat/tokenize';
-import { buildDemoTokenizer, demoCorpus, DEMO_TOKENIZER_DEFAULTS, DEMO_TOKENIZER_DIR } from '../src/world/tokenizer';
+import { buildDemoTokenizer, demoCorpus, DEMO_TOKENIZER_DEFAULTS, DEMO_TOKENIZER_DIR } from '../src/demo/tokenizer';
 
 function flag(name: string, fallback: number): number {
   const i = process.argv.indexOf(`--${name}`);

@@ -13,7 +13,7 @@ import { mkdirSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { gzipSync } from 'node:zlib';
 import { temporal } from '@temporalio/proto';
-import { loadConfig } from '../src/infra/config';
+import { loadConfig } from '../src/run/config';
 import { useLocalInfraEnv } from '../src/infra/localInfra';
 import { connectClient } from '../src/infra/temporal';
 

@@ -28,22 +28,22 @@ import path from 'node:path';
 import { parseArgs } from 'node:util';
 import { WorkflowNotFoundError, type Client, type WorkflowHandle } from '@temporalio/client';
 import { defaultPayloadConverter } from '@temporalio/common';
-import type { EvalBfclSummary, EvalPolicy } from '../src/activities/eval';
-import type { PolicyRef } from '../src/activities/rl';
+import type { EvalBfclSummary, EvalPolicy } from '../src/stages/eval/activities';
+import type { PolicyRef } from '../src/stages/rl/activities';
 import { connect } from '../src/cli/pipelineCommand';
 import { rlWorkflowId, startRl, startStage } from '../src/cli/stages';
-import { DEFAULT_CATEGORIES } from '../src/eval/bfcl/categories';
+import { DEFAULT_CATEGORIES } from '../src/stages/eval/bfcl/categories';
 import { projectRoot } from '../src/infra/binaries';
-import { loadConfig, type Cm2Config } from '../src/infra/config';
-import { canonicalJson } from '../src/infra/llm/client';
+import { loadConfig, type Cm2Config } from '../src/run/config';
+import { canonicalJson } from '../src/llm/client';
 import { useLocalInfraEnv } from '../src/infra/localInfra';
-import { runKey, type ObjectStore } from '../src/infra/store';
+import { runKey, type ObjectStore } from '../src/storage/store';
 import { heldOutSummary, readRlRows } from '../src/report/collect';
 import { renderReport } from '../src/report/html';
 import { StudyResult, studyMarkdown, studyReportData, upsertStudyBlock, type StudyPolicy } from '../src/report/study';
 import { ReportData } from '../src/report/types';
-import { evalWorkflow, type EvalResult, type EvalWorkflowInput } from '../src/workflows/eval';
-import { rlStatusQuery, type RlResult, type RlWorkflowInput } from '../src/workflows/rl';
+import { evalWorkflow, type EvalResult, type EvalWorkflowInput } from '../src/stages/eval/workflow';
+import { rlStatusQuery, type RlResult, type RlWorkflowInput } from '../src/stages/rl/workflow';
 
 const { values: args } = parseArgs({
   options: {

@@ -23,7 +23,7 @@
  * except that JS numbers lose the int/float distinction (`1.0` prints as `1`, spec §8.1).
  */
 import { Template } from '@huggingface/jinja';
-import type { Message } from '../data/schema';
+import type { Message } from '../kernel/schema';
 
 /** The template text. `assets/chat_template.jinja` holds the same text (checked by a unit test). */
 export const CHAT_TEMPLATE = String.raw`{%- if tools %}

@@ -9,7 +9,7 @@
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import { Tokenizer } from '@huggingface/tokenizers';
-import type { Message } from '../data/schema';
+import type { Message } from '../kernel/schema';
 import {
   ASSISTANT_HEADER,
   CHAT_TEMPLATE,

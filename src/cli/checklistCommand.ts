@@ -6,12 +6,12 @@
  * - `show RUN UUID`: prints an example's checklist next to its dialogue, read from the run's S3 prefix.
  */
 import { readFileSync } from 'node:fs';
-import type { Cm2Config } from '../infra/config';
-import { ObjectStore } from '../infra/store';
-import { annotatedExampleKey, FailedAnnotation, failedExampleKey } from '../activities/checklist';
-import { AnnotatedExample } from '../checklist/schema';
-import { renderChecklist } from '../checklist/render';
-import { formatViolation, validateAnnotatedExample } from '../checklist/validate';
+import type { Cm2Config } from '../run/config';
+import { ObjectStore } from '../storage/store';
+import { annotatedExampleKey, FailedAnnotation, failedExampleKey } from '../stages/checklist/activities';
+import { AnnotatedExample } from '../stages/checklist/schema';
+import { renderChecklist } from '../stages/checklist/render';
+import { formatViolation, validateAnnotatedExample } from '../stages/checklist/validate';
 import { type ChecklistReport, runStageCommand, startChecklist } from './stages';
 
 export function checklistRunCommand(cfg: Cm2Config, wait: boolean): Promise<void> {

@@ -14,10 +14,10 @@
  */
 import path from 'node:path';
 import { DefaultLogger, Runtime } from '@temporalio/worker';
-import { loadConfig, type Cm2Config } from '../infra/config';
+import { loadConfig, type Cm2Config } from '../run/config';
 import { ensureBinaries, projectRoot } from '../infra/binaries';
 import { defaultInfraDir, infraEnv, infraHealth, isAlive, portsFromEnv, readInfraState, setInfraOwner, startInfra, stopInfra } from '../infra/localInfra';
-import { startWorkers } from '../workers';
+import { startWorkers } from '../worker';
 import { connect, followPipeline, guardedPrint, linePrinter, printRunEnd, startRun, writeLocalReport } from './pipelineCommand';
 import { restartDelayFault } from './faults';
 import { pipelineWorkflowId } from './stages';

@@ -12,16 +12,16 @@
  */
 import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
-import { loadStoredModel, type EvalPolicy } from '../activities/eval';
+import { loadStoredModel, type EvalPolicy } from '../stages/eval/activities';
 import { loadChatTokenizer } from '../chat/tokenize';
-import { DEFAULT_CATEGORIES, parseCategoryList } from '../eval/bfcl/categories';
-import { BfclDataError, BfclInputError, parseAnswers } from '../eval/bfcl/data';
-import { stringifyPyJson } from '../eval/bfcl/pyValue';
-import { AnswersPolicy, availableCategories, defaultDataDir, EndpointConfig, EndpointPolicy, evaluateBfcl, ModelPolicy, ReferencePolicy, type Policy } from '../eval/bfcl/runner';
-import { formatSummary, type BfclResults } from '../eval/bfcl/score';
+import { DEFAULT_CATEGORIES, parseCategoryList } from '../stages/eval/bfcl/categories';
+import { BfclDataError, BfclInputError, parseAnswers } from '../stages/eval/bfcl/data';
+import { stringifyPyJson } from '../stages/eval/bfcl/pyValue';
+import { AnswersPolicy, availableCategories, defaultDataDir, EndpointConfig, EndpointPolicy, evaluateBfcl, ModelPolicy, ReferencePolicy, type Policy } from '../stages/eval/bfcl/runner';
+import { formatSummary, type BfclResults } from '../stages/eval/bfcl/score';
 import { projectRoot } from '../infra/binaries';
-import type { Cm2Config } from '../infra/config';
-import { ObjectStore } from '../infra/store';
+import type { Cm2Config } from '../run/config';
+import { ObjectStore } from '../storage/store';
 import { selectBackend, type BackendPref } from '../model/backend';
 import { loadHfCheckpoint } from '../model/checkpoint';
 import type { QwenModel } from '../model/qwen';

@@ -5,9 +5,9 @@
  */
 import { mkdir, writeFile } from 'node:fs/promises';
 import { dirname } from 'node:path';
-import { resolveEnabledFilters } from '../data/filters';
-import { runRuleFilterReport, type FilterReport } from '../data/filterReport';
-import { importFile } from '../data/importers';
+import { resolveEnabledFilters } from '../stages/prepare/filters';
+import { runRuleFilterReport, type FilterReport } from '../stages/prepare/filterReport';
+import { importFile } from '../stages/prepare/import';
 
 export interface FilterCommandOptions {
   input: string;

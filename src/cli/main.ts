@@ -16,7 +16,7 @@
  *   cm2 model logits --checkpoint DIR --input-ids 1,2,3   last-position logits of a Qwen2/Qwen3/Llama checkpoint (JSON)
  */
 import { Command, InvalidArgumentError, Option } from 'commander';
-import { ConfigError, loadConfig, type Cm2Config } from '../infra/config';
+import { ConfigError, loadConfig, type Cm2Config } from '../run/config';
 import { defaultInfraDir, useLocalInfraEnv } from '../infra/localInfra';
 import { InfraNotRunningError } from '../infra/temporal';
 // Command modules are required on use, so `cm2 filter` does not pay for loading the Temporal worker.

@@ -1,5 +1,5 @@
 /** `cm2 prepare --config FILE`: starts (or attaches to) the stage workflow and follows its progress. */
-import type { Cm2Config } from '../infra/config';
+import type { Cm2Config } from '../run/config';
 import { type PrepareReport, runStageCommand, startPrepare } from './stages';
 
 export function prepareCommand(cfg: Cm2Config, wait: boolean): Promise<void> {

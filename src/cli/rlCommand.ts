@@ -2,10 +2,10 @@
  * `cm2 rl run|status|pause|resume|stop|set`: start and steer the RL workflow of a run. The same controls work with
  * the plain Temporal CLI (`temporal workflow signal|update execute|query --workflow-id cm2-<run>-rl`).
  */
-import type { Cm2Config } from '../infra/config';
+import type { Cm2Config } from '../run/config';
 import { connectClient } from '../infra/temporal';
-import { pauseSignal, resumeSignal, rlStatusQuery, setHyperparametersUpdate, stopSignal, type RlStatus } from '../workflows/rl';
-import type { RlHyperparameters } from '../infra/config';
+import { pauseSignal, resumeSignal, rlStatusQuery, setHyperparametersUpdate, stopSignal, type RlStatus } from '../stages/rl/workflow';
+import type { RlHyperparameters } from '../run/config';
 import { type RlResult, rlWorkflowId, runStageCommand, startRl } from './stages';
 
 export function rlRunCommand(cfg: Cm2Config, wait: boolean): Promise<void> {

@@ -1,5 +1,5 @@
 /** `cm2 sft run --config FILE`: starts (or attaches to) the cold-start SFT workflow of a run and prints its report. */
-import type { Cm2Config } from '../infra/config';
+import type { Cm2Config } from '../run/config';
 import { type SftReport, runStageCommand, startSft } from './stages';
 
 export function sftRunCommand(cfg: Cm2Config, wait: boolean): Promise<void> {

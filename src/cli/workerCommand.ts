@@ -4,8 +4,8 @@
  * Started by `cm2 demo` (with an IPC channel), it also shuts down when that parent dies without stopping it (a crash,
  * SIGKILL): the channel closes, so a worker never outlives the demo that started it.
  */
-import type { Cm2Config } from '../infra/config';
-import { ALL_QUEUES, type QueueKind, startWorkers } from '../workers';
+import type { Cm2Config } from '../run/config';
+import { ALL_QUEUES, type QueueKind, startWorkers } from '../worker';
 
 export async function workerCommand(cfg: Cm2Config, queueList: string): Promise<void> {
   const queues = queueList.split(',').map((q) => q.trim()).filter(Boolean) as QueueKind[];

@@ -1,6 +1,6 @@
 /** Temporal client connection, with a message that says what to start when the server is not there. */
 import { Client, Connection } from '@temporalio/client';
-import type { Cm2Config } from './config';
+import type { Cm2Config } from '../run/config';
 
 export class InfraNotRunningError extends Error {
   constructor(what: string, address: string, cause: unknown) {

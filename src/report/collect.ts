@@ -5,7 +5,7 @@
  * (`buildReport`), so it is tested without servers.
  */
 import { z } from 'zod';
-import { ifExists as optional, runKey, type ObjectStore } from '../infra/store';
+import { ifExists as optional, runKey, type ObjectStore } from '../storage/store';
 import type { ReportData } from './types';
 
 export interface StageInfo {

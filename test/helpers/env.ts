@@ -3,8 +3,8 @@
  * addresses and the local credentials into the environment).
  */
 import { randomBytes } from 'node:crypto';
-import { parseConfig, type Cm2Config } from '../../src/infra/config';
-import { ObjectStore } from '../../src/infra/store';
+import { parseConfig, type Cm2Config } from '../../src/run/config';
+import { ObjectStore } from '../../src/storage/store';
 import { readNativeStatus } from '../../src/model/backend';
 
 export function requireTestInfra(): void {

@@ -3,7 +3,7 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
-import type { Cm2Config } from '../../src/infra/config';
+import type { Cm2Config } from '../../src/run/config';
 
 const root = path.resolve(__dirname, '..', '..');
 

@@ -1,14 +1,14 @@
 /** A small RL setup in S3: demo-world examples with offline checklists, and a tiny random policy in HF layout. */
 import path from 'node:path';
 import { loadChatTokenizer } from '../../src/chat/tokenize';
-import { toStoredVariant } from '../../src/checklist/schema';
-import type { Cm2Config } from '../../src/infra/config';
-import { runKey, type ObjectStore } from '../../src/infra/store';
+import { toStoredVariant } from '../../src/stages/checklist/schema';
+import type { Cm2Config } from '../../src/run/config';
+import { runKey, type ObjectStore } from '../../src/storage/store';
 import { parseQwenConfig } from '../../src/model/config';
 import { QwenModel } from '../../src/model/qwen';
 import { serializeSafetensors } from '../../src/model/safetensors';
-import { offlineChecklist } from '../../src/world/checklist';
-import { generateDemoDataset } from '../../src/world/generator';
+import { offlineChecklist } from '../../src/demo/checklist';
+import { generateDemoDataset } from '../../src/demo/generator';
 
 const root = path.resolve(__dirname, '..', '..');
 

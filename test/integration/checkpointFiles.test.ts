@@ -10,13 +10,13 @@ import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSy
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import * as tf from '@tensorflow/tfjs';
-import { assignFromWeights, checkpointModel, loadStoredHfModel, saveTrainingCheckpoint, uploadModelWeights, withCheckpoint } from '../../src/activities/policyStore';
-import { downloadCheckpoint, latestCheckpoint, stepFolder } from '../../src/infra/checkpoints';
-import { runKey, sha256, sha256File } from '../../src/infra/store';
+import { assignFromWeights, checkpointModel, loadStoredHfModel, saveTrainingCheckpoint, uploadModelWeights, withCheckpoint } from '../../src/model/policyStore';
+import { downloadCheckpoint, latestCheckpoint, stepFolder } from '../../src/storage/checkpoints';
+import { runKey, sha256, sha256File } from '../../src/storage/store';
 import { hfConfigJson, loadHfCheckpoint } from '../../src/model/checkpoint';
 import { QwenModel } from '../../src/model/qwen';
 import { serializeTensors } from '../../src/model/safetensors';
-import { AdamW, serializeAdamWState } from '../../src/train/adamw';
+import { AdamW, serializeAdamWState } from '../../src/model/optim/adamw';
 import { testConfig, testStore, uniqueId } from '../helpers/env';
 
 const FIX = join(__dirname, '..', 'fixtures');

@@ -1,8 +1,8 @@
 /** Training checkpoints on MinIO: manifest written last, torn and altered checkpoints are never loaded. */
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { latestCheckpoint, readCheckpoint, stepFolder, writeCheckpoint } from '../../src/infra/checkpoints';
-import { runKey } from '../../src/infra/store';
+import { latestCheckpoint, readCheckpoint, stepFolder, writeCheckpoint } from '../../src/storage/checkpoints';
+import { runKey } from '../../src/storage/store';
 import { testConfig, testStore, uniqueId } from '../helpers/env';
 
 test('the newest complete checkpoint is found; torn and altered ones are skipped', async () => {

@@ -6,13 +6,13 @@
 import { test, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { ApplicationFailure } from '@temporalio/common';
-import { LlmConfig, type LlmRoleConfigInput } from '../../src/infra/llm/config';
-import { LlmClient, LlmFatalError, LlmRetryableError, classifyLlmError, parseRetryAfter, type ResponseCache } from '../../src/infra/llm/client';
-import { toTemporalFailure, LLM_FATAL_TYPE, LLM_RETRYABLE_TYPE } from '../../src/infra/llm/temporal';
-import { CompressorRole, LlmFilterRole, makeDataRoles } from '../../src/infra/llm/roles';
-import { FILTER_JSON_SCHEMA } from '../../src/data/llmFilter';
-import type { DataRoles } from '../../src/data/roles';
-import type { Example } from '../../src/data/schema';
+import { LlmConfig, type LlmRoleConfigInput } from '../../src/llm/config';
+import { LlmClient, LlmFatalError, LlmRetryableError, classifyLlmError, parseRetryAfter, type ResponseCache } from '../../src/llm/client';
+import { toTemporalFailure, LLM_FATAL_TYPE, LLM_RETRYABLE_TYPE } from '../../src/llm/temporal';
+import { CompressorRole, LlmFilterRole, makeDataRoles } from '../../src/llm/roles';
+import { FILTER_JSON_SCHEMA } from '../../src/stages/prepare/llmFilter';
+import type { DataRoles } from '../../src/kernel/roles';
+import type { Example } from '../../src/kernel/schema';
 import { replies, startFakeOpenAI, type Behaviour, type FakeOpenAI } from '../helpers/fakeOpenAI';
 
 const servers: FakeOpenAI[] = [];

@@ -7,11 +7,11 @@ import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import assert from 'node:assert/strict';
-import { runSft } from '../../src/activities/sft';
+import { runSft } from '../../src/stages/sft/activities';
 import { startSft, sftInput } from '../../src/cli/stages';
 import { connectClient } from '../../src/infra/temporal';
-import { runKey } from '../../src/infra/store';
-import { generateDemoDataset } from '../../src/world/generator';
+import { runKey } from '../../src/storage/store';
+import { generateDemoDataset } from '../../src/demo/generator';
 import { exactnessBackends, testConfig, testStore, uniqueId } from '../helpers/env';
 import { startChildWorker, writeConfigFile } from '../helpers/processes';
 

@@ -1,7 +1,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { z } from 'zod';
-import { NotFoundError, runKey, sha256 } from '../../src/infra/store';
+import { NotFoundError, runKey, sha256 } from '../../src/storage/store';
 import { testConfig, testStore, uniqueId } from '../helpers/env';
 
 test('object store round-trips JSON, JSONL and bytes on the real MinIO server', async () => {

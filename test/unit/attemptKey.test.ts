@@ -5,7 +5,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { MockActivityEnvironment } from '@temporalio/testing';
-import { attemptKey } from '../../src/activities/shards';
+import { attemptKey } from '../../src/stages/activityKit';
 
 test('attemptKey: attempt 1 and plain calls keep the key; a retry writes its own', async () => {
   assert.equal(attemptKey('runs/r/data/rl/shard-00001.jsonl'), 'runs/r/data/rl/shard-00001.jsonl');

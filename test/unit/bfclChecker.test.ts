@@ -6,13 +6,13 @@
 import assert from 'node:assert/strict';
 import { existsSync } from 'node:fs';
 import { describe, test } from 'node:test';
-import { checkAst, checkCall, checkRelevance, containsCall, type DecodedCall, type FunctionDoc, type PossibleCall } from '../../src/eval/bfcl/checker';
-import type { BfclExample } from '../../src/eval/bfcl/data';
-import { convertJava, convertJs } from '../../src/eval/bfcl/languages';
-import { parsePyJson, PyFloat, pyEquals, pyType, standardizeString, stringifyPyJson, toPyValue } from '../../src/eval/bfcl/pyValue';
-import { referenceCalls } from '../../src/eval/bfcl/reference';
-import { availableCategories, defaultDataDir, loadCategory } from '../../src/eval/bfcl/runner';
-import { scoreExample } from '../../src/eval/bfcl/score';
+import { checkAst, checkCall, checkRelevance, containsCall, type DecodedCall, type FunctionDoc, type PossibleCall } from '../../src/stages/eval/bfcl/checker';
+import type { BfclExample } from '../../src/stages/eval/bfcl/data';
+import { convertJava, convertJs } from '../../src/stages/eval/bfcl/languages';
+import { parsePyJson, PyFloat, pyEquals, pyType, standardizeString, stringifyPyJson, toPyValue } from '../../src/stages/eval/bfcl/pyValue';
+import { referenceCalls } from '../../src/stages/eval/bfcl/reference';
+import { availableCategories, defaultDataDir, loadCategory } from '../../src/stages/eval/bfcl/runner';
+import { scoreExample } from '../../src/stages/eval/bfcl/score';
 
 const dataDir = defaultDataDir();
 const haveData = existsSync(dataDir);

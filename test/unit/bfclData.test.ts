@@ -7,16 +7,16 @@ import { existsSync, mkdirSync, mkdtempSync, readFileSync, writeFileSync } from 
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { describe, test } from 'node:test';
-import { BfclInputError, categoryKind, categoryLanguage, discoverCategories, parseCategoryList, unsupportedReason } from '../../src/eval/bfcl/categories';
-import { checkerMode, type DecodedCall, type FunctionDoc } from '../../src/eval/bfcl/checker';
-import { BfclDataError, buildExamples, parseAnswers, parsePossibleAnswers, parseQuestions, type BfclExample } from '../../src/eval/bfcl/data';
-import { decodeAnswerResult, decodeOpenAiMessage, decodeQwenText } from '../../src/eval/bfcl/decode';
-import { parsePyJson, PyFloat, stringifyPyJson } from '../../src/eval/bfcl/pyValue';
-import { referenceCalls } from '../../src/eval/bfcl/reference';
+import { BfclInputError, categoryKind, categoryLanguage, discoverCategories, parseCategoryList, unsupportedReason } from '../../src/stages/eval/bfcl/categories';
+import { checkerMode, type DecodedCall, type FunctionDoc } from '../../src/stages/eval/bfcl/checker';
+import { BfclDataError, buildExamples, parseAnswers, parsePossibleAnswers, parseQuestions, type BfclExample } from '../../src/stages/eval/bfcl/data';
+import { decodeAnswerResult, decodeOpenAiMessage, decodeQwenText } from '../../src/stages/eval/bfcl/decode';
+import { parsePyJson, PyFloat, stringifyPyJson } from '../../src/stages/eval/bfcl/pyValue';
+import { referenceCalls } from '../../src/stages/eval/bfcl/reference';
 import { evalBfclCommand, parseEndpointSpec, parseS3Ref } from '../../src/cli/evalCommand';
-import { AnswersPolicy, defaultDataDir, evaluateBfcl, loadCategory } from '../../src/eval/bfcl/runner';
-import { BfclResults, formatSummary, scoreExample } from '../../src/eval/bfcl/score';
-import { exampleMessages, exampleTools, languageSpecificDocs, toOpenAiTools } from '../../src/eval/bfcl/tools';
+import { AnswersPolicy, defaultDataDir, evaluateBfcl, loadCategory } from '../../src/stages/eval/bfcl/runner';
+import { BfclResults, formatSummary, scoreExample } from '../../src/stages/eval/bfcl/score';
+import { exampleMessages, exampleTools, languageSpecificDocs, toOpenAiTools } from '../../src/stages/eval/bfcl/tools';
 
 const q = (id: string, fn: unknown = { name: 'f', description: 'F.', parameters: { type: 'dict', properties: { x: { type: 'integer' } }, required: ['x'] } }) =>
   JSON.stringify({ id, question: [[{ role: 'user', content: `question ${id}` }]], function: [fn] });

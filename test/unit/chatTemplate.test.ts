@@ -3,7 +3,7 @@ import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import { test } from 'node:test';
 import { CHAT_TEMPLATE, renderChat } from '../../src/chat/template';
-import type { Message } from '../../src/data/schema';
+import type { Message } from '../../src/kernel/schema';
 
 const TOOL = {
   type: 'function',

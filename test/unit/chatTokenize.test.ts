@@ -5,9 +5,9 @@ import { test } from 'node:test';
 import { ASSISTANT_HEADER, CHAT_TEMPLATE, renderChat } from '../../src/chat/template';
 import { assistantContentFromIds, chatSegments, completeAssistantIds, promptIds, tokenizeForTraining } from '../../src/chat/tokenize';
 import { parseToolCalls } from '../../src/chat/toolCalls';
-import type { Message } from '../../src/data/schema';
-import { generateDemoDataset } from '../../src/world/generator';
-import { DEMO_ADDED_TOKENS, DEMO_TOKENIZER_DEFAULTS, DEMO_TOKENIZER_DIR, loadDemoTokenizer, trainDemoTokenizer } from '../../src/world/tokenizer';
+import type { Message } from '../../src/kernel/schema';
+import { generateDemoDataset } from '../../src/demo/generator';
+import { DEMO_ADDED_TOKENS, DEMO_TOKENIZER_DEFAULTS, DEMO_TOKENIZER_DIR, loadDemoTokenizer, trainDemoTokenizer } from '../../src/demo/tokenizer';
 
 const tok = loadDemoTokenizer();
 

@@ -1,11 +1,11 @@
 import { describe, test } from 'node:test';
 import assert from 'node:assert/strict';
-import { annotateVariant, checklistCacheSalt, LlmChecklistAnnotator, OfflineChecklistAnnotator, type Ask } from '../../src/checklist/annotate';
-import { buildChecklistMessages, CHECKLIST_JSON_SCHEMA, extractChecklistBlocks, renderConversation } from '../../src/checklist/prompt';
-import { fromStoredVariant, type ChecklistOutput } from '../../src/checklist/schema';
-import { zeroUsage } from '../../src/data/roles';
-import { generateDemoDataset } from '../../src/world/generator';
-import { offlineChecklist, OFFLINE_ANNOTATOR } from '../../src/world/checklist';
+import { annotateVariant, checklistCacheSalt, LlmChecklistAnnotator, OfflineChecklistAnnotator, type Ask } from '../../src/stages/checklist/annotate';
+import { buildChecklistMessages, CHECKLIST_JSON_SCHEMA, extractChecklistBlocks, renderConversation } from '../../src/stages/checklist/prompt';
+import { fromStoredVariant, type ChecklistOutput } from '../../src/stages/checklist/schema';
+import { zeroUsage } from '../../src/kernel/roles';
+import { generateDemoDataset } from '../../src/demo/generator';
+import { offlineChecklist, OFFLINE_ANNOTATOR } from '../../src/demo/checklist';
 
 const [example] = generateDemoDataset({ seed: 5, count: 1, brokenRate: 0 });
 const ex = example!;

@@ -1,13 +1,13 @@
 import { describe, test } from 'node:test';
 import assert from 'node:assert/strict';
-import type { Example, Message } from '../../src/data/schema';
-import { assistantSteps, evaluateCheck, itemSatisfiedInTurn, judgeViewAt, type JudgeView } from '../../src/checklist/check';
-import { ChecklistOutput, WEIGHT_TOLERANCE, type ChecklistItem, type ItemCheck, type TurnBlock } from '../../src/checklist/schema';
-import { messageAt, turnSpans } from '../../src/checklist/steps';
-import { validateChecklist } from '../../src/checklist/validate';
-import { offlineChecklist, OFFLINE_ANNOTATOR } from '../../src/world/checklist';
-import { generateDemoDataset, worldMetaOf } from '../../src/world/generator';
-import { GroundingContext } from '../../src/world/grounding';
+import type { Example, Message } from '../../src/kernel/schema';
+import { assistantSteps, evaluateCheck, itemSatisfiedInTurn, judgeViewAt, type JudgeView } from '../../src/stages/checklist/check';
+import { ChecklistOutput, WEIGHT_TOLERANCE, type ChecklistItem, type ItemCheck, type TurnBlock } from '../../src/stages/checklist/schema';
+import { messageAt, turnSpans } from '../../src/stages/checklist/steps';
+import { validateChecklist } from '../../src/stages/checklist/validate';
+import { offlineChecklist, OFFLINE_ANNOTATOR } from '../../src/demo/checklist';
+import { generateDemoDataset, worldMetaOf } from '../../src/demo/generator';
+import { GroundingContext } from '../../src/demo/grounding';
 
 const dataset = generateDemoDataset({ seed: 23, count: 320, brokenRate: 0 });
 const annotated = dataset.map((example) => ({ example, blocks: offlineChecklist(example) }));

@@ -1,8 +1,8 @@
 import { describe, test } from 'node:test';
 import assert from 'node:assert/strict';
-import { renderChecklist, renderViolations, wrapText } from '../../src/checklist/render';
-import { toStoredVariant, type AnnotatedExample, type ChecklistItem, type ChecklistOutput } from '../../src/checklist/schema';
-import { formatViolation, snippetOccurs, validateAnnotatedExample, validateChecklist, violationsForRepair, type Violation } from '../../src/checklist/validate';
+import { renderChecklist, renderViolations, wrapText } from '../../src/stages/checklist/render';
+import { toStoredVariant, type AnnotatedExample, type ChecklistItem, type ChecklistOutput } from '../../src/stages/checklist/schema';
+import { formatViolation, snippetOccurs, validateAnnotatedExample, validateChecklist, violationsForRepair, type Violation } from '../../src/stages/checklist/validate';
 import { goodExample } from '../fixtures/dialogues';
 
 /*

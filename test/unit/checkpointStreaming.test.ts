@@ -17,8 +17,8 @@ import { QwenModel } from '../../src/model/qwen';
 import {
   parseSafetensors, parseShardSize, planShards, SafetensorsReader, serializeSafetensors, writeSafetensors, writeSafetensorsAsync, writeShardedSafetensors,
 } from '../../src/model/safetensors';
-import { AdamW, openAdamWState, serializeAdamWState, writeAdamWState } from '../../src/train/adamw';
-import { sha256 } from '../../src/infra/store';
+import { AdamW, openAdamWState, serializeAdamWState, writeAdamWState } from '../../src/model/optim/adamw';
+import { sha256 } from '../../src/storage/store';
 
 const FIX = join(__dirname, '..', 'fixtures');
 

@@ -3,9 +3,9 @@ import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import { z } from 'zod';
-import { ChecklistConfig, Cm2Config, DataConfig, DataSource, loadConfig, RlHyperparameters, S3Config, SftBase } from '../../src/infra/config';
-import { LlmRoleConfig } from '../../src/infra/llm/config';
-import { configReference, readmeWithReference, REFERENCE_END, REFERENCE_START, WELL_KNOWN_ENV } from '../../src/infra/configReference';
+import { ChecklistConfig, Cm2Config, DataConfig, DataSource, loadConfig, RlHyperparameters, S3Config, SftBase } from '../../src/run/config';
+import { LlmRoleConfig } from '../../src/llm/config';
+import { configReference, readmeWithReference, REFERENCE_END, REFERENCE_START, WELL_KNOWN_ENV } from '../../src/cli/configReference';
 
 const root = path.join(__dirname, '..', '..');
 const reference = configReference();
@@ -119,7 +119,7 @@ describe('configuration reference', () => {
   });
 
   test('the preamble names the environment overrides and secrets', () => {
-    const source = readFileSync(path.join(root, 'src', 'infra', 'config.ts'), 'utf8');
+    const source = readFileSync(path.join(root, 'src', 'run', 'config.ts'), 'utf8');
     const wellKnown = [...source.matchAll(/\['([A-Z][A-Z0-9_]+)', \[/g)].map((m) => m[1]!);
     assert.ok(wellKnown.length >= 4);
     assert.deepEqual([...wellKnown].sort(), [...WELL_KNOWN_ENV].sort(), 'WELL_KNOWN_ENV lists the variables of applyEnvOverrides');

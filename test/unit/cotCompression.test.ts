@@ -1,6 +1,6 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import type { Example } from '../../src/data/schema';
+import type { Example } from '../../src/kernel/schema';
 import {
   buildCompressionMessages,
   COMPRESSION_SYSTEM_PROMPT,
@@ -9,7 +9,7 @@ import {
   reassembleCompressed,
   splitThinking,
   toStructuredColdStart,
-} from '../../src/data/cotCompression';
+} from '../../src/stages/prepare/compression';
 
 const call = { id: 'c1', type: 'function', function: { name: 'search', arguments: '{"q":"flights"}' } };
 

@@ -21,9 +21,9 @@ import {
   toolResponseJsonValid,
   toolSchema,
   type RuleFilter,
-} from '../../src/data/filters';
-import { runRuleFilterReport } from '../../src/data/filterReport';
-import type { Example, Message } from '../../src/data/schema';
+} from '../../src/stages/prepare/filters';
+import { runRuleFilterReport } from '../../src/stages/prepare/filterReport';
+import type { Example, Message } from '../../src/kernel/schema';
 import { assistant, call, directReplyExample, goodExample, timeTool, tool, user, weatherTool, withMessage } from '../fixtures/dialogues';
 
 /** Assert that `filter` rejects `ex` with reasons of its own code, and that one detail matches `pattern`. */

@@ -9,8 +9,8 @@ import { heldOutLine } from '../../src/cli/pipelineCommand';
 import { buildReport, heldOutSummary, type RlRow, type RunSources } from '../../src/report/collect';
 import { renderReport } from '../../src/report/html';
 import { ReportData } from '../../src/report/types';
-import { formatMeanSe, promptMeanStats } from '../../src/rl/heldOut';
-import { summarize } from '../../src/workflows/pipeline';
+import { formatMeanSe, promptMeanStats } from '../../src/stages/rl/heldOut';
+import { summarize } from '../../src/stages/pipeline/workflow';
 
 const close = (a: number | null, b: number, tol = 1e-12) => assert.ok(a !== null && Math.abs(a - b) < tol, `${a} ≉ ${b}`);
 

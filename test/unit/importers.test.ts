@@ -12,8 +12,8 @@ import {
   parseFileBytes,
   parseJsonlText,
   readParquetFile,
-} from '../../src/data/importers';
-import { Example } from '../../src/data/schema';
+} from '../../src/stages/prepare/import';
+import { Example } from '../../src/kernel/schema';
 import { weatherTool } from '../fixtures/dialogues';
 
 const FIXTURE = resolve(__dirname, '../fixtures/nemotron-sample.parquet');

@@ -1,6 +1,6 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { extractJson } from '../../src/data/jsonExtract';
+import { extractJson } from '../../src/kernel/jsonExtract';
 
 test('raw JSON parses as is', () => {
   assert.deepEqual(extractJson('{"a": 1}'), { ok: true, value: { a: 1 } });

@@ -5,10 +5,10 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { mulberry32 } from '../../src/kernel/rng';
-import { mulberry32 as splitStream } from '../../src/data/split';
-import { mulberry32 as worldStream } from '../../src/world/random';
+import { mulberry32 as splitStream } from '../../src/stages/prepare/split';
+import { mulberry32 as worldStream } from '../../src/demo/random';
 import { Rng as ModelRng } from '../../src/model/random';
-import { Rng as TrainRng } from '../../src/train/rng';
+import { Rng as TrainRng } from '../../src/kernel/dataOrder';
 
 test('mulberry32 and its users draw the recorded numbers', () => {
   for (const stream of [mulberry32, splitStream, worldStream]) {

@@ -1,6 +1,6 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import type { Example } from '../../src/data/schema';
+import type { Example } from '../../src/kernel/schema';
 import {
   buildFilterMessages,
   cascadeDecision,
@@ -12,7 +12,7 @@ import {
   parseFilterVerdict,
   REFERENCE_CASCADE,
   type PassOutcome,
-} from '../../src/data/llmFilter';
+} from '../../src/stages/prepare/llmFilter';
 
 const example: Example = {
   uuid: 'u1',

@@ -18,7 +18,7 @@ import { assertPrefillInPieces } from '../helpers/prefill';
 import { decodePlan, decodeThreads } from '../../src/model/decodeGraph';
 import { GraphBuilder, GraphSession } from '../../src/model/graph';
 import { backwardThreads, graphLength } from '../../src/model/trainGraph';
-import { AdamW } from '../../src/train/adamw';
+import { AdamW } from '../../src/model/optim/adamw';
 
 const FIX = join(__dirname, '..', 'fixtures');
 const native = readNativeStatus().ok;

@@ -4,11 +4,11 @@ import assert from 'node:assert/strict';
 import { historyLines } from '../../src/cli/pipelineCommand';
 import { buildReport, type RunSources } from '../../src/report/collect';
 import { ReportData } from '../../src/report/types';
-import { addPassByFocus } from '../../src/rl/rewards';
-import { summarize } from '../../src/workflows/pipeline';
-import { toStoredVariant } from '../../src/checklist/schema';
-import { offlineChecklist } from '../../src/world/checklist';
-import { generateDemoDataset } from '../../src/world/generator';
+import { addPassByFocus } from '../../src/stages/rl/rewards';
+import { summarize } from '../../src/stages/pipeline/workflow';
+import { toStoredVariant } from '../../src/stages/checklist/schema';
+import { offlineChecklist } from '../../src/demo/checklist';
+import { generateDemoDataset } from '../../src/demo/generator';
 
 const ts = (ms: number) => ({ seconds: Math.floor(ms / 1000), nanos: (ms % 1000) * 1e6 });
 

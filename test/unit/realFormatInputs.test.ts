@@ -7,16 +7,16 @@
  */
 import { describe, test } from 'node:test';
 import assert from 'node:assert/strict';
-import { LlmChecklistAnnotator, type Ask } from '../../src/checklist/annotate';
-import { evaluateCheck, itemSatisfiedInTurn, judgeViewAt } from '../../src/checklist/check';
-import { toStoredVariant, type ChecklistItem, type Evidence, type TurnBlock } from '../../src/checklist/schema';
-import { partTexts } from '../../src/checklist/steps';
-import { snippetOccurs, validateAnnotatedExample, validateChecklist, type Violation } from '../../src/checklist/validate';
-import { applyRuleFilters, RULE_FILTER_NAMES } from '../../src/data/filters';
-import { parseFileBytes, parseJsonlText } from '../../src/data/importers';
-import { zeroUsage } from '../../src/data/roles';
-import type { Example } from '../../src/data/schema';
-import { judgeAssistantFields, judgedStepHasToolCallError, renderJudgeMessages } from '../../src/rl/judge';
+import { LlmChecklistAnnotator, type Ask } from '../../src/stages/checklist/annotate';
+import { evaluateCheck, itemSatisfiedInTurn, judgeViewAt } from '../../src/stages/checklist/check';
+import { toStoredVariant, type ChecklistItem, type Evidence, type TurnBlock } from '../../src/stages/checklist/schema';
+import { partTexts } from '../../src/stages/checklist/steps';
+import { snippetOccurs, validateAnnotatedExample, validateChecklist, type Violation } from '../../src/stages/checklist/validate';
+import { applyRuleFilters, RULE_FILTER_NAMES } from '../../src/stages/prepare/filters';
+import { parseFileBytes, parseJsonlText } from '../../src/stages/prepare/import';
+import { zeroUsage } from '../../src/kernel/roles';
+import type { Example } from '../../src/kernel/schema';
+import { judgeAssistantFields, judgedStepHasToolCallError, renderJudgeMessages } from '../../src/stages/rl/judge/judge';
 
 // ---------------------------------------------------------------------------------------------------------------
 // Inputs, written by hand.

@@ -1,7 +1,7 @@
 import { describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import * as tf from '@tensorflow/tfjs';
-import { collateGrpo, GrpoTrainer, policyLossTerms, type GrpoSequence, type PolicyModel } from '../../src/rl/grpo';
+import { collateGrpo, GrpoTrainer, policyLossTerms, type GrpoSequence, type PolicyModel } from '../../src/stages/rl/grpo';
 
 const t2 = (xs: number[]) => tf.tensor2d([xs]);
 const val = (s: tf.Scalar) => s.dataSync()[0]!;

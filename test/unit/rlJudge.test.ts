@@ -1,10 +1,10 @@
 import { after, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
-import { judgeViewAt, type JudgeView } from '../../src/checklist/check';
-import type { StoredItem } from '../../src/checklist/schema';
-import type { Message } from '../../src/data/schema';
-import { LlmClient, LlmFatalError, LlmRetryableError } from '../../src/infra/llm/client';
-import { LlmConfig, type LlmRoleConfigInput } from '../../src/infra/llm/config';
+import { judgeViewAt, type JudgeView } from '../../src/stages/checklist/check';
+import type { StoredItem } from '../../src/stages/checklist/schema';
+import type { Message } from '../../src/kernel/schema';
+import { LlmClient, LlmFatalError, LlmRetryableError } from '../../src/llm/client';
+import { LlmConfig, type LlmRoleConfigInput } from '../../src/llm/config';
 import {
   JUDGE_JSON_SCHEMA,
   JUDGE_PROMPT_VERSION,
@@ -20,9 +20,9 @@ import {
   withJudgeDefaults,
   zeroJudgeStats,
   type VerdictCache,
-} from '../../src/rl/judge';
-import type { StepJudge } from '../../src/rl/judgePhase';
-import type { Verdict } from '../../src/rl/types';
+} from '../../src/stages/rl/judge/judge';
+import type { StepJudge } from '../../src/stages/rl/judge/phase';
+import type { Verdict } from '../../src/stages/rl/types';
 import { replies, startFakeOpenAI, type Behaviour, type FakeOpenAI, type RecordedRequest } from '../helpers/fakeOpenAI';
 import { assistant, call, goodExample, tool, user } from '../fixtures/dialogues';
 

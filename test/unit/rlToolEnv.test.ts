@@ -1,15 +1,15 @@
 /**
- * The RL tool environment (src/rl/toolEnv.ts): replay, schema check, executable tools, LLM simulation against the
+ * The RL tool environment (src/stages/rl/env/toolEnv.ts): replay, schema check, executable tools, LLM simulation against the
  * local fake OpenAI server, the Python JSON semantics of arguments, and per-call cost independent of the tool count.
  */
 import { after, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
-import type { Example } from '../../src/data/schema';
+import type { Example } from '../../src/kernel/schema';
 import { parseToolCalls } from '../../src/chat/toolCalls';
-import { LlmClient, LlmRetryableError, type ResponseCache } from '../../src/infra/llm/client';
-import { LlmConfig, type LlmRoleConfigInput } from '../../src/infra/llm/config';
-import { CITY_NAMES } from '../../src/world/catalog';
-import { executeTool, toolResultText, toolSchema } from '../../src/world/tools';
+import { LlmClient, LlmRetryableError, type ResponseCache } from '../../src/llm/client';
+import { LlmConfig, type LlmRoleConfigInput } from '../../src/llm/config';
+import { CITY_NAMES } from '../../src/demo/catalog';
+import { executeTool, toolResultText, toolSchema } from '../../src/demo/tools';
 import {
   RawArguments,
   SIMULATION_JSON_SCHEMA,
@@ -22,7 +22,7 @@ import {
   rawCallArguments,
   withSimulatorDefaults,
   type ToolResult,
-} from '../../src/rl/toolEnv';
+} from '../../src/stages/rl/env/toolEnv';
 import { assistant, call, timeTool, tool, user, weatherTool } from '../fixtures/dialogues';
 import { replies, startFakeOpenAI, type Behaviour, type FakeOpenAI } from '../helpers/fakeOpenAI';
 

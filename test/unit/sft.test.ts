@@ -1,7 +1,7 @@
 import { describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import * as tf from '@tensorflow/tfjs';
-import { collate, SftTrainer, totalSteps, type SftConfig, type TokenizedExample, type TrainableModel } from '../../src/train/sft';
+import { collate, SftTrainer, totalSteps, type SftConfig, type TokenizedExample, type TrainableModel } from '../../src/stages/sft/trainer';
 
 /** A bigram model: logits = E[ids] @ W — enough to test the loop without the transformer. */
 class Bigram implements TrainableModel {

@@ -1,8 +1,8 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { firstCallTarget, scoreToolCall } from '../../src/train/evaluate';
+import { firstCallTarget, scoreToolCall } from '../../src/stages/sft/evaluate';
 import { sparkline } from '../../src/cli/sftCommand';
-import { generateDemoDataset } from '../../src/world/generator';
+import { generateDemoDataset } from '../../src/demo/generator';
 
 test('the held-out target is the first user message and the tool its reference calls first', () => {
   const examples = generateDemoDataset({ seed: 2, count: 40, brokenRate: 0 });

@@ -1,6 +1,6 @@
 import { describe, test } from 'node:test';
 import assert from 'node:assert/strict';
-import type { Example } from '../../src/data/schema';
+import type { Example } from '../../src/kernel/schema';
 import {
   dropProbability,
   DropTable,
@@ -14,8 +14,8 @@ import {
   shuffle,
   splitColdStart,
   uniformAt,
-} from '../../src/data/split';
-import { computeStats, type ExampleStats } from '../../src/data/stats';
+} from '../../src/stages/prepare/split';
+import { computeStats, type ExampleStats } from '../../src/stages/prepare/stats';
 import { assistant, call, directReplyExample, goodExample, tool, user } from '../fixtures/dialogues';
 
 const range = (n: number): number[] => Array.from({ length: n }, (_, i) => i);

@@ -1,6 +1,6 @@
 import { describe, test } from 'node:test';
 import assert from 'node:assert/strict';
-import { computeStats, splitTurns, STAT_NAMES } from '../../src/data/stats';
+import { computeStats, splitTurns, STAT_NAMES } from '../../src/stages/prepare/stats';
 import { assistant, call, directReplyExample, goodExample, tool, user } from '../fixtures/dialogues';
 
 describe('splitTurns', () => {

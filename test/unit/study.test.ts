@@ -5,7 +5,7 @@
  */
 import { describe, test } from 'node:test';
 import assert from 'node:assert/strict';
-import { Cm2Config } from '../../src/infra/config';
+import { Cm2Config } from '../../src/run/config';
 import { renderReport } from '../../src/report/html';
 import { granularitySummaries, seApart, StudyResult, studyMarkdown, studyReportData, upsertStudyBlock, type StudyPolicy } from '../../src/report/study';
 import { ReportData } from '../../src/report/types';

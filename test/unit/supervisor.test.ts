@@ -8,7 +8,7 @@ import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
 import { DEFAULT_BACKOFF, exitText, restartDelayMs, SupervisedChild, SupervisedWorkers } from '../../src/cli/supervisor';
 import { isAlive } from '../../src/infra/localInfra';
-import type { RunningWorkers } from '../../src/workers';
+import type { RunningWorkers } from '../../src/worker';
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 async function until(what: string, check: () => boolean, timeoutMs = 60_000): Promise<void> {

@@ -1,14 +1,14 @@
 import { describe, test } from 'node:test';
 import assert from 'node:assert/strict';
-import { itemSatisfiedInTurn } from '../../src/checklist/check';
-import type { ItemCheck } from '../../src/checklist/schema';
-import { replyPart, turnSpans } from '../../src/checklist/steps';
-import { validateChecklist } from '../../src/checklist/validate';
-import { applyRuleFilters } from '../../src/data/filters';
-import { DemoSource } from '../../src/infra/config';
-import { findUngrounded } from '../../src/world/offline';
-import { offlineChecklist } from '../../src/world/checklist';
-import { generateDemoDataset, generateDemoExample, terseReply, worldMetaOf, type DemoMeta } from '../../src/world/generator';
+import { itemSatisfiedInTurn } from '../../src/stages/checklist/check';
+import type { ItemCheck } from '../../src/stages/checklist/schema';
+import { replyPart, turnSpans } from '../../src/stages/checklist/steps';
+import { validateChecklist } from '../../src/stages/checklist/validate';
+import { applyRuleFilters } from '../../src/stages/prepare/filters';
+import { DemoSource } from '../../src/run/config';
+import { findUngrounded } from '../../src/demo/offline';
+import { offlineChecklist } from '../../src/demo/checklist';
+import { generateDemoDataset, generateDemoExample, terseReply, worldMetaOf, type DemoMeta } from '../../src/demo/generator';
 
 describe('terse demonstrator (data.source.terseRate)', () => {
   test('terseReply keeps the reply up to the first fact, cut at a clause boundary', () => {

@@ -1,9 +1,9 @@
 import { describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import * as tf from '@tensorflow/tfjs';
-import { AdamW, globalNorm } from '../../src/train/adamw';
-import { lrAt, warmupStepsOf } from '../../src/train/schedule';
-import { epochOrder, Rng, takeBatch } from '../../src/train/rng';
+import { AdamW, globalNorm } from '../../src/model/optim/adamw';
+import { lrAt, warmupStepsOf } from '../../src/model/optim/schedule';
+import { epochOrder, Rng, takeBatch } from '../../src/kernel/dataOrder';
 
 describe('cosine schedule with warmup', () => {
   test('linear warmup, peak, cosine to the floor', () => {

@@ -1,12 +1,12 @@
 import { describe, test } from 'node:test';
 import assert from 'node:assert/strict';
-import { Example } from '../../src/data/schema';
-import { applyRuleFilters } from '../../src/data/filters';
-import { splitTurns } from '../../src/data/stats';
-import { reassembleCompressed } from '../../src/data/cotCompression';
-import { BROKEN_CODES, generateDemoDataset, generateDemoExample, worldMetaOf, type DemoMeta } from '../../src/world/generator';
-import { executeTool, toolResultText, WORLD_TOOL_NAMES } from '../../src/world/tools';
-import { findUngrounded, offlineDataRoles } from '../../src/world/offline';
+import { Example } from '../../src/kernel/schema';
+import { applyRuleFilters } from '../../src/stages/prepare/filters';
+import { splitTurns } from '../../src/stages/prepare/stats';
+import { reassembleCompressed } from '../../src/stages/prepare/compression';
+import { BROKEN_CODES, generateDemoDataset, generateDemoExample, worldMetaOf, type DemoMeta } from '../../src/demo/generator';
+import { executeTool, toolResultText, WORLD_TOOL_NAMES } from '../../src/demo/tools';
+import { findUngrounded, offlineDataRoles } from '../../src/demo/offline';
 
 const metaOf = (e: Example): DemoMeta => e.meta as unknown as DemoMeta;
 

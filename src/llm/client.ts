@@ -1,0 +1,496 @@
+/**
+ * One client for every LLM role, on any OpenAI-compatible chat-completions endpoint (OpenAI, vLLM,
+ * SGLang, Ollama).
+ *
+ * What it adds on top of the `openai` SDK:
+ * - per-role configuration (model, sampling, structured-output mode, pricing), see ./config.ts;
+ * - bounded concurrency per role (one semaphore per role and client, i.e. per worker process);
+ * - automatic downgrade of request parameters a server rejects (response_format json_schema →
+ *   json_object → none, reasoning_effort dropped, max_tokens → max_completion_tokens), remembered per role;
+ * - failure classification: transient failures (429, 5xx, 408, timeouts, connection errors) are retried
+ *   a few times in process, honouring Retry-After, then thrown as `LlmRetryableError` so the activity
+ *   retries with Temporal's backoff; everything else is `LlmFatalError`;
+ * - token and cost accounting per call;
+ * - an optional response cache, written as soon as an answer arrives (before anyone parses it), so that
+ *   a crashed or retried activity never pays twice for the same answer.
+ *
+ * Deliberately free of Temporal imports: ./temporal.ts converts the errors into ApplicationFailures.
+ */
+import { createHash } from 'node:crypto';
+import OpenAI, { APIConnectionError, APIConnectionTimeoutError, APIError, APIUserAbortError } from 'openai';
+import type { ChatCompletion, ChatCompletionCreateParamsNonStreaming } from 'openai/resources/chat/completions';
+import type { Usage } from '../kernel/roles';
+import { zeroUsage, addUsage } from '../kernel/roles';
+import { isOnline, type LlmConfig, type LlmRoleConfig, type ReasoningEffort, type RoleName, type StructuredOutputMode } from './config';
+
+// ---------------------------------------------------------------------------------------------------
+// Public types
+
+export interface ChatMessage {
+  role: 'system' | 'user' | 'assistant';
+  content: string;
+}
+
+/**
+ * A JSON schema for structured output. With `strict` (the default) `schema` must be strict-mode compatible for
+ * OpenAI (every property required, no additional properties); schemas with maps (`additionalProperties: {…}`),
+ * such as the checklist's `dependence` and `weight`, are sent with `strict: false` (best-effort guidance; the
+ * caller validates anyway).
+ */
+export interface JsonSchemaSpec {
+  name: string;
+  schema: Readonly<Record<string, unknown>>;
+  strict?: boolean;
+}
+
+export interface ChatRequest {
+  role: RoleName;
+  messages: ChatMessage[];
+  jsonSchema?: JsonSchemaSpec;
+  /** Distinguishes otherwise identical requests in the cache (e.g. two cascade passes at the same effort). */
+  cacheSalt?: string;
+  /** Overrides the role's configured reasoning effort for this call (the filter cascade sets it per pass). */
+  reasoningEffort?: ReasoningEffort;
+  /** Aborts the call (e.g. on activity cancellation); an abort is rethrown as is, not classified. */
+  signal?: AbortSignal;
+}
+
+export interface ChatResponse {
+  /** The assistant message content ("" if the server sent none). */
+  text: string;
+  usage: Usage;
+  /** True when answered from the response cache. */
+  cached: boolean;
+}
+
+/** Key-value store for raw answers (an S3 prefix in production, a Map in tests). */
+export interface ResponseCache {
+  get(key: string): Promise<string | undefined>;
+  put(key: string, value: string): Promise<void>;
+}
+
+export interface BackoffPolicy {
+  /** First in-process retry waits about this long (with jitter), doubling after each failure. */
+  baseMs: number;
+  /** Cap on one computed backoff wait. */
+  maxMs: number;
+  /**
+   * Longest Retry-After we wait for in process. A longer one is handed to Temporal at once (the error's
+   * `retryAfterMs` becomes the activity's `nextRetryDelay`), so no activity slot idles for minutes.
+   */
+  maxRetryAfterMs: number;
+}
+
+export interface LlmClientOptions {
+  cache?: ResponseCache;
+  /** Where warnings go (parameter downgrades, cache write failures). Default: console.warn. */
+  log?: (message: string) => void;
+  backoff?: Partial<BackoffPolicy>;
+  /** Environment to read API keys from, at call time. Default: process.env. */
+  env?: NodeJS.ProcessEnv;
+}
+
+const DEFAULT_BACKOFF: BackoffPolicy = { baseMs: 1_000, maxMs: 30_000, maxRetryAfterMs: 60_000 };
+
+/** Sent when `apiKeyEnv` is unset or names an empty variable: local vLLM/Ollama servers need no key. */
+export const PLACEHOLDER_API_KEY = 'not-needed';
+
+// ---------------------------------------------------------------------------------------------------
+// Errors
+
+export type RetryableKind = 'rate_limit' | 'server' | 'timeout' | 'connection';
+
+/** A transient failure: retry later (Temporal retries the activity, after `retryAfterMs` if known). */
+export class LlmRetryableError extends Error {
+  override readonly name = 'LlmRetryableError';
+  readonly kind: RetryableKind;
+  readonly status: number | undefined;
+  /** Server-requested delay before the next attempt (Retry-After / retry-after-ms), if any. */
+  readonly retryAfterMs: number | undefined;
+  /** HTTP attempts made by the client before giving up (set by the client). */
+  attempts: number;
+
+  constructor(message: string, info: { kind: RetryableKind; status?: number; retryAfterMs?: number; attempts?: number; cause?: unknown }) {
+    super(message, { cause: info.cause });
+    this.kind = info.kind;
+    this.status = info.status;
+    this.retryAfterMs = info.retryAfterMs;
+    this.attempts = info.attempts ?? 1;
+  }
+}
+
+/** A failure that retrying cannot fix (bad key, unknown model, malformed request, exhausted quota). */
+export class LlmFatalError extends Error {
+  override readonly name = 'LlmFatalError';
+  readonly status: number | undefined;
+
+  constructor(message: string, info: { status?: number; cause?: unknown } = {}) {
+    super(message, { cause: info.cause });
+    this.status = info.status;
+  }
+}
+
+/** Node/undici error codes of failed connections (when an error escapes the SDK's own wrapping). */
+const CONNECTION_CODES = new Set(['ECONNRESET', 'ECONNREFUSED', 'ETIMEDOUT', 'EPIPE', 'ENOTFOUND', 'EAI_AGAIN', 'EHOSTUNREACH', 'ENETUNREACH', 'UND_ERR_SOCKET', 'UND_ERR_CONNECT_TIMEOUT', 'UND_ERR_HEADERS_TIMEOUT', 'UND_ERR_BODY_TIMEOUT']);
+
+/**
+ * Classify any error from an LLM call as retryable or fatal.
+ * - 429 (except `insufficient_quota`, which is a billing problem), 408, 5xx, timeouts, connection
+ *   errors → `LlmRetryableError` (with `retryAfterMs` from the response headers when present);
+ * - any other HTTP status (400, 401, 403, 404, 422, …), aborts and unknown errors → `LlmFatalError`.
+ *   Unknown errors are most likely bugs on our side, which retrying does not fix.
+ */
+export function classifyLlmError(err: unknown): LlmRetryableError | LlmFatalError {
+  if (err instanceof LlmRetryableError || err instanceof LlmFatalError) return err;
+  if (err instanceof APIConnectionTimeoutError) return new LlmRetryableError(`LLM request timed out: ${err.message}`, { kind: 'timeout', cause: err });
+  if (err instanceof APIUserAbortError) return new LlmFatalError(`LLM request aborted: ${err.message}`, { cause: err });
+  if (err instanceof APIConnectionError) return new LlmRetryableError(`LLM connection error: ${err.message}`, { kind: 'connection', cause: err });
+  if (err instanceof APIError && typeof err.status === 'number') {
+    const status = err.status;
+    const retryAfterMs = parseRetryAfter(err.headers);
+    const message = `LLM endpoint answered HTTP ${status}: ${err.message}`;
+    if (status === 429 && err.code !== 'insufficient_quota') return new LlmRetryableError(message, { kind: 'rate_limit', status, retryAfterMs, cause: err });
+    if (status === 408) return new LlmRetryableError(message, { kind: 'timeout', status, retryAfterMs, cause: err });
+    if (status >= 500) return new LlmRetryableError(message, { kind: 'server', status, retryAfterMs, cause: err });
+    return new LlmFatalError(message, { status, cause: err });
+  }
+  const code = (err as { code?: unknown } | null)?.code;
+  if (typeof code === 'string' && CONNECTION_CODES.has(code)) {
+    return new LlmRetryableError(`LLM connection error: ${code}`, { kind: 'connection', cause: err });
+  }
+  const message = err instanceof Error ? `${err.name}: ${err.message}` : String(err);
+  return new LlmFatalError(`unexpected error in LLM call: ${message}`, { cause: err });
+}
+
+/**
+ * Delay requested by the server, in ms: `retry-after-ms` (OpenAI), else `Retry-After` as seconds or
+ * as an HTTP date. Undefined when absent or unparseable.
+ */
+export function parseRetryAfter(headers: { get(name: string): string | null } | undefined, now: number = Date.now()): number | undefined {
+  if (headers === undefined || typeof headers.get !== 'function') return undefined;
+  const ms = headers.get('retry-after-ms');
+  if (ms !== null && /^\s*\d+(\.\d+)?\s*$/.test(ms)) return Math.ceil(Number(ms));
+  const value = headers.get('retry-after');
+  if (value === null) return undefined;
+  if (/^\s*\d+(\.\d+)?\s*$/.test(value)) return Math.ceil(Number(value) * 1000);
+  const date = Date.parse(value);
+  return Number.isNaN(date) ? undefined : Math.max(0, date - now);
+}
+
+// ---------------------------------------------------------------------------------------------------
+// Small helpers
+
+/** FIFO counting semaphore. */
+export class Semaphore {
+  private active = 0;
+  private readonly waiters: Array<() => void> = [];
+
+  constructor(readonly limit: number) {}
+
+  async acquire(): Promise<() => void> {
+    if (this.active < this.limit) {
+      this.active++;
+    } else {
+      // The releasing holder hands its slot over directly, so `active` does not change.
+      await new Promise<void>((resolve) => this.waiters.push(resolve));
+    }
+    let released = false;
+    return () => {
+      if (released) return;
+      released = true;
+      const next = this.waiters.shift();
+      if (next) next();
+      else this.active--;
+    };
+  }
+}
+
+/** JSON with object keys sorted recursively, so that equal values hash equally. */
+export function canonicalJson(value: unknown): string {
+  return JSON.stringify(sortKeys(value));
+}
+
+function sortKeys(value: unknown): unknown {
+  if (Array.isArray(value)) return value.map(sortKeys);
+  if (value !== null && typeof value === 'object') {
+    const out: Record<string, unknown> = {};
+    for (const k of Object.keys(value).sort()) {
+      const v = (value as Record<string, unknown>)[k];
+      if (v !== undefined) out[k] = sortKeys(v);
+    }
+    return out;
+  }
+  return value;
+}
+
+function sleep(ms: number, signal?: AbortSignal): Promise<void> {
+  return new Promise((resolve, reject) => {
+    if (signal?.aborted) return reject(signal.reason);
+    const onAbort = (): void => {
+      clearTimeout(timer);
+      reject(signal?.reason);
+    };
+    const timer = setTimeout(() => {
+      signal?.removeEventListener('abort', onAbort);
+      resolve();
+    }, ms);
+    signal?.addEventListener('abort', onAbort, { once: true });
+  });
+}
+
+/** Cost in USD of one call under a role's pricing. Cached prompt tokens are billed at the cached rate. */
+export function costUsd(pricing: LlmRoleConfig['pricing'], promptTokens: number, cachedPromptTokens: number, completionTokens: number): number {
+  const uncached = Math.max(0, promptTokens - cachedPromptTokens);
+  return (uncached * pricing.inputPer1M + cachedPromptTokens * pricing.cachedInputPer1M + completionTokens * pricing.outputPer1M) / 1_000_000;
+}
+
+// ---------------------------------------------------------------------------------------------------
+// The client
+
+type OnlineRoleConfig = LlmRoleConfig & { baseUrl: string };
+
+/** What the client has learned about one role's endpoint, plus its concurrency bound. */
+interface RoleState {
+  readonly cfg: OnlineRoleConfig;
+  readonly semaphore: Semaphore;
+  structured: StructuredOutputMode;
+  sendReasoningEffort: boolean;
+  maxTokensParam: 'max_tokens' | 'max_completion_tokens';
+  sdk?: { apiKey: string; client: OpenAI };
+}
+
+export class LlmClient {
+  private readonly states = new Map<RoleName, RoleState>();
+  private readonly totals = new Map<RoleName, Usage>();
+  private readonly backoff: BackoffPolicy;
+  private readonly log: (message: string) => void;
+  private readonly env: NodeJS.ProcessEnv;
+  private readonly cache: ResponseCache | undefined;
+
+  constructor(
+    private readonly config: LlmConfig,
+    opts: LlmClientOptions = {},
+  ) {
+    this.cache = opts.cache;
+    this.backoff = { ...DEFAULT_BACKOFF, ...opts.backoff };
+    this.log = opts.log ?? ((m) => console.warn(m));
+    this.env = opts.env ?? process.env;
+  }
+
+  /** The configuration of a role (parsed, with defaults). */
+  roleConfig(role: RoleName): LlmRoleConfig {
+    return this.config.roles[role];
+  }
+
+  /** Usage accumulated by this client per role since construction (cache hits included). */
+  usageTotals(): Record<RoleName, Usage> {
+    const out = {} as Record<RoleName, Usage>;
+    for (const role of Object.keys(this.config.roles) as RoleName[]) out[role] = this.totals.get(role) ?? zeroUsage();
+    return out;
+  }
+
+  async chat(req: ChatRequest): Promise<ChatResponse> {
+    const state = this.stateOf(req.role);
+    const effort = req.reasoningEffort ?? state.cfg.reasoningEffort;
+    const key = this.cache ? this.cacheKey(state.cfg, req, effort) : undefined;
+
+    if (this.cache && key !== undefined) {
+      const hit = await this.cache.get(key);
+      if (hit !== undefined) {
+        // A logical call that costs nothing: `calls` counts it, `cacheHits` says it was free.
+        return this.account(req.role, { text: hit, usage: { ...zeroUsage(), calls: 1, cacheHits: 1 }, cached: true });
+      }
+    }
+
+    const { text, usage } = await this.callWithRetries(state, req, effort);
+
+    if (this.cache && key !== undefined) {
+      // Stored before anyone parses it: a crash or a retried activity never pays for it twice.
+      try {
+        await this.cache.put(key, text);
+      } catch (e) {
+        this.log(`[llm] ${req.role}: could not write the response cache (${(e as Error).message}); continuing`);
+      }
+    }
+    return this.account(req.role, { text, usage, cached: false });
+  }
+
+  // -------------------------------------------------------------------------------------------------
+
+  private account(role: RoleName, res: ChatResponse): ChatResponse {
+    this.totals.set(role, addUsage(this.totals.get(role) ?? zeroUsage(), res.usage));
+    return res;
+  }
+
+  private stateOf(role: RoleName): RoleState {
+    let state = this.states.get(role);
+    if (state) return state;
+    const cfg = this.config.roles[role];
+    if (!isOnline(cfg)) throw new LlmFatalError(`LLM role "${role}" has no baseUrl: it is offline and cannot be called`);
+    state = {
+      cfg,
+      semaphore: new Semaphore(cfg.concurrency),
+      structured: cfg.structuredOutput,
+      sendReasoningEffort: true,
+      maxTokensParam: 'max_tokens',
+    };
+    this.states.set(role, state);
+    return state;
+  }
+
+  /** The SDK client, rebuilt if the key in the environment changed (the key is read at call time). */
+  private sdkOf(state: RoleState): OpenAI {
+    const envName = state.cfg.apiKeyEnv;
+    const fromEnv = envName === undefined ? undefined : this.env[envName];
+    const apiKey = fromEnv === undefined || fromEnv === '' ? PLACEHOLDER_API_KEY : fromEnv;
+    if (state.sdk?.apiKey !== apiKey) {
+      state.sdk = {
+        apiKey,
+        client: new OpenAI({
+          baseURL: state.cfg.baseUrl,
+          apiKey,
+          // Retries are ours (classified, Retry-After aware, bounded); the SDK must not add its own.
+          maxRetries: 0,
+          timeout: state.cfg.timeoutMs,
+          // Never forward OPENAI_ORG_ID / OPENAI_PROJECT_ID from the environment to third-party servers.
+          organization: null,
+          project: null,
+        }),
+      };
+    }
+    return state.sdk.client;
+  }
+
+  private cacheKey(cfg: OnlineRoleConfig, req: ChatRequest, effort: ReasoningEffort | undefined): string {
+    const material = {
+      model: cfg.model,
+      baseUrl: cfg.baseUrl,
+      messages: req.messages,
+      schema: req.jsonSchema ?? null,
+      temperature: cfg.temperature ?? null,
+      topP: cfg.topP ?? null,
+      maxTokens: cfg.maxTokens ?? null,
+      reasoningEffort: effort ?? null,
+      cacheSalt: req.cacheSalt ?? null,
+    };
+    return createHash('sha256').update(canonicalJson(material)).digest('hex');
+  }
+
+  private buildBody(state: RoleState, req: ChatRequest, effort: ReasoningEffort | undefined): ChatCompletionCreateParamsNonStreaming {
+    const { cfg } = state;
+    const body: ChatCompletionCreateParamsNonStreaming = { model: cfg.model, messages: req.messages };
+    if (cfg.temperature !== undefined) body.temperature = cfg.temperature;
+    if (cfg.topP !== undefined) body.top_p = cfg.topP;
+    if (cfg.maxTokens !== undefined) body[state.maxTokensParam] = cfg.maxTokens;
+    if (effort !== undefined && state.sendReasoningEffort) body.reasoning_effort = effort;
+    if (req.jsonSchema !== undefined) {
+      if (state.structured === 'json_schema') {
+        body.response_format = {
+          type: 'json_schema',
+          json_schema: { name: req.jsonSchema.name, schema: { ...req.jsonSchema.schema }, strict: req.jsonSchema.strict ?? true },
+        };
+      } else if (state.structured === 'json_object') {
+        body.response_format = { type: 'json_object' };
+      }
+    }
+    return body;
+  }
+
+  private async callWithRetries(state: RoleState, req: ChatRequest, effort: ReasoningEffort | undefined): Promise<{ text: string; usage: Usage }> {
+    let failures = 0;
+    for (;;) {
+      const body = this.buildBody(state, req, effort);
+      let completion: ChatCompletion;
+      try {
+        const release = await state.semaphore.acquire();
+        try {
+          completion = await this.sdkOf(state).chat.completions.create(body, { signal: req.signal });
+        } finally {
+          release();
+        }
+      } catch (err) {
+        if (req.signal?.aborted) throw err;
+        // A rejected parameter is not a transport failure: adapt and resend at once.
+        if (this.adaptToRejection(state, req.role, body, err)) continue;
+        const classified = classifyLlmError(err);
+        if (classified instanceof LlmFatalError) throw classified;
+        failures++;
+        classified.attempts = failures;
+        if (failures > state.cfg.maxTransportRetries) throw classified;
+        const wait = this.backoffMs(failures, classified.retryAfterMs);
+        if (wait === undefined) throw classified;
+        await sleep(wait, req.signal);
+        continue;
+      }
+      return { text: completion.choices[0]?.message?.content ?? '', usage: this.usageOf(state.cfg, completion) };
+    }
+  }
+
+  /** Wait before retry number `failures` (1-based), or undefined if the server asks for too long a wait. */
+  private backoffMs(failures: number, retryAfterMs: number | undefined): number | undefined {
+    if (retryAfterMs !== undefined) return retryAfterMs > this.backoff.maxRetryAfterMs ? undefined : retryAfterMs;
+    const exp = Math.min(this.backoff.maxMs, this.backoff.baseMs * 2 ** (failures - 1));
+    return exp * (0.5 + Math.random() * 0.5);
+  }
+
+  private usageOf(cfg: LlmRoleConfig, completion: ChatCompletion): Usage {
+    const u = completion.usage;
+    const promptTokens = u?.prompt_tokens ?? 0;
+    const cachedPromptTokens = u?.prompt_tokens_details?.cached_tokens ?? 0;
+    const completionTokens = u?.completion_tokens ?? 0;
+    return {
+      calls: 1,
+      promptTokens,
+      cachedPromptTokens,
+      completionTokens,
+      costUsd: costUsd(cfg.pricing, promptTokens, cachedPromptTokens, completionTokens),
+      cacheHits: 0,
+    };
+  }
+
+  /**
+   * If `err` is a 400/422 rejecting a parameter we can do without, change the role's settings and
+   * return true (the caller resends). Each adaptation moves one way only, so this cannot loop. When
+   * several requests fail concurrently, only the first one adapts (and logs); the others see that the
+   * state already moved on and simply resend.
+   */
+  private adaptToRejection(state: RoleState, role: RoleName, body: ChatCompletionCreateParamsNonStreaming, err: unknown): boolean {
+    if (!(err instanceof APIError) || (err.status !== 400 && err.status !== 422)) return false;
+    const text = `${err.message} ${err.param ?? ''} ${safeStringify(err.error)}`.toLowerCase();
+    const brief = err.message.slice(0, 200);
+
+    const sentMode: StructuredOutputMode = body.response_format?.type === 'json_schema' ? 'json_schema' : body.response_format?.type === 'json_object' ? 'json_object' : 'none';
+    if (sentMode !== 'none' && /response_format|json_schema|json schema|json_object|structured output|guided/.test(text)) {
+      if (state.structured === sentMode) {
+        state.structured = sentMode === 'json_schema' ? 'json_object' : 'none';
+        this.log(`[llm] ${role}: endpoint rejected response_format=${sentMode} (${brief}); using ${state.structured} for this role from now on`);
+      }
+      return true;
+    }
+    if (body.reasoning_effort !== undefined && text.includes('reasoning_effort')) {
+      if (state.sendReasoningEffort) {
+        state.sendReasoningEffort = false;
+        this.log(`[llm] ${role}: endpoint rejected reasoning_effort (${brief}); no longer sending it for this role`);
+      }
+      return true;
+    }
+    // OpenAI reasoning models: "Unsupported parameter: 'max_tokens' … Use 'max_completion_tokens' instead."
+    // (vLLM's "max_tokens or max_completion_tokens is too large" is a context-length error, not this.)
+    if (body.max_tokens !== undefined && /unsupported|not supported/.test(text) && text.includes('max_tokens') && text.includes('max_completion_tokens')) {
+      if (state.maxTokensParam === 'max_tokens') {
+        state.maxTokensParam = 'max_completion_tokens';
+        this.log(`[llm] ${role}: endpoint wants max_completion_tokens instead of max_tokens; switching for this role`);
+      }
+      return true;
+    }
+    return false;
+  }
+}
+
+function safeStringify(v: unknown): string {
+  try {
+    return JSON.stringify(v) ?? '';
+  } catch {
+    return '';
+  }
+}

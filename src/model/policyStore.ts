@@ -1,0 +1,164 @@
+/**
+ * Policies and training checkpoints in S3, for the activities. Large ones go through a temp folder: model weights and
+ * AdamW moments are safetensors files written and read one tensor at a time, moved to and from S3 as streams (sha256
+ * checked against the manifest on the way down), so nothing holds a whole checkpoint in memory and a model's size is
+ * bounded by the machine, not by a Buffer (2 GiB) or the wasm heap (4 GiB). Small ones (up to `inMemoryMaxBytes`,
+ * 256 MiB by default) take the same format through memory instead, which is faster than files at that size; the bytes,
+ * hashes and keys are the same either way.
+ *
+ * Checkpoint folder (src/storage/checkpoints.ts): `model.safetensors` (F32, HF names and layout), `optimizer.safetensors`
+ * (`m.<name>`, `v.<name>`, step in the metadata), optionally `config.json`, and the manifest.
+ */
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { CheckpointManifest, downloadCheckpoint, downloadHfFolder, withTempDir, writeCheckpoint, type CheckpointFile } from '../storage/checkpoints';
+import { sha256, type ObjectRef, type ObjectStore } from '../storage/store';
+import { HfWeights, loadHfCheckpoint, modelFromSource, writeModelWeightsAsync } from './checkpoint';
+import { parseQwenConfig, type QwenConfig } from './config';
+import type { QwenModel } from './qwen';
+import { serializeTensors } from './safetensors';
+import { openAdamWState, parseAdamWState, writeAdamWStateAsync, type AdamW, type AdamWState } from './optim/adamw';
+import type { WrittenFile } from './safetensors';
+
+/** Checkpoints up to this many bytes go through memory; larger ones through temp files. */
+export const IN_MEMORY_MAX_BYTES = 256 * 2 ** 20;
+
+export interface TransferOptions {
+  /** Override of IN_MEMORY_MAX_BYTES (0: always temp files). */
+  inMemoryMaxBytes?: number;
+}
+
+const limit = (opts: TransferOptions) => opts.inMemoryMaxBytes ?? IN_MEMORY_MAX_BYTES;
+
+/**
+ * A training checkpoint's two big files in `dir`: model.safetensors and optimizer.safetensors, one tensor at a time,
+ * disk writes overlapped with their sha256.
+ */
+export async function writeCheckpointFiles(dir: string, model: QwenModel, optimizer: AdamW): Promise<{ weights: WrittenFile; optimizer: WrittenFile }> {
+  const weights = await writeModelWeightsAsync(join(dir, 'model.safetensors'), model);
+  return { weights, optimizer: await writeAdamWStateAsync(join(dir, 'optimizer.safetensors'), optimizer) };
+}
+
+/**
+ * Writes step `step`'s checkpoint (weights, optimizer, optional config.json, then the manifest). `state` may be computed
+ * from the weights' sha256 (known once they are written).
+ */
+export async function saveTrainingCheckpoint(
+  store: ObjectStore,
+  prefix: string,
+  step: number,
+  model: QwenModel,
+  optimizer: AdamW,
+  state: Record<string, unknown> | ((written: { weightsSha256: string }) => Record<string, unknown>),
+  opts: { config?: Record<string, unknown> } & TransferOptions = {},
+): Promise<{ manifestKey: string; manifest: CheckpointManifest; weightsSha256: string }> {
+  const config: Record<string, CheckpointFile> = opts.config ? { 'config.json': Buffer.from(JSON.stringify(opts.config)) } : {};
+  const stateOf = (weightsSha256: string) => (typeof state === 'function' ? state({ weightsSha256 }) : state);
+  if (3 * 4 * model.numParams() <= limit(opts)) {
+    const weights = serializeTensors(model.weightEntries(), { format: 'pt' });
+    const moments = serializeTensors(optimizer.momentEntries(), { step: String(optimizer.steps) });
+    const weightsSha256 = sha256(weights);
+    const written = await writeCheckpoint(store, prefix, step, { ...config, 'model.safetensors': weights, 'optimizer.safetensors': moments }, stateOf(weightsSha256));
+    return { ...written, weightsSha256 };
+  }
+  return withTempDir(async (dir) => {
+    const { weights, optimizer: moments } = await writeCheckpointFiles(dir, model, optimizer);
+    const files = {
+      ...config,
+      'model.safetensors': { path: weights.path, sha256: weights.sha256 },
+      'optimizer.safetensors': { path: moments.path, sha256: moments.sha256 },
+    };
+    const written = await writeCheckpoint(store, prefix, step, files, stateOf(weights.sha256));
+    return { ...written, weightsSha256: weights.sha256 };
+  });
+}
+
+export interface OpenedCheckpoint {
+  manifest: CheckpointManifest;
+  weights: HfWeights;
+  config?: QwenConfig;
+  optimizer?: AdamWState;
+}
+
+/**
+ * Opens a checkpoint for `use`: fetches (verified) the files it needs, gives the weights (read one tensor at a time)
+ * and, unless `optimizer` is false, the AdamW state (moments read one at a time while `AdamW.load` assigns them).
+ * Everything is closed (and the temp folder removed) when `use` returns, so load what you need inside it.
+ */
+export async function withCheckpoint<T>(
+  store: ObjectStore,
+  manifestKey: string,
+  use: (ckpt: OpenedCheckpoint) => Promise<T> | T,
+  opts: { optimizer?: boolean } & TransferOptions = {},
+): Promise<T> {
+  const wanted = ['config.json', 'model.safetensors', ...(opts.optimizer === false ? [] : ['optimizer.safetensors'])];
+  const manifest = await store.getJson(manifestKey, CheckpointManifest);
+  if (!manifest.files['model.safetensors']) throw new Error(`${manifestKey}: the checkpoint has no model.safetensors`);
+  const size = wanted.reduce((n, f) => n + (manifest.files[f]?.bytes ?? 0), 0);
+  if (size <= limit(opts)) {
+    const bytes: Record<string, Buffer> = {};
+    for (const f of wanted) if (manifest.files[f]) bytes[f] = await store.getVerified(manifest.files[f]);
+    const config = bytes['config.json'] ? parseQwenConfig(JSON.parse(bytes['config.json'].toString('utf8'))) : undefined;
+    const weights = HfWeights.fromBytes(bytes['model.safetensors']!, `${manifestKey}: model.safetensors`);
+    try {
+      const optimizer = bytes['optimizer.safetensors'] ? parseAdamWState(bytes['optimizer.safetensors']) : undefined;
+      return await use({ manifest, weights, ...(config ? { config } : {}), ...(optimizer ? { optimizer } : {}) });
+    } finally {
+      weights.close();
+    }
+  }
+  return withTempDir(async (dir) => {
+    const { paths } = await downloadCheckpoint(store, manifestKey, dir, wanted);
+    const config = paths['config.json'] ? parseQwenConfig(JSON.parse(readFileSync(paths['config.json'], 'utf8'))) : undefined;
+    const weights = HfWeights.open(dir);
+    const opened = paths['optimizer.safetensors'] ? openAdamWState(paths['optimizer.safetensors']) : undefined;
+    try {
+      return await use({ manifest, weights, ...(config ? { config } : {}), ...(opened ? { optimizer: opened.state } : {}) });
+    } finally {
+      opened?.close();
+      weights.close();
+    }
+  });
+}
+
+/** A model from a checkpoint's weights (its config.json, or `config`), built one tensor at a time. */
+export function checkpointModel(ckpt: { weights: HfWeights; config?: QwenConfig }, where: string, config?: QwenConfig): QwenModel {
+  const cfg = ckpt.config ?? config;
+  if (!cfg) throw new Error(`${where}: the checkpoint has no config.json`);
+  return modelFromSource(cfg, ckpt.weights, where);
+}
+
+/** Overwrites a model's weights from a checkpoint, one tensor at a time (names and shapes must match). */
+export function assignFromWeights(model: QwenModel, weights: HfWeights): void {
+  for (const name of weights.names()) model.assignWeights(new Map([[name, weights.read(name)]]));
+}
+
+/**
+ * An HF model folder in S3 (config.json + model.safetensors, or index + shards), loaded one tensor at a time; a small
+ * single model.safetensors through memory.
+ */
+export async function loadStoredHfModel(store: ObjectStore, prefix: string, opts: TransferOptions = {}): Promise<QwenModel> {
+  const ref = await store.ref(`${prefix}/model.safetensors`);
+  if (ref && ref.bytes <= limit(opts)) {
+    const config = parseQwenConfig(await store.getJson(`${prefix}/config.json`));
+    const weights = HfWeights.fromBytes(await store.getVerified(ref), `s3 ${prefix}/model.safetensors`);
+    try {
+      return modelFromSource(config, weights, `s3 ${prefix}`);
+    } finally {
+      weights.close();
+    }
+  }
+  return withTempDir(async (dir) => {
+    await downloadHfFolder(store, prefix, dir);
+    return loadHfCheckpoint(dir);
+  });
+}
+
+/** The model's weights as `key` (one F32 model.safetensors): through memory when small, else a temp file streamed up. */
+export function uploadModelWeights(store: ObjectStore, key: string, model: QwenModel, opts: TransferOptions = {}): Promise<ObjectRef> {
+  if (4 * model.numParams() <= limit(opts)) return store.putBytes(key, serializeTensors(model.weightEntries(), { format: 'pt' }));
+  return withTempDir(async (dir) => {
+    const w = await writeModelWeightsAsync(join(dir, 'model.safetensors'), model);
+    return store.putFile(key, w.path, { sha256: w.sha256 });
+  });
+}

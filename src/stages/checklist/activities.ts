@@ -1,0 +1,304 @@
+/**
+ * Stage 4 activities: checklist annotation (spec §5). Thin adapters: the method lives in src/stages/checklist (prompt,
+ * validation, repair loop) and src/demo/checklist.ts (offline annotator of the demo world).
+ *
+ * Idempotency is per example: each annotated example is one S3 object (`checklists/examples/<uuid>.json`), written
+ * as soon as it is done. An activity attempt first looks for it and never sends an example that has one to the
+ * annotator again — after a worker crash, a retried attempt, or a re-run of the whole stage. LLM answers are also
+ * kept in the response cache the moment they arrive, so even a crash between the answer and the example's write
+ * costs no second call. A failed example gets `checklists/failed/<uuid>.json` with its reason and last violations;
+ * re-runs skip it (it was paid for) unless `retryFailed` is set.
+ */
+import { createHash } from 'node:crypto';
+import { Context } from '@temporalio/activity';
+import { z } from 'zod';
+import { LlmChecklistAnnotator, OfflineChecklistAnnotator, type ChecklistAnnotator, type ExampleAnnotation } from './annotate';
+import { CHECKLIST_JSON_SCHEMA } from './prompt';
+import { AnnotatedExample } from './schema';
+import { addUsage, UsageSchema, zeroUsage, type Usage } from '../../kernel/roles';
+import { Example } from '../../kernel/schema';
+import { LlmClient, canonicalJson } from '../../llm/client';
+import { isOnline, LlmConfig } from '../../llm/config';
+import { runKey, storeCache, type ObjectStore } from '../../storage/store';
+import { offlineChecklist, OFFLINE_ANNOTATOR } from '../../demo/checklist';
+import { heartbeat, mapWithHeartbeat, once, parseInput, ShardRef, shardName, readShard, writeShard } from '../activityKit';
+
+export const ChecklistInputArgs = z.object({ runId: z.string(), sourceKey: z.string().min(1), shardSize: z.number().int().positive() });
+export const ChecklistInputResult = z.object({
+  shards: z.array(ShardRef),
+  total: z.number().int(),
+  /** Lines of the source that are not examples (reported with line and field, skipped). */
+  inputErrors: z.number().int(),
+  inputErrorsKey: z.string(),
+  sourceSha256: z.string(),
+});
+export type ChecklistInputResult = z.infer<typeof ChecklistInputResult>;
+
+export const AnnotateShardArgs = z.object({
+  runId: z.string(),
+  shard: ShardRef,
+  llm: LlmConfig,
+  variants: z.number().int().min(1),
+  maxAttempts: z.number().int().min(1),
+  retryFailed: z.boolean().default(false),
+});
+export const AnnotateShardResult = z.object({
+  index: z.number().int(),
+  in: z.number().int(),
+  /** Annotated by this attempt. */
+  annotated: z.number().int(),
+  /** Failed in this attempt (recorded). */
+  failed: z.number().int(),
+  /** Already annotated before this attempt: not sent again. */
+  alreadyAnnotated: z.number().int(),
+  /** Failed in an earlier run and skipped (`retryFailed` off). */
+  previouslyFailed: z.number().int(),
+  /** Cost of this attempt's new work. */
+  usage: UsageSchema,
+});
+export type AnnotateShardResult = z.infer<typeof AnnotateShardResult>;
+
+export const ChecklistReportArgs = z.object({ runId: z.string(), shards: z.array(ShardRef), inputErrors: z.number().int() });
+export const ChecklistReport = z.object({
+  runId: z.string(),
+  annotator: z.string(),
+  total: z.number().int(),
+  inputErrors: z.number().int(),
+  annotated: z.number().int(),
+  failed: z.number().int(),
+  /** Failure reasons, by their first words (e.g. "invalid checklist after 3 attempt(s)"), with counts. */
+  failureReasons: z.record(z.string(), z.number().int()),
+  variants: z.number().int(),
+  turns: z.number().int(),
+  items: z.number().int(),
+  meanItemsPerTurn: z.number(),
+  /** Answers per variant (1 = accepted at once). */
+  attempts: z.record(z.string(), z.number().int()),
+  usage: UsageSchema,
+  meanCostPerExampleUsd: z.number(),
+  annotatedKey: z.string(),
+  failedKey: z.string(),
+  reportKey: z.string(),
+});
+export type ChecklistReport = z.infer<typeof ChecklistReport>;
+
+/** The failure record of an example. */
+export const FailedAnnotation = z.object({
+  uuid: z.string(),
+  reason: z.string(),
+  violations: z.array(z.unknown()),
+  usage: UsageSchema,
+  attempts: z.number().int(),
+  raw: z.string().optional(),
+});
+export type FailedAnnotation = z.infer<typeof FailedAnnotation>;
+
+/** S3 key of one annotated example (uuids are URI-encoded: they may hold any character). */
+export const annotatedExampleKey = (runId: string, uuid: string) => runKey(runId, 'checklists', 'examples', `${encodeURIComponent(uuid)}.json`);
+export const failedExampleKey = (runId: string, uuid: string) => runKey(runId, 'checklists', 'failed', `${encodeURIComponent(uuid)}.json`);
+
+export interface ChecklistDeps {
+  store: ObjectStore;
+  /** Override the annotator (tests); default: LLM when `llm.roles.annotator` has an endpoint, else offline. */
+  annotatorFor?: (llm: LlmConfig) => ChecklistAnnotator;
+}
+
+const reasonKey = (reason: string) => reason.replace(/:.*$/s, '').slice(0, 80);
+
+export function createChecklistActivities(deps: ChecklistDeps) {
+  const { store } = deps;
+  // One client per distinct LLM config per worker process, so the annotator's concurrency bound is per process.
+  const clients = new Map<string, LlmClient>();
+  const defaultAnnotator = (llm: LlmConfig): ChecklistAnnotator => {
+    const role = llm.roles.annotator;
+    if (!isOnline(role)) return new OfflineChecklistAnnotator(OFFLINE_ANNOTATOR, offlineChecklist);
+    const key = canonicalJson(llm);
+    let client = clients.get(key);
+    if (!client) {
+      client = new LlmClient(llm, { cache: storeCache(store) });
+      clients.set(key, client);
+    }
+    const c = client;
+    return new LlmChecklistAnnotator(role.model, async (messages, cacheSalt) => {
+      let signal: AbortSignal | undefined;
+      try {
+        signal = Context.current().cancellationSignal;
+      } catch {
+        signal = undefined;
+      }
+      const res = await c.chat({ role: 'annotator', messages, jsonSchema: CHECKLIST_JSON_SCHEMA, cacheSalt, ...(signal ? { signal } : {}) });
+      return { text: res.text, usage: res.usage };
+    });
+  };
+  const annotatorFor = deps.annotatorFor ?? defaultAnnotator;
+  const key = (runId: string, ...parts: (string | number)[]) => runKey(runId, 'checklists', ...parts);
+
+  return {
+    /**
+     * Reads the examples to annotate (a JSONL file in the bucket) and cuts them into input shards. Lines that are
+     * not examples are recorded with their line number and field, and skipped.
+     */
+    async checklistInput(raw: z.input<typeof ChecklistInputArgs>): Promise<ChecklistInputResult> {
+      const input = parseInput(ChecklistInputArgs, raw, 'checklistInput');
+      return once(store, key(input.runId, 'input', 'result.json'), ChecklistInputResult, async () => {
+        const bytes = await store.getBytes(input.sourceKey);
+        const sourceSha256 = createHash('sha256').update(bytes).digest('hex');
+        const examples: Example[] = [];
+        const errors: { file: string; line: number; field: string; message: string }[] = [];
+        const seen = new Set<string>();
+        for (const [i, line] of bytes.toString('utf8').split('\n').entries()) {
+          if (!line.trim()) continue;
+          let value: unknown;
+          try {
+            value = JSON.parse(line);
+          } catch (e) {
+            errors.push({ file: input.sourceKey, line: i + 1, field: '(line)', message: `not JSON: ${(e as Error).message}` });
+            continue;
+          }
+          const parsed = Example.safeParse(value);
+          if (!parsed.success) {
+            const issue = parsed.error.issues[0];
+            errors.push({ file: input.sourceKey, line: i + 1, field: issue?.path.join('.') || '(row)', message: issue?.message ?? 'invalid' });
+            continue;
+          }
+          if (seen.has(parsed.data.uuid)) {
+            errors.push({ file: input.sourceKey, line: i + 1, field: 'uuid', message: `duplicate uuid ${parsed.data.uuid} (first occurrence kept)` });
+            continue;
+          }
+          seen.add(parsed.data.uuid);
+          examples.push(parsed.data);
+        }
+        const inputErrorsKey = key(input.runId, 'input', 'errors.jsonl');
+        await store.putJsonl(inputErrorsKey, errors);
+        const shards: ShardRef[] = [];
+        for (let i = 0; i * input.shardSize < examples.length; i++) {
+          shards.push(await writeShard(store, key(input.runId, 'input', `${shardName(i)}.jsonl`), i, examples.slice(i * input.shardSize, (i + 1) * input.shardSize)));
+          heartbeat({ shards: shards.length });
+        }
+        return { shards, total: examples.length, inputErrors: errors.length, inputErrorsKey, sourceSha256 };
+      });
+    },
+
+    /**
+     * Annotates the examples of one shard that have no checklist yet, with bounded concurrency, writing each
+     * example's result the moment it is done. LLM transport failures fail the attempt (Temporal retries it after the
+     * backoff, and the retry skips everything already written); a checklist that stays invalid is a recorded
+     * failure of that example, never of the stage.
+     */
+    async annotateShard(raw: z.input<typeof AnnotateShardArgs>): Promise<AnnotateShardResult> {
+      const input = parseInput(AnnotateShardArgs, raw, 'annotateShard');
+      const examples = await readShard(store, input.shard);
+      const annotator = annotatorFor(input.llm);
+      const concurrency = isOnline(input.llm.roles.annotator) ? input.llm.roles.annotator.concurrency : 4;
+      type Outcome = { kind: 'already' } | { kind: 'previouslyFailed' } | { kind: 'done'; result: ExampleAnnotation };
+      const outcomes = await mapWithHeartbeat<Example, Outcome>(examples, concurrency, async (ex) => {
+        const okKey = annotatedExampleKey(input.runId, ex.uuid);
+        const failKey = failedExampleKey(input.runId, ex.uuid);
+        if (await store.exists(okKey)) return { kind: 'already' };
+        const failedBefore = await store.exists(failKey);
+        if (failedBefore && !input.retryFailed) return { kind: 'previouslyFailed' };
+        const result = await annotator.annotate(ex, { variants: input.variants, maxAttempts: input.maxAttempts });
+        if (result.ok) {
+          await store.putJson(okKey, result.annotated);
+          if (failedBefore) await store.remove(failKey);
+        } else {
+          const record: FailedAnnotation = {
+            uuid: ex.uuid,
+            reason: result.reason,
+            violations: result.violations,
+            usage: result.usage,
+            attempts: result.variants.reduce((n, v) => n + v.attempts, 0),
+            ...(result.raw !== undefined ? { raw: result.raw } : {}),
+          };
+          await store.putJson(failKey, record);
+        }
+        return { kind: 'done', result };
+      }, `annotate ${shardName(input.shard.index)}`);
+      let usage: Usage = zeroUsage();
+      const count = { annotated: 0, failed: 0, alreadyAnnotated: 0, previouslyFailed: 0 };
+      for (const o of outcomes) {
+        if (o.kind === 'already') count.alreadyAnnotated++;
+        else if (o.kind === 'previouslyFailed') count.previouslyFailed++;
+        else if (o.kind === 'done') {
+          usage = addUsage(usage, o.result.usage);
+          if (o.result.ok) count.annotated++;
+          else count.failed++;
+        }
+      }
+      return { index: input.shard.index, in: examples.length, ...count, usage };
+    },
+
+    /**
+     * Gathers the stage's outputs in input order: `checklists/annotated.jsonl` (stored form), `checklists/failed.jsonl`
+     * and `checklists/report.json` (counts, failure reasons, items per turn, attempts, tokens and cost — summed
+     * from the per-example records, so the numbers are right however many attempts and re-runs it took).
+     */
+    async writeChecklistReport(raw: z.input<typeof ChecklistReportArgs>): Promise<ChecklistReport> {
+      const input = parseInput(ChecklistReportArgs, raw, 'writeChecklistReport');
+      const examples: Example[] = [];
+      for (const shard of input.shards) examples.push(...(await readShard(store, shard)));
+      type Found = { ok: true; value: AnnotatedExample } | { ok: false; value: FailedAnnotation | undefined; uuid: string };
+      const found = await mapWithHeartbeat<Example, Found>(examples, 16, async (ex) => {
+        const okKey = annotatedExampleKey(input.runId, ex.uuid);
+        if (await store.exists(okKey)) return { ok: true, value: await store.getJson(okKey, AnnotatedExample) };
+        const failKey = failedExampleKey(input.runId, ex.uuid);
+        return { ok: false, uuid: ex.uuid, value: (await store.exists(failKey)) ? await store.getJson(failKey, FailedAnnotation) : undefined };
+      }, 'report');
+      const annotated = found.flatMap((f) => (f.ok ? [f.value] : []));
+      const failed = found.flatMap((f) =>
+        f.ok ? [] : [f.value ?? { uuid: f.uuid, reason: 'not annotated (no record)', violations: [], usage: zeroUsage(), attempts: 0 }],
+      );
+      const annotatedKey = key(input.runId, 'annotated.jsonl');
+      const failedKey = key(input.runId, 'failed.jsonl');
+      await store.putJsonl(annotatedKey, annotated);
+      await store.putJsonl(failedKey, failed);
+
+      let usage: Usage = zeroUsage();
+      const attempts: Record<string, number> = {};
+      let turns = 0;
+      let items = 0;
+      const annotators = new Set<string>();
+      let variants = 0;
+      for (const a of annotated) {
+        if (a.annotation) {
+          usage = addUsage(usage, a.annotation.usage);
+          annotators.add(a.annotation.annotator);
+          for (const v of a.annotation.variants) attempts[String(v.attempts)] = (attempts[String(v.attempts)] ?? 0) + 1;
+        }
+        variants = Math.max(variants, a.checklists.length);
+        const first = a.checklists[0] ?? [];
+        turns += first.length;
+        items += first.reduce((n, t) => n + t.length, 0);
+      }
+      const failureReasons: Record<string, number> = {};
+      for (const f of failed) {
+        usage = addUsage(usage, f.usage);
+        failureReasons[reasonKey(f.reason)] = (failureReasons[reasonKey(f.reason)] ?? 0) + 1;
+      }
+      const reportKey = key(input.runId, 'report.json');
+      const report: ChecklistReport = {
+        runId: input.runId,
+        annotator: [...annotators].join(', ') || 'none',
+        total: examples.length,
+        inputErrors: input.inputErrors,
+        annotated: annotated.length,
+        failed: failed.length,
+        failureReasons,
+        variants,
+        turns,
+        items,
+        meanItemsPerTurn: turns ? items / turns : 0,
+        attempts,
+        usage,
+        meanCostPerExampleUsd: examples.length ? usage.costUsd / examples.length : 0,
+        annotatedKey,
+        failedKey,
+        reportKey,
+      };
+      await store.putJson(reportKey, report);
+      return report;
+    },
+  };
+}
+
+export type ChecklistActivities = ReturnType<typeof createChecklistActivities>;

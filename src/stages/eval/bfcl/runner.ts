@@ -1,0 +1,401 @@
+/**
+ * Running a policy over BFCL examples and scoring it: the adapter around the pure modules of this folder.
+ *
+ * Policies:
+ * - `ModelPolicy`: the project's tfjs Qwen policy. The first turn's messages and the example's functions (as OpenAI
+ *   tools, ./tools.ts) go through the chat template (`renderChat` with tools, generation prompt); greedy batched
+ *   generation until `<|im_end|>`; the text is decoded like BFCL's Qwen handler (./decode.ts).
+ * - `EndpointPolicy`: an OpenAI-compatible chat-completions endpoint with native tool calling (`tools` in the
+ *   request, `tool_calls` in the answer), tool names with `.` sent as `_` (BFCL does so for OpenAI-style APIs).
+ *   The API key is read from the environment variable the endpoint config names, at call time; it is never part
+ *   of an input, a result or a cache key.
+ * - `AnswersPolicy`: precomputed outputs (`--answers`).
+ * - `ReferencePolicy`: each example's own reference answer (./reference.ts), a sanity check of the harness.
+ *
+ * `evaluateBfcl` runs a policy over the examples of the chosen categories and returns the results document
+ * (./score.ts `BfclResults`). Reading the data folder happens here too (`loadCategory`).
+ */
+import { createHash } from 'node:crypto';
+import { existsSync, readdirSync, readFileSync } from 'node:fs';
+import path from 'node:path';
+import OpenAI from 'openai';
+import type { ChatCompletionCreateParamsNonStreaming } from 'openai/resources/chat/completions';
+import { z } from 'zod';
+import { promptIds, type ChatTokenizer } from '../../../chat/tokenize';
+import type { Message } from '../../../kernel/schema';
+import { projectRoot } from '../../../infra/binaries';
+import { canonicalJson, classifyLlmError, LlmFatalError, PLACEHOLDER_API_KEY, Semaphore, type ResponseCache } from '../../../llm/client';
+import { LlmRoleConfig } from '../../../llm/config';
+import { generateAsync } from '../../../model/generate';
+import type { QwenModel } from '../../../model/qwen';
+import { answerFileName, categoryKind, discoverCategories, questionFileName, unsupportedReason, VERSION_PREFIX } from './categories';
+import { BfclInputError, buildExamples, parsePossibleAnswers, parseQuestions, type AnswerEntry, type BfclExample } from './data';
+import { decodeAnswerResult, decodeOpenAiMessage, decodeQwenText, type Decoded, type ToolCallMessage } from './decode';
+import { referenceCalls } from './reference';
+import { aggregate, exampleResult, scoreExample, type BfclResults, type ExampleResult } from './score';
+import { exampleMessages, exampleTools } from './tools';
+
+// ---------------------------------------------------------------------------------------------------------------
+// Data
+
+/**
+ * The default BFCL data folder: `$CM2_BFCL_DIR`, else `shared/benchmarks/bfcl` in the checkout or next to it
+ * (the shared folder of this project).
+ */
+export function defaultDataDir(env: NodeJS.ProcessEnv = process.env): string {
+  if (env['CM2_BFCL_DIR']) return env['CM2_BFCL_DIR'];
+  // A checkout next to the shared benchmark folder uses it; otherwise the copy vendored in assets/bfcl (same files).
+  const candidates = [path.join(projectRoot, 'shared', 'benchmarks', 'bfcl'), path.join(projectRoot, '..', 'shared', 'benchmarks', 'bfcl'), path.join(projectRoot, 'assets', 'bfcl')];
+  return candidates.find((d) => existsSync(d)) ?? candidates[2]!;
+}
+
+/** The categories a data folder can evaluate. */
+export function availableCategories(dir: string): string[] {
+  if (!existsSync(dir)) throw new BfclInputError(`BFCL data folder ${dir} does not exist (--data DIR, or CM2_BFCL_DIR)`);
+  const answers = path.join(dir, 'possible_answer');
+  return discoverCategories(readdirSync(dir), existsSync(answers) ? readdirSync(answers) : []);
+}
+
+/** The examples of one category (the first `limit` of them), validated. */
+export function loadCategory(dir: string, category: string, limit?: number): BfclExample[] {
+  const why = unsupportedReason(category);
+  if (why) throw new BfclInputError(why);
+  const qFile = path.join(dir, questionFileName(category));
+  if (!existsSync(qFile)) {
+    let known: string[] = [];
+    try {
+      known = availableCategories(dir);
+    } catch {
+      /* the folder itself is missing: say so below */
+    }
+    throw new BfclInputError(`no BFCL category '${category}' in ${dir}: ${qFile} does not exist${known.length ? ` (available: ${known.join(', ')})` : ''}`);
+  }
+  const aFile = path.join(dir, answerFileName(category));
+  const ast = categoryKind(category) === 'ast';
+  if (ast && !existsSync(aFile)) throw new BfclInputError(`category '${category}' is scored against possible answers, but ${aFile} does not exist`);
+  const questions = parseQuestions(readFileSync(qFile, 'utf8'), qFile, category);
+  const answers = ast ? parsePossibleAnswers(readFileSync(aFile, 'utf8'), aFile) : undefined;
+  const examples = buildExamples(category, questions, answers, { questions: qFile, ...(ast ? { answers: aFile } : {}) });
+  return limit === undefined ? examples : examples.slice(0, limit);
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// Policies
+
+/** What a policy produced for one example. */
+export interface PolicyOutput {
+  decoded: Decoded;
+  /** Raw text (generated text, or the endpoint message's content). */
+  text?: string;
+  tokens?: number;
+  /** A failure of the run itself for this example (e.g. the prompt does not fit), scored as incorrect. */
+  failure?: { reason: string; detail: string };
+}
+
+export interface PolicyRunOptions {
+  /** Called after each finished example or batch (done so far, total). */
+  onProgress?: (done: number, total: number) => void;
+  /** Called often while work is under way (every few decoding steps): a liveness signal for heartbeats. */
+  onBusy?: () => void;
+  signal?: AbortSignal;
+}
+
+export interface Policy {
+  /** What was evaluated, for the results file (never a secret). */
+  readonly description: Record<string, unknown>;
+  /** The policy saw `a_b` for a tool named `a.b`. */
+  readonly underscoreToDot: boolean;
+  run(examples: readonly BfclExample[], opts?: PolicyRunOptions): Promise<PolicyOutput[]>;
+}
+
+const throwIfAborted = (signal?: AbortSignal) => {
+  if (signal?.aborted) throw signal.reason instanceof Error ? signal.reason : new Error('cancelled');
+};
+
+export interface ModelPolicyOptions {
+  maxNewTokens: number;
+  batchSize: number;
+  /** `false` appends an empty think block to the generation prompt. Default: the template's default (no block). */
+  enableThinking?: boolean;
+  /** Prompts longer than this are not generated (scored `prompt_too_long`). Default: max_position_embeddings − maxNewTokens. */
+  maxPromptTokens?: number;
+}
+
+/** The project's Qwen policy (greedy decoding). The caller owns the model (and disposes of it). */
+export class ModelPolicy implements Policy {
+  readonly underscoreToDot = false;
+
+  constructor(
+    private readonly model: QwenModel,
+    private readonly tok: ChatTokenizer,
+    readonly description: Record<string, unknown>,
+    private readonly opts: ModelPolicyOptions,
+  ) {}
+
+  /** Prompt ids of an example. */
+  promptOf(example: BfclExample): number[] {
+    const messages: Message[] = exampleMessages(example).map((m) => ({ role: m.role, content: m.content }));
+    const renderOpts = this.opts.enableThinking === undefined ? {} : { enableThinking: this.opts.enableThinking };
+    return promptIds(messages, exampleTools(example), this.tok, renderOpts);
+  }
+
+  async run(examples: readonly BfclExample[], opts: PolicyRunOptions = {}): Promise<PolicyOutput[]> {
+    const maxPrompt = this.opts.maxPromptTokens ?? Math.max(1, this.model.config.max_position_embeddings - this.opts.maxNewTokens);
+    const outputs = new Array<PolicyOutput>(examples.length);
+    const prompts = examples.map((e) => this.promptOf(e));
+    let done = 0;
+    const todo: number[] = [];
+    prompts.forEach((p, i) => {
+      if (p.length <= maxPrompt) todo.push(i);
+      else {
+        outputs[i] = { decoded: { calls: [] }, failure: { reason: 'prompt_too_long', detail: `prompt of ${p.length} tokens, limit ${maxPrompt}` } };
+        done++;
+      }
+    });
+    if (done > 0) opts.onProgress?.(done, examples.length);
+    // Similar lengths batch together: less left padding.
+    todo.sort((a, b) => prompts[a]!.length - prompts[b]!.length || a - b);
+    for (let s = 0; s < todo.length; s += this.opts.batchSize) {
+      throwIfAborted(opts.signal);
+      const batch = todo.slice(s, s + this.opts.batchSize);
+      const out = await generateAsync(this.model, batch.map((i) => prompts[i]!), {
+        maxNewTokens: this.opts.maxNewTokens,
+        temperature: 0,
+        stopTokens: [this.tok.special.imEnd],
+        padId: this.tok.special.pad,
+        onStep: () => {
+          throwIfAborted(opts.signal);
+          opts.onBusy?.();
+        },
+      });
+      batch.forEach((i, k) => {
+        const ids = out.tokens[k] ?? [];
+        const text = this.tok.decode(ids).replace(/<\|im_end\|>$/, '');
+        outputs[i] = { decoded: decodeQwenText(text), text, tokens: ids.length };
+      });
+      done += batch.length;
+      opts.onProgress?.(done, examples.length);
+    }
+    return outputs;
+  }
+}
+
+/** An OpenAI-compatible endpoint with native tool calling (the secret-free part of an LLM role's config). */
+export const EndpointConfig = LlmRoleConfig.pick({
+  model: true, apiKeyEnv: true, temperature: true, topP: true, maxTokens: true, timeoutMs: true, maxTransportRetries: true, concurrency: true,
+}).extend({ baseUrl: z.url().describe('OpenAI-compatible base URL, e.g. `http://localhost:8000/v1`.') });
+export type EndpointConfig = z.infer<typeof EndpointConfig>;
+
+export interface EndpointPolicyOptions {
+  /** Answers by request hash (an S3 prefix in the activity): a retried evaluation never pays twice. */
+  cache?: ResponseCache;
+  /** Where API keys are read from, at call time. Default: process.env. */
+  env?: NodeJS.ProcessEnv;
+  /** First in-process retry wait (ms), doubled after each failure. Default 1000. */
+  backoffMs?: number;
+}
+
+const CachedMessage = z.object({
+  content: z.string().nullable().optional(),
+  tool_calls: z.array(z.object({ function: z.object({ name: z.string(), arguments: z.string() }).partial() })).nullable().optional(),
+  completionTokens: z.number().int().optional(),
+});
+
+/** An OpenAI-compatible endpoint, temperature 0 unless configured otherwise. */
+export class EndpointPolicy implements Policy {
+  readonly underscoreToDot = true;
+  readonly description: Record<string, unknown>;
+  private readonly semaphore: Semaphore;
+  private sdk?: { key: string; client: OpenAI };
+
+  constructor(private readonly cfg: EndpointConfig, private readonly opts: EndpointPolicyOptions = {}) {
+    this.description = { kind: 'endpoint', baseUrl: cfg.baseUrl, model: cfg.model, temperature: cfg.temperature ?? 0 };
+    this.semaphore = new Semaphore(cfg.concurrency);
+  }
+
+  private client(): OpenAI {
+    const env = this.opts.env ?? process.env;
+    const fromEnv = this.cfg.apiKeyEnv ? env[this.cfg.apiKeyEnv] : undefined;
+    const key = fromEnv ? fromEnv : PLACEHOLDER_API_KEY;
+    if (this.sdk?.key !== key) {
+      this.sdk = { key, client: new OpenAI({ baseURL: this.cfg.baseUrl, apiKey: key, maxRetries: 0, timeout: this.cfg.timeoutMs, organization: null, project: null }) };
+    }
+    return this.sdk.client;
+  }
+
+  /** The request body of an example (no secrets; also the cache key's material). */
+  requestOf(example: BfclExample): ChatCompletionCreateParamsNonStreaming {
+    const tools = exampleTools(example, { dotToUnderscore: true });
+    const body: ChatCompletionCreateParamsNonStreaming = {
+      model: this.cfg.model,
+      messages: exampleMessages(example) as ChatCompletionCreateParamsNonStreaming['messages'],
+      temperature: this.cfg.temperature ?? 0,
+    };
+    if (tools.length > 0) body.tools = tools as ChatCompletionCreateParamsNonStreaming['tools'];
+    if (this.cfg.topP !== undefined) body.top_p = this.cfg.topP;
+    if (this.cfg.maxTokens !== undefined) body.max_tokens = this.cfg.maxTokens;
+    return body;
+  }
+
+  private async complete(body: ChatCompletionCreateParamsNonStreaming, signal?: AbortSignal): Promise<z.infer<typeof CachedMessage>> {
+    const key = createHash('sha256').update(canonicalJson({ kind: 'bfcl-tools', baseUrl: this.cfg.baseUrl, body })).digest('hex');
+    const hit = await this.opts.cache?.get(key);
+    if (hit !== undefined) {
+      const parsed = CachedMessage.safeParse(JSON.parse(hit));
+      if (parsed.success) return parsed.data;
+    }
+    for (let failures = 0; ; ) {
+      throwIfAborted(signal);
+      try {
+        const release = await this.semaphore.acquire();
+        // The SDK never removes the abort listener it adds: give it a per-request signal, linked to the caller's.
+        const request = new AbortController();
+        const onAbort = () => request.abort(signal?.reason);
+        signal?.addEventListener('abort', onAbort, { once: true });
+        let completion: OpenAI.Chat.Completions.ChatCompletion;
+        try {
+          completion = await this.client().chat.completions.create(body, { signal: request.signal });
+        } finally {
+          signal?.removeEventListener('abort', onAbort);
+          release();
+        }
+        const m = completion.choices[0]?.message;
+        const message = {
+          content: m?.content ?? null,
+          tool_calls: (m?.tool_calls ?? null)?.flatMap((t) => ('function' in t ? [{ function: { name: t.function.name, arguments: t.function.arguments } }] : [])) ?? null,
+          completionTokens: completion.usage?.completion_tokens ?? 0,
+        };
+        await this.opts.cache?.put(key, JSON.stringify(message));
+        return message;
+      } catch (err) {
+        if (signal?.aborted) throw err;
+        const e = classifyLlmError(err);
+        if (e instanceof LlmFatalError) throw e;
+        failures++;
+        e.attempts = failures;
+        if (failures > this.cfg.maxTransportRetries || (e.retryAfterMs ?? 0) > 60_000) throw e;
+        const wait = e.retryAfterMs ?? (this.opts.backoffMs ?? 1000) * 2 ** (failures - 1) * (0.5 + Math.random() * 0.5);
+        await new Promise((r) => setTimeout(r, wait));
+      }
+    }
+  }
+
+  async run(examples: readonly BfclExample[], opts: PolicyRunOptions = {}): Promise<PolicyOutput[]> {
+    const outputs = new Array<PolicyOutput>(examples.length);
+    let next = 0;
+    let done = 0;
+    let failure: unknown;
+    const worker = async () => {
+      while (failure === undefined && next < examples.length) {
+        const i = next++;
+        try {
+          const message = await this.complete(this.requestOf(examples[i]!), opts.signal);
+          outputs[i] = {
+            decoded: decodeOpenAiMessage(message as ToolCallMessage),
+            text: message.content ?? '',
+            ...(message.completionTokens !== undefined ? { tokens: message.completionTokens } : {}),
+          };
+        } catch (e) {
+          failure ??= e;
+          return;
+        }
+        opts.onProgress?.(++done, examples.length);
+      }
+    };
+    await Promise.all(Array.from({ length: Math.max(1, Math.min(this.cfg.concurrency, examples.length)) }, worker));
+    if (failure !== undefined) throw failure;
+    return outputs;
+  }
+}
+
+/** Precomputed outputs (`--answers`): an example without an answer is scored `no_answer`. */
+export class AnswersPolicy implements Policy {
+  readonly description: Record<string, unknown>;
+
+  constructor(private readonly answers: ReadonlyMap<string, AnswerEntry>, file: string, readonly underscoreToDot = false) {
+    this.description = { kind: 'answers', file };
+  }
+
+  private readonly used = new Set<string>();
+
+  /** Ids of the answers file that no evaluated example asked for (another category, a typo, beyond --limit). */
+  unused(): string[] {
+    return [...this.answers.keys()].filter((id) => !this.used.has(id));
+  }
+
+  async run(examples: readonly BfclExample[], opts: PolicyRunOptions = {}): Promise<PolicyOutput[]> {
+    const out = examples.map((e): PolicyOutput => {
+      this.used.add(e.id);
+      const a = this.answers.get(e.id);
+      if (!a) return { decoded: { calls: [] }, failure: { reason: 'no_answer', detail: `no line with id ${e.id} in the answers file` } };
+      return { decoded: decodeAnswerResult(a.result) };
+    });
+    opts.onProgress?.(examples.length, examples.length);
+    return out;
+  }
+}
+
+/** Every example's own reference answer (first listed possible values): checks the harness, not a model. */
+export class ReferencePolicy implements Policy {
+  readonly description = { kind: 'reference' };
+  readonly underscoreToDot = false;
+
+  async run(examples: readonly BfclExample[], opts: PolicyRunOptions = {}): Promise<PolicyOutput[]> {
+    opts.onProgress?.(examples.length, examples.length);
+    return examples.map((e) => ({ decoded: { calls: referenceCalls(e) } }));
+  }
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// Evaluation
+
+export interface EvaluateOptions {
+  categories: readonly string[];
+  limit?: number;
+  dataDir?: string;
+  /** Progress: category, examples done in it, its total. Also called while a batch is being generated. */
+  onProgress?: (category: string, done: number, total: number) => void;
+  log?: (line: string) => void;
+  signal?: AbortSignal;
+}
+
+/** Runs `policy` on every chosen category and scores it. Data errors are thrown before anything runs. */
+export async function evaluateBfcl(policy: Policy, opts: EvaluateOptions): Promise<BfclResults> {
+  const t0 = Date.now();
+  const dataDir = opts.dataDir ?? defaultDataDir();
+  const log = opts.log ?? (() => undefined);
+  // Load (and validate) everything first: a bad file fails fast, before any generation.
+  const sets = opts.categories.map((c) => ({ category: c, examples: loadCategory(dataDir, c, opts.limit) }));
+  const results: ExampleResult[] = [];
+  for (const { category, examples } of sets) {
+    const tc = Date.now();
+    let done = 0;
+    const outputs = await policy.run(examples, {
+      onProgress: (d, total) => opts.onProgress?.(category, (done = d), total),
+      onBusy: () => opts.onProgress?.(category, done, examples.length),
+      ...(opts.signal ? { signal: opts.signal } : {}),
+    });
+    examples.forEach((example, i) => {
+      const out = outputs[i]!;
+      const verdict = out.failure
+        ? { valid: false, reason: out.failure.reason, detail: out.failure.detail }
+        : scoreExample(example, out.decoded, { underscoreToDot: policy.underscoreToDot });
+      results.push(exampleResult(example, out.decoded, verdict, { ...(out.text !== undefined ? { text: out.text } : {}), ...(out.tokens !== undefined ? { tokens: out.tokens } : {}) }));
+    });
+    const correct = results.filter((r) => r.category === category && r.valid).length;
+    log(`${category}: ${correct}/${examples.length} correct in ${((Date.now() - tc) / 1000).toFixed(1)}s`);
+  }
+  const { categories, overall } = aggregate(opts.categories, results);
+  return {
+    benchmark: VERSION_PREFIX,
+    policy: policy.description,
+    dataDir,
+    ...(opts.limit !== undefined ? { limit: opts.limit } : {}),
+    createdAt: new Date().toISOString(),
+    seconds: (Date.now() - t0) / 1000,
+    categories,
+    overall,
+    examples: results,
+  };
+}
+

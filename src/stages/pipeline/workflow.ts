@@ -1,0 +1,342 @@
+/**
+ * `cm2Pipeline`: a whole CM2 run, stages 1 → 5 (prepare → checklist → SFT → RL, then evaluation when configured)
+ * as child workflows with the stage workflows' own ids (`cm2-<run>-<stage>`), so each stage is also visible,
+ * queryable and steerable on its own (`cm2 rl set`, `temporal workflow query --name progress`).
+ *
+ * Idempotent re-entry: a finished stage leaves a marker in S3 (`runs/<id>/pipeline/<stage>.json`, written by an
+ * activity after the child completed); a pipeline started again with the same run id (`cm2 resume`, or
+ * `temporal workflow start` with the same workflow id) skips every marked stage and re-enters the first unfinished
+ * one, whose own activities skip the work already in S3 (shards, annotated examples, SFT/RL checkpoints).
+ *
+ * Stages: prepare → checklist → sft → rl → eval (BFCL accuracy of the SFT and final RL policies).
+ *
+ * Steering: signals `pause` / `resume` / `stop` (the same names as the RL workflow's). Pause holds the pipeline at
+ * the next stage boundary and is forwarded to the RL stage, which pauses between steps; stop ends the pipeline
+ * after the current stage's current unit of work (RL: after the step in flight, with its checkpoint; other stages
+ * are cancelled and resume where their S3 state left off). Query `pipelineStatus`; search attributes Cm2RunId,
+ * Cm2Stage = pipeline, Cm2State.
+ */
+import {
+  ApplicationFailure,
+  CancellationScope,
+  condition,
+  defineQuery,
+  getExternalWorkflowHandle,
+  isCancellation,
+  ParentClosePolicy,
+  setCurrentDetails,
+  setHandler,
+  startChild,
+  upsertSearchAttributes,
+  type ChildWorkflowHandle,
+  type Workflow,
+} from '@temporalio/workflow';
+import type { PipelineActivities, StageMarker } from './activities';
+import { CM2_RUN_ID, CM2_STAGE, CM2_STATE } from '../../run/searchAttributes';
+import { checklistWorkflow } from '../checklist/workflow';
+import { prepareWorkflow } from '../prepare/workflow';
+import { pauseSignal, resumeSignal, rlWorkflow, stopSignal, type RlResult, type RlWorkflowInput } from '../rl/workflow';
+import { sftWorkflow } from '../sft/workflow';
+import { evalWorkflow, type EvalResult, type EvalWorkflowInput } from '../eval/workflow';
+import type { EvalPolicy } from '../eval/activities';
+import type { ActivityTimeouts, ChecklistWorkflowInput, PrepareWorkflowInput, SftWorkflowInput } from '../../run/types';
+import { stageActivities } from '../../run/workflowUtil';
+
+export const PIPELINE_STAGES = ['prepare', 'checklist', 'sft', 'rl', 'eval'] as const;
+export type PipelineStage = (typeof PIPELINE_STAGES)[number];
+
+export interface PipelineInput {
+  runId: string;
+  /** The resolved input of every enabled stage (absent = disabled). */
+  stages: {
+    prepare?: PrepareWorkflowInput;
+    checklist?: ChecklistWorkflowInput;
+    sft?: SftWorkflowInput;
+    rl?: RlWorkflowInput;
+    /** The evaluation stage without its policies (the SFT and final RL policies are added when it starts). */
+    eval?: Omit<EvalWorkflowInput, 'policies'>;
+  };
+  taskQueues: { workflows: string; api: string };
+  activity: ActivityTimeouts;
+}
+
+export type StageState = 'pending' | 'running' | 'completed' | 'skipped' | 'failed' | 'stopped' | 'disabled';
+
+export interface StageStatus {
+  name: PipelineStage;
+  state: StageState;
+  workflowId: string;
+  /** Epoch ms (workflow time). */
+  startedAt?: number;
+  closedAt?: number;
+  /** Headline numbers of the stage's result (counts, rewards), for `cm2 status`. */
+  summary: Record<string, number | string>;
+  error?: string;
+}
+
+export interface PipelineStatus {
+  runId: string;
+  state: 'running' | 'paused' | 'stopping' | 'stopped' | 'completed' | 'failed';
+  current?: PipelineStage;
+  paused: boolean;
+  stopRequested: boolean;
+  stages: StageStatus[];
+  /**
+   * Held-out mean checklist reward of the SFT policy (RL evaluation at step 0) and of the latest RL policy, each with
+   * its standard error across the held-out prompts (`prompts` of them).
+   */
+  heldOut: { sft?: number; sftSe?: number; rl?: number; rlSe?: number; rlStep?: number; prompts?: number };
+}
+
+export interface PipelineResult extends PipelineStatus {
+  reportKey?: string;
+}
+
+export const pipelineStatusQuery = defineQuery<PipelineStatus>('pipelineStatus');
+
+export const stageWorkflowId = (runId: string, stage: string) => `cm2-${runId}-${stage}`;
+
+/** The headline numbers of a stage result (small: they live in history and in `cm2 status --json`). */
+export function summarize(stage: PipelineStage, result: unknown): Record<string, number | string> {
+  const r = (result ?? {}) as Record<string, unknown>;
+  const num = (v: unknown) => (typeof v === 'number' ? v : undefined);
+  const out: Record<string, number | string> = {};
+  const put = (k: string, v: unknown) => {
+    if (typeof v === 'number' || typeof v === 'string') out[k] = v;
+  };
+  switch (stage) {
+    case 'prepare': {
+      put('imported', r['total']);
+      put('coldStart', (r['coldStart'] as { count?: number } | undefined)?.count);
+      put('rl', (r['rl'] as { count?: number } | undefined)?.count);
+      put('costUsd', (r['usage'] as { costUsd?: number } | undefined)?.costUsd);
+      put('reportKey', r['reportKey']);
+      break;
+    }
+    case 'checklist':
+      put('annotated', r['annotated']);
+      put('failed', r['failed']);
+      put('items', r['items']);
+      put('costUsd', (r['usage'] as { costUsd?: number } | undefined)?.costUsd);
+      put('reportKey', r['reportKey']);
+      break;
+    case 'sft': {
+      const train = (r['train'] ?? {}) as { steps?: number; losses?: number[]; finalPrefix?: string };
+      put('steps', train.steps);
+      const losses = train.losses ?? [];
+      if (losses.length) {
+        put('firstLoss', losses[0]);
+        put('lastLoss', losses[losses.length - 1]);
+      }
+      put('wellFormed', num((r['sft'] as { wellFormedShare?: number } | undefined)?.wellFormedShare));
+      put('policy', train.finalPrefix);
+      put('reportKey', r['reportKey']);
+      break;
+    }
+    case 'rl': {
+      const rl = r as Partial<RlResult>;
+      put('steps', rl.steps);
+      const evals = rl.evals ?? [];
+      const first = evals.find((e) => e.step === 0);
+      const last = evals[evals.length - 1];
+      if (first) {
+        put('heldOutSft', first.rewardMean);
+        put('heldOutSftSe', first.rewardSe ?? undefined);
+      }
+      if (last) {
+        put('heldOutRl', last.rewardMean);
+        put('heldOutRlSe', last.rewardSe ?? undefined);
+        put('heldOutStep', last.step);
+      }
+      put('heldOutPrompts', (last ?? first)?.prompts);
+      if (rl.policy) put('policy', rl.policy.kind === 'hf' ? rl.policy.prefix : rl.policy.manifestKey);
+      if (rl.stopped) put('stopped', 'yes');
+      break;
+    }
+    case 'eval':
+      for (const b of (r as Partial<EvalResult>).bfcl ?? []) put(`bfcl_${b.label}`, b.overall.accuracy);
+      break;
+  }
+  return out;
+}
+
+export async function cm2Pipeline(input: PipelineInput): Promise<PipelineResult> {
+  const acts = stageActivities<PipelineActivities>(input.taskQueues.api, input.activity);
+  const stages: StageStatus[] = PIPELINE_STAGES.map((name) => ({
+    name,
+    state: input.stages[name] ? 'pending' : 'disabled',
+    workflowId: stageWorkflowId(input.runId, name),
+    summary: {},
+  }));
+  const status: PipelineStatus = { runId: input.runId, state: 'running', paused: false, stopRequested: false, stages, heldOut: {} };
+  let child: { stage: PipelineStage; handle: ChildWorkflowHandle<typeof rlWorkflow> | ChildWorkflowHandle<typeof sftWorkflow> | ChildWorkflowHandle<typeof checklistWorkflow> | ChildWorkflowHandle<typeof prepareWorkflow>; scope: CancellationScope } | undefined;
+
+  const setState = (state: PipelineStatus['state']) => {
+    status.state = state;
+    upsertSearchAttributes([{ key: CM2_STATE, value: state }]);
+  };
+  const details = () => {
+    const lines = stages.filter((s) => s.state !== 'disabled').map((s) => `- ${s.name}: **${s.state}**${Object.keys(s.summary).length ? ` — ${Object.entries(s.summary).filter(([k]) => !/Key$|policy/.test(k)).map(([k, v]) => `${k} ${typeof v === 'number' && !Number.isInteger(v) ? v.toFixed(4) : v}`).join(', ')}` : ''}`);
+    setCurrentDetails(`**CM2 run ${input.runId}**: ${status.state}${status.current ? ` (${status.current})` : ''}\n\n${lines.join('\n')}`);
+  };
+  /** Forwards a steering signal to the RL child (other stages have no steps to pause between). */
+  const forward = (signal: typeof pauseSignal | typeof resumeSignal | typeof stopSignal) => {
+    if (child?.stage === 'rl') void getExternalWorkflowHandle(child.handle.workflowId).signal(signal).catch(() => undefined);
+  };
+  setHandler(pipelineStatusQuery, () => status);
+  setHandler(pauseSignal, () => {
+    status.paused = true;
+    if (!status.stopRequested) setState('paused');
+    forward(pauseSignal);
+    details();
+  });
+  setHandler(resumeSignal, () => {
+    status.paused = false;
+    setState(status.stopRequested ? 'stopping' : 'running');
+    forward(resumeSignal);
+    details();
+  });
+  setHandler(stopSignal, () => {
+    status.stopRequested = true;
+    setState('stopping');
+    if (child?.stage === 'rl') forward(stopSignal);
+    else child?.scope.cancel();
+    details();
+  });
+  upsertSearchAttributes([
+    { key: CM2_RUN_ID, value: input.runId },
+    { key: CM2_STAGE, value: 'pipeline' },
+    { key: CM2_STATE, value: 'running' },
+  ]);
+  details();
+
+  const runStage = async (stage: StageStatus, start: () => Promise<ChildWorkflowHandle<Workflow>>): Promise<unknown> => {
+    const scope = new CancellationScope();
+    stage.state = 'running';
+    stage.startedAt = Date.now();
+    status.current = stage.name;
+    details();
+    try {
+      return await scope.run(async () => {
+        const handle = await start();
+        child = { stage: stage.name, handle: handle as never, scope };
+        // A pause that arrived while the child was starting.
+        if (stage.name === 'rl' && status.paused) forward(pauseSignal);
+        return (await handle.result()) as unknown;
+      });
+    } catch (e) {
+      stage.closedAt = Date.now();
+      if (isCancellation(e) && status.stopRequested) {
+        stage.state = 'stopped';
+        return undefined;
+      }
+      stage.state = 'failed';
+      stage.error = e instanceof Error ? (e.cause instanceof Error ? `${e.message}: ${e.cause.message}` : e.message) : String(e);
+      throw e;
+    } finally {
+      child = undefined;
+      details();
+    }
+  };
+
+  const childOptions = (name: PipelineStage) => ({
+    workflowId: stageWorkflowId(input.runId, name),
+    taskQueue: input.taskQueues.workflows,
+    // Terminating the pipeline (or its run timing out) stops its current stage too; `cm2 resume` picks it up.
+    parentClosePolicy: ParentClosePolicy.TERMINATE,
+    typedSearchAttributes: [
+      { key: CM2_RUN_ID, value: input.runId },
+      { key: CM2_STAGE, value: name },
+    ],
+    staticSummary: `CM2 ${name} of run ${input.runId}`,
+  });
+
+  // The policies the evaluation stage scores: the SFT output and the final RL policy (from results or markers).
+  const policies: Array<{ label: string; policy: EvalPolicy }> = [];
+  const notePolicy = (name: PipelineStage, result: unknown) => {
+    if (name === 'sft' && input.stages.sft) policies.push({ label: 'sft', policy: { kind: 'hf', prefix: `runs/${input.runId}/sft/final` } });
+    if (name === 'rl') {
+      const p = (result as Partial<RlResult> | undefined)?.policy;
+      if (p && p.kind === 'ckpt') policies.push({ label: 'rl', policy: p });
+    }
+  };
+
+  try {
+    for (const stage of stages) {
+      if (stage.state === 'disabled') continue;
+      if (status.stopRequested) break;
+      if (status.paused) {
+        details();
+        await condition(() => !status.paused || status.stopRequested);
+        if (status.stopRequested) break;
+      }
+      const marker: StageMarker | null = await acts.pipelineStageMarker({ runId: input.runId, stage: stage.name });
+      if (marker) {
+        stage.state = 'skipped';
+        stage.summary = summarize(stage.name, marker.result);
+        stage.startedAt = marker.startedAt;
+        stage.closedAt = marker.closedAt;
+        if (stage.name === 'rl') applyHeldOut(status, stage.summary);
+        notePolicy(stage.name, marker.result);
+        details();
+        continue;
+      }
+      let result: unknown;
+      switch (stage.name) {
+        case 'prepare':
+          result = await runStage(stage, () => startChild(prepareWorkflow, { ...childOptions('prepare'), args: [input.stages.prepare!] }));
+          break;
+        case 'checklist':
+          result = await runStage(stage, () => startChild(checklistWorkflow, { ...childOptions('checklist'), args: [input.stages.checklist!] }));
+          break;
+        case 'sft':
+          result = await runStage(stage, () => startChild(sftWorkflow, { ...childOptions('sft'), args: [input.stages.sft!] }));
+          break;
+        case 'rl':
+          result = await runStage(stage, () => startChild(rlWorkflow, { ...childOptions('rl'), args: [input.stages.rl!] }));
+          break;
+        case 'eval':
+          result = await runStage(stage, () => startChild(evalWorkflow, { ...childOptions('eval'), args: [{ ...input.stages.eval!, policies }] }));
+          break;
+      }
+      if (result === undefined) break; // stopped
+      stage.summary = summarize(stage.name, result);
+      stage.closedAt = Date.now();
+      if (stage.name === 'rl') applyHeldOut(status, stage.summary);
+      if (stage.name === 'rl' && (result as RlResult).stopped) {
+        // Stopped between steps: not finished, a resume continues from the last checkpoint.
+        stage.state = 'stopped';
+        break;
+      }
+      stage.state = 'completed';
+      notePolicy(stage.name, result);
+      await acts.pipelineRecordStage({ runId: input.runId, stage: stage.name, result, startedAt: stage.startedAt ?? stage.closedAt, closedAt: stage.closedAt });
+      details();
+    }
+  } catch (e) {
+    setState('failed');
+    details();
+    await CancellationScope.nonCancellable(() => acts.pipelineReport({ runId: input.runId, status: { ...status } }).catch(() => undefined));
+    // The stage's failure is kept as the cause, so clients see the root of it (e.g. the activity's BadConfig message).
+    throw ApplicationFailure.create({
+      message: `stage ${status.current ?? '?'} of run ${input.runId} failed: ${e instanceof Error ? e.message : String(e)}; fix the cause, then \`cm2 resume ${input.runId}\``,
+      type: 'StageFailed',
+      nonRetryable: true,
+      ...(e instanceof Error ? { cause: e } : {}),
+    });
+  }
+  status.current = undefined;
+  const finished = stages.every((s) => s.state === 'completed' || s.state === 'skipped' || s.state === 'disabled');
+  setState(finished ? 'completed' : 'stopped');
+  const report = await acts.pipelineReport({ runId: input.runId, status: { ...status } });
+  details();
+  return { ...status, reportKey: report.key };
+}
+
+function applyHeldOut(status: PipelineStatus, summary: Record<string, number | string>): void {
+  const fields = [['heldOutSft', 'sft'], ['heldOutSftSe', 'sftSe'], ['heldOutRl', 'rl'], ['heldOutRlSe', 'rlSe'], ['heldOutStep', 'rlStep'], ['heldOutPrompts', 'prompts']] as const;
+  for (const [from, to] of fields) {
+    const v = summary[from];
+    if (typeof v === 'number') status.heldOut[to] = v;
+  }
+}

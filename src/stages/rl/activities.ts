@@ -1,0 +1,633 @@
+/**
+ * Stage 5 activities: RL with checklist rewards. Thin adapters over src/rl (rollout loop, judge phase, rewards,
+ * advantages, GRPO) and src/model.
+ *
+ * - gpu queue: `rlRollout` (advance every live episode of a step by one turn: batched generation + tool calls),
+ *   `rlTrain` (one GRPO update → checkpoint).
+ * - api queue: `rlJudge` (verdicts for the turns that just completed, then turn control), `rlAdvantages`,
+ *   `rlRecordStep` (metrics JSONL).
+ *
+ * Everything large lives in S3; activities exchange keys and small numbers. Each activity writes its output under
+ * a key fixed by (run, step, phase), so a retry after a crash overwrites the same object with the same content
+ * (rollouts are seeded, LLM answers cached) and a completed one is not redone (`once`).
+ *
+ * Exactly-once updates: `rlTrain(step n)` returns the step-n checkpoint when its manifest exists; otherwise it loads
+ * step n−1 (weights + AdamW state), applies one update and writes step n, manifest last. The worker's in-memory
+ * policy is dropped before it is mutated, so a failed attempt never leaves a half-updated model in the cache.
+ */
+import path from 'node:path';
+import { Context } from '@temporalio/activity';
+import { ApplicationFailure } from '@temporalio/common';
+import { z } from 'zod';
+import { loadChatTokenizer, promptIds, type ChatTokenizer } from '../../chat/tokenize';
+import { AnnotatedExample, type ChecklistVariant } from '../checklist/schema';
+import type { Example } from '../../kernel/schema';
+import { projectRoot } from '../../infra/binaries';
+import { stepFolder, CheckpointManifest } from '../../storage/checkpoints';
+import { RlConfig, RlHyperparameters } from '../../run/config';
+import { LlmConfig, isOnline } from '../../llm/config';
+import { LlmClient, canonicalJson } from '../../llm/client';
+import { ifExists, runKey, storeCache, type ObjectStore } from '../../storage/store';
+import { selectBackend } from '../../model/backend';
+import { QwenModel } from '../../model/qwen';
+import { hfConfigJson } from '../../model/checkpoint';
+import type { AdamWState } from '../../model/optim/adamw';
+import { takeBatch, type DataCursor } from '../../kernel/dataOrder';
+import { computeAdvantages, joinAdvantages, type RolloutAdvantages } from './advantages';
+import { GrpoTrainer, type GrpoSequence } from './grpo';
+import { promptMeanStats } from './heldOut';
+import { Judge, JudgeConfig, withJudgeDefaults } from './judge/judge';
+import { judgePending, type StepJudgeStats } from './judge/phase';
+import { addPassByFocus, rolloutFailed, trajectoryReward } from './rewards';
+import { advanceRollouts, applyTurnDecisions, initRollouts, type RolloutLimits } from './rollout';
+import { ToolEnvironment, demoWorldExecutables, withSimulatorDefaults } from './env/toolEnv';
+import { Granularity, Rollout } from './types';
+import { checkpointModel, loadStoredHfModel, saveTrainingCheckpoint, withCheckpoint } from '../../model/policyStore';
+import { asTemporalFailure, heartbeat, once, parseInput } from '../activityKit';
+
+// ---------------------------------------------------------------------------------------------------------------
+// Shapes
+
+/** The policy a phase runs: an HF-layout folder (the SFT output) or an RL checkpoint manifest. */
+export const PolicyRef = z.discriminatedUnion('kind', [
+  z.object({ kind: z.literal('hf'), prefix: z.string().min(1) }),
+  z.object({ kind: z.literal('ckpt'), manifestKey: z.string().min(1), step: z.number().int().nonnegative() }),
+]);
+export type PolicyRef = z.infer<typeof PolicyRef>;
+
+const Counts = z.object({ generate: z.number().int(), judge: z.number().int(), done: z.number().int() });
+export type Counts = z.infer<typeof Counts>;
+
+export const RlDataInput = z.object({ runId: z.string(), sourceKey: z.string().min(1), tokenizerDir: z.string(), rl: RlConfig });
+export const RlData = z.object({
+  /** Annotated examples usable for RL (prompt fits), as a JSONL in S3. */
+  key: z.string(),
+  train: z.number().int(),
+  heldOut: z.number().int(),
+  /** Dropped: prompt longer than maxModelLen − promptMargin. */
+  tooLong: z.number().int(),
+  invalid: z.number().int(),
+});
+export type RlData = z.infer<typeof RlData>;
+
+export const RlRolloutInput = z.object({
+  runId: z.string(),
+  /** Folder of this batch of rollouts: `runs/<id>/rl/steps/<step>` or `runs/<id>/rl/eval/<policy step>`. */
+  folder: z.string(),
+  phase: z.number().int().nonnegative(),
+  dataKey: z.string(),
+  tokenizerDir: z.string(),
+  policy: PolicyRef,
+  rl: RlConfig,
+  /** Phase 0 only: which examples (indices into the data file) and how many rollouts each. */
+  init: z.object({ indices: z.array(z.number().int().nonnegative()), groupSize: z.number().int().positive() }).optional(),
+  /** Sampling overrides (evaluation). */
+  temperature: z.number().min(0).optional(),
+  seed: z.number().int(),
+  llm: LlmConfig,
+});
+export const PhaseResult = z.object({
+  key: z.string(),
+  counts: Counts,
+  seconds: z.number(),
+  generatedTokens: z.number().int().optional(),
+  judge: z.object({ calls: z.number(), cacheHits: z.number(), offline: z.number(), shortcut: z.number(), failed: z.number(), promptTokens: z.number(), completionTokens: z.number(), costUsd: z.number() }).optional(),
+});
+export type PhaseResult = z.infer<typeof PhaseResult>;
+
+export const RlJudgeInput = z.object({
+  runId: z.string(),
+  folder: z.string(),
+  phase: z.number().int().nonnegative(),
+  dataKey: z.string(),
+  rl: RlConfig,
+  llm: LlmConfig,
+});
+
+export const RlAdvantagesInput = z.object({ runId: z.string(), folder: z.string(), phase: z.number().int().nonnegative(), dataKey: z.string(), rl: RlConfig, granularity: Granularity });
+export const RlAdvantagesResult = z.object({
+  key: z.string(),
+  rollouts: z.number().int(),
+  rewardMean: z.number(),
+  rewardStd: z.number(),
+  failed: z.number().int(),
+  /** Mean |advantage| over policy segments, per granularity (the chosen one is used for training). */
+  advAbsMean: z.record(z.string(), z.number()),
+  /** Share of rollouts with a nonzero advantage somewhere, per granularity. */
+  advNonzero: z.record(z.string(), z.number()),
+  endReasons: z.record(z.string(), z.number().int()),
+  toolSources: z.record(z.string(), z.number().int()),
+  policyTokens: z.number().int(),
+  meanTurns: z.number(),
+  /** Judge pass counts per checklist `focus_on` (items of reached turns). */
+  passByFocus: z.record(z.string(), z.object({ passed: z.number().int(), total: z.number().int() })).default({}),
+  /** Mean reward over prompts with its standard error (prompts are the unit: src/stages/rl/heldOut.ts). */
+  byPrompt: z.object({ n: z.number().int(), mean: z.number(), sd: z.number().nullable(), se: z.number().nullable() }).optional(),
+  seconds: z.number(),
+});
+export type RlAdvantagesResult = z.infer<typeof RlAdvantagesResult>;
+
+/** `advantages.json`: rows keyed by rollout id (`advantages`, positional, in files written before the rows). */
+const AdvantagesFile = z.object({
+  granularity: z.string().optional(),
+  rows: z.array(z.object({ id: z.string(), advantages: z.array(z.number()) })).optional(),
+  advantages: z.array(z.array(z.number())).optional(),
+});
+
+export const RlTrainInput = z.object({
+  runId: z.string(),
+  step: z.number().int().positive(),
+  policy: PolicyRef,
+  /** The frozen reference policy for the KL term (the SFT policy). */
+  reference: PolicyRef,
+  rolloutsKey: z.string(),
+  advantagesKey: z.string(),
+  tokenizerDir: z.string(),
+  rl: RlConfig,
+  hp: RlHyperparameters,
+  /** Small state carried into the checkpoint (data cursor, hyperparameters). */
+  state: z.record(z.string(), z.unknown()),
+});
+export const RlTrainResult = z.object({
+  policy: PolicyRef,
+  step: z.number().int(),
+  /** True when the checkpoint already existed (a retried or replayed step): nothing was applied again. */
+  reused: z.boolean(),
+  loss: z.number(),
+  pgLoss: z.number(),
+  kl: z.number(),
+  clipFrac: z.number(),
+  gradNorm: z.number(),
+  policyTokens: z.number().int(),
+  trainSeconds: z.number(),
+  checkpointSeconds: z.number(),
+  weightsSha256: z.string(),
+});
+export type RlTrainResult = z.infer<typeof RlTrainResult>;
+
+export const RlRecordInput = z.object({ runId: z.string(), step: z.number().int().nonnegative(), row: z.record(z.string(), z.unknown()) });
+
+export const rlKey = (runId: string, ...parts: (string | number)[]) => runKey(runId, 'rl', ...parts);
+export const phaseKey = (folder: string, phase: number) => `${folder}/phase-${String(phase).padStart(3, '0')}.json`;
+export const checkpointPrefix = (runId: string) => rlKey(runId, 'checkpoints');
+
+const RolloutFile = z.object({ rollouts: z.array(Rollout) });
+
+// ---------------------------------------------------------------------------------------------------------------
+// Per-worker caches: datasets, tokenizer, models
+
+const resolveDir = (dir: string) => (path.isAbsolute(dir) ? dir : path.join(projectRoot, dir));
+
+interface Dataset {
+  examples: AnnotatedExample[];
+  byUuid: Map<string, AnnotatedExample>;
+  checklists: Map<string, ChecklistVariant[]>;
+  env?: ToolEnvironment;
+  envKey?: string;
+}
+
+const cancelledSignal = (): AbortSignal | undefined => {
+  try {
+    return Context.current().cancellationSignal;
+  } catch {
+    return undefined;
+  }
+};
+
+export interface RlDeps {
+  store: ObjectStore;
+  log?: (line: string) => void;
+}
+
+export function createRlActivities(deps: RlDeps) {
+  const { store } = deps;
+  const log = deps.log ?? ((l: string) => console.log(`[rl] ${l}`));
+  const datasets = new Map<string, Dataset>();
+  const tokenizers = new Map<string, ChatTokenizer>();
+  const clients = new Map<string, LlmClient>();
+  /** Models by policy key. The policy being trained is taken OUT of the cache while it is mutated. */
+  const models = new Map<string, QwenModel>();
+
+  const tokenizer = (dir: string): ChatTokenizer => {
+    let t = tokenizers.get(dir);
+    if (!t) tokenizers.set(dir, (t = loadChatTokenizer(resolveDir(dir))));
+    return t;
+  };
+  const llmClient = (llm: LlmConfig): LlmClient => {
+    const key = canonicalJson(llm);
+    let c = clients.get(key);
+    if (!c) clients.set(key, (c = new LlmClient(llm, { cache: storeCache(store) })));
+    return c;
+  };
+  const dataset = async (key: string): Promise<Dataset> => {
+    let d = datasets.get(key);
+    if (!d) {
+      const examples = await store.getJsonl(key, AnnotatedExample);
+      d = { examples, byUuid: new Map(examples.map((e) => [e.uuid, e])), checklists: new Map(examples.map((e) => [e.uuid, e.checklists])) };
+      datasets.set(key, d);
+    }
+    return d;
+  };
+  const environment = (d: Dataset, rl: RlConfig, llm: LlmConfig): ToolEnvironment => {
+    const key = canonicalJson({ exe: rl.executableTools, llm: llm.roles.simulator });
+    if (!d.env || d.envKey !== key) {
+      d.env = new ToolEnvironment(d.examples, {
+        ...(isOnline(llm.roles.simulator) ? { llm: llmClient(withSimulatorDefaults(llm)) } : {}),
+        ...(rl.executableTools ? { executables: demoWorldExecutables() } : {}),
+      });
+      d.envKey = key;
+    }
+    return d.env;
+  };
+  const policyKey = (p: PolicyRef) => (p.kind === 'hf' ? `hf:${p.prefix}` : `ckpt:${p.manifestKey}`);
+  /**
+   * A policy from S3, streamed one tensor at a time. With `restore`, also the checkpoint's AdamW state, handed to
+   * `restore` while its file is open (the moments are read one at a time as the optimizer loads them).
+   */
+  const loadPolicy = async (p: PolicyRef, restore?: (model: QwenModel, optimizer: AdamWState) => void): Promise<QwenModel> => {
+    if (p.kind === 'hf') return loadStoredHfModel(store, p.prefix);
+    return withCheckpoint(store, p.manifestKey, (ckpt) => {
+      const model = checkpointModel(ckpt, p.manifestKey);
+      try {
+        if (restore) {
+          if (!ckpt.optimizer) throw new Error(`${p.manifestKey}: the checkpoint has no optimizer.safetensors`);
+          restore(model, ckpt.optimizer);
+        }
+      } catch (e) {
+        model.dispose();
+        throw e;
+      }
+      return model;
+    }, { optimizer: restore !== undefined });
+  };
+  /** A cached model for read-only use (rollouts, reference log-probs). Keeps at most the two most recent. */
+  const cachedModel = async (p: PolicyRef): Promise<QwenModel> => {
+    const key = policyKey(p);
+    let m = models.get(key);
+    if (!m) {
+      m = await loadPolicy(p);
+      models.set(key, m);
+      while (models.size > 3) {
+        const oldest = models.keys().next().value as string;
+        models.get(oldest)?.dispose();
+        models.delete(oldest);
+      }
+    } else {
+      models.delete(key);
+      models.set(key, m); // most recent last
+    }
+    return m;
+  };
+
+  const readRollouts = async (key: string): Promise<Rollout[]> => (await store.getJson(key, RolloutFile)).rollouts;
+  /**
+   * The advantage rows of a batch: `rows` keyed by rollout id; files written before the rows existed hold one array
+   * per rollout in batch order, given ids here by position (a count that differs is then caught by the join).
+   */
+  const readAdvantageRows = async (key: string, rollouts: readonly Rollout[]): Promise<RolloutAdvantages[]> => {
+    const file = await store.getJson(key, AdvantagesFile);
+    return file.rows ?? (file.advantages ?? []).map((advantages, i) => ({ id: rollouts[i]?.id ?? `#${i} (positional)`, advantages }));
+  };
+  let backend: Promise<string> | undefined;
+  const ensureBackend = () => (backend ??= selectBackend('auto', log));
+
+  return {
+    /**
+     * The RL data: annotated examples whose prompt fits the context (spec §6.1's length filter). The first
+     * `eval.prompts` of them (file order, as the reference's validation split) are held out.
+     */
+    async rlPrepareData(raw: z.input<typeof RlDataInput>): Promise<RlData> {
+      const input = parseInput(RlDataInput, raw, 'rlPrepareData');
+      return once(store, rlKey(input.runId, 'data', 'result.json'), RlData, async () => {
+        const tok = tokenizer(input.tokenizerDir);
+        const lines = (await store.getText(input.sourceKey)).split('\n').filter((l) => l.trim() !== '');
+        const kept: AnnotatedExample[] = [];
+        let invalid = 0;
+        let tooLong = 0;
+        for (const line of lines) {
+          const parsed = AnnotatedExample.safeParse(JSON.parse(line));
+          if (!parsed.success) {
+            invalid++;
+            continue;
+          }
+          const ex = parsed.data;
+          const first = ex.messages.findIndex((m) => m.role === 'user');
+          if (first < 0) {
+            invalid++;
+            continue;
+          }
+          const len = promptIds(ex.messages.slice(0, first + 1), ex.tools, tok).length;
+          if (len > input.rl.rollout.maxModelLen - input.rl.rollout.promptMargin) tooLong++;
+          else kept.push(ex);
+        }
+        const key = rlKey(input.runId, 'data', 'examples.jsonl');
+        await store.putJsonl(key, kept);
+        const heldOut = Math.min(input.rl.eval.prompts, Math.max(0, kept.length - 1));
+        if (kept.length - heldOut < 1) throw ApplicationFailure.nonRetryable(`${input.sourceKey}: no RL examples left after the length filter (${tooLong} too long)`, 'BadInput');
+        return { key, train: kept.length - heldOut, heldOut, tooLong, invalid };
+      });
+    },
+
+    /** Advance every live episode by one turn (phase 0 creates them). gpu queue. */
+    async rlRollout(raw: z.input<typeof RlRolloutInput>): Promise<PhaseResult> {
+      const input = parseInput(RlRolloutInput, raw, 'rlRollout');
+      const outKey = phaseKey(input.folder, input.phase);
+      return heapGuard('rlRollout', log, () => once(store, `${outKey}.result`, PhaseResult, async () => {
+        const t0 = Date.now();
+        await ensureBackend();
+        const tok = tokenizer(input.tokenizerDir);
+        const d = await dataset(input.dataKey);
+        let rollouts: Rollout[];
+        if (input.phase === 0) {
+          if (!input.init) throw ApplicationFailure.nonRetryable('rlRollout phase 0 needs init', 'BadInput');
+          rollouts = initRollouts(input.init.indices.map((i) => d.examples[i]!), input.init.groupSize, tok);
+        } else {
+          rollouts = await readRollouts(phaseKey(input.folder, input.phase - 1));
+        }
+        const before = rollouts.reduce((n, r) => n + r.segments.reduce((m, s) => m + s.end - s.start, 0), 0);
+        const model = await cachedModel(input.policy);
+        const limits: RolloutLimits = { ...input.rl.rollout, ...(input.temperature !== undefined ? { temperature: input.temperature } : {}) };
+        const signal = cancelledSignal();
+        await advanceRollouts(rollouts, d.byUuid, model, tok, environment(d, input.rl, input.llm), {
+          limits,
+          seed: (input.seed ^ Math.imul(input.phase + 1, 0x27d4eb2d)) >>> 0,
+          salt: `${input.folder}/p${input.phase}`,
+          onRound: (round, live) => heartbeat({ phase: input.phase, round, live }),
+          onDecodeStep: (step) => {
+            if (signal?.aborted) throw new Error('cancelled');
+            heartbeat({ phase: input.phase, decodeStep: step });
+          },
+        }).catch((e: unknown) => {
+          throw asTemporalFailure(e);
+        });
+        await store.putJson(outKey, { rollouts });
+        const after = rollouts.reduce((n, r) => n + r.segments.reduce((m, s) => m + s.end - s.start, 0), 0);
+        return { key: outKey, counts: countsOf(rollouts), seconds: (Date.now() - t0) / 1000, generatedTokens: after - before };
+      }));
+    },
+
+    /** Judge the turns that just completed, then continue or end each episode (turn control). api queue. */
+    async rlJudge(raw: z.input<typeof RlJudgeInput>): Promise<PhaseResult> {
+      const input = parseInput(RlJudgeInput, raw, 'rlJudge');
+      const outKey = phaseKey(input.folder, input.phase);
+      return once(store, `${outKey}.result`, PhaseResult, async () => {
+        const t0 = Date.now();
+        const d = await dataset(input.dataKey);
+        const rollouts = await readRollouts(phaseKey(input.folder, input.phase - 1));
+        const judgeCfg: JudgeConfig = judgeConfigOf(input.rl);
+        const judge = new Judge(
+          {
+            ...(isOnline(input.llm.roles.judge) ? { llm: llmClient(withJudgeDefaults(input.llm)) } : {}),
+            ...(input.rl.judge.cache ? { cache: verdictCache(store) } : {}),
+          },
+          judgeCfg,
+        );
+        let stats: StepJudgeStats;
+        try {
+          stats = await judgePending(rollouts, d.checklists, judge, {
+            concurrency: input.rl.judge.concurrency,
+            salt: `${input.folder}/p${input.phase}`,
+            onProgress: (done, total) => heartbeat({ phase: input.phase, judged: done, total }),
+          });
+        } catch (e) {
+          throw asTemporalFailure(e);
+        }
+        applyTurnDecisions(rollouts, d.checklists, d.byUuid, input.rl.rollout);
+        await store.putJson(outKey, { rollouts });
+        return { key: outKey, counts: countsOf(rollouts), seconds: (Date.now() - t0) / 1000, judge: stats };
+      });
+    },
+
+    /** Rewards and advantages of a finished batch (pure functions over the verdicts). api queue. */
+    async rlAdvantages(raw: z.input<typeof RlAdvantagesInput>): Promise<RlAdvantagesResult> {
+      const input = parseInput(RlAdvantagesInput, raw, 'rlAdvantages');
+      const outKey = `${input.folder}/advantages.json`;
+      return once(store, `${outKey}.result`, RlAdvantagesResult, async () => {
+        const t0 = Date.now();
+        const d = await dataset(input.dataKey);
+        const rollouts = await readRollouts(phaseKey(input.folder, input.phase));
+        const summary = summarise(rollouts, d.checklists, input.rl);
+        const chosen = summary.byGranularity[input.granularity]!;
+        // Rows keyed by rollout id: the trainer joins on the id (`joinAdvantages`), never by position. The positional
+        // `advantages` stay beside them so that a gpu worker of the previous version still trains during a rolling deploy.
+        const rows = rollouts.map((r, i) => ({ id: r.id, advantages: chosen.perRollout[i]!, reward: summary.rewards[i]! }));
+        await store.putJson(outKey, { granularity: input.granularity, rows, advantages: chosen.perRollout });
+        return {
+          key: outKey,
+          rollouts: rollouts.length,
+          rewardMean: mean(summary.rewards),
+          rewardStd: std(summary.rewards),
+          failed: summary.failed,
+          advAbsMean: Object.fromEntries(Object.entries(summary.byGranularity).map(([g, v]) => [g, v.absMean])),
+          advNonzero: Object.fromEntries(Object.entries(summary.byGranularity).map(([g, v]) => [g, v.nonzero])),
+          endReasons: tally(rollouts.map((r) => r.ended ?? 'unfinished')),
+          toolSources: rollouts.reduce<Record<string, number>>((acc, r) => {
+            for (const [k, v] of Object.entries(r.toolSources)) acc[k] = (acc[k] ?? 0) + v;
+            return acc;
+          }, {}),
+          policyTokens: rollouts.reduce((n, r) => n + r.segments.reduce((m, s) => m + s.end - s.start, 0), 0),
+          meanTurns: mean(rollouts.map((r) => r.turns)),
+          passByFocus: rollouts.reduce<Record<string, { passed: number; total: number }>>((acc, r) => {
+            addPassByFocus(d.checklists.get(r.uuid) ?? [], r.verdicts ?? [], acc);
+            return acc;
+          }, {}),
+          byPrompt: promptMeanStats(summary.rewards, rollouts.map((r) => r.group)),
+          seconds: (Date.now() - t0) / 1000,
+        };
+      });
+    },
+
+    /** One GRPO update from step−1's policy; writes step's checkpoint. Exactly once per step (see the header). gpu. */
+    async rlTrain(raw: z.input<typeof RlTrainInput>): Promise<RlTrainResult> {
+      const input = parseInput(RlTrainInput, raw, 'rlTrain');
+      const prefix = checkpointPrefix(input.runId);
+      const manifestKey = `${stepFolder(prefix, input.step)}/manifest.json`;
+      return heapGuard('rlTrain', log, () => once(store, `${stepFolder(prefix, input.step)}/train-result.json`, RlTrainResult, async () => {
+        if (await store.exists(manifestKey)) {
+          // The update was applied and saved by an earlier attempt that died before recording its result.
+          const manifest = await store.getJson(manifestKey, CheckpointManifest);
+          const saved = manifest.state['train'] as RlTrainResult | undefined;
+          if (saved) return { ...saved, reused: true };
+        }
+        await ensureBackend();
+        const t0 = Date.now();
+        const tok = tokenizer(input.tokenizerDir);
+        const rollouts = await readRollouts(input.rolloutsKey);
+        let spans;
+        try {
+          spans = joinAdvantages(rollouts, await readAdvantageRows(input.advantagesKey, rollouts), `${input.advantagesKey} × ${input.rolloutsKey}`);
+        } catch (e) {
+          // A misaligned batch stays misaligned on every retry.
+          throw e instanceof ApplicationFailure ? e : ApplicationFailure.nonRetryable((e as Error).message, 'BadInput');
+        }
+        const batch: GrpoSequence[] = rollouts.map((r, i) => ({ tokens: r.tokens, spans: spans[i]! }));
+        // Take the policy out of the cache: it is about to be mutated.
+        const key = policyKey(input.policy);
+        let model = models.get(key);
+        models.delete(key);
+        const reference = input.hp.klCoef > 0 ? await cachedModel(input.reference) : undefined;
+        let trainer: GrpoTrainer | undefined;
+        if (input.policy.kind === 'ckpt') {
+          model?.dispose();
+          model = await loadPolicy(input.policy, (m, optimizer) => {
+            trainer = new GrpoTrainer(m, reference, input.rl.weightDecay);
+            trainer.restore(optimizer);
+          });
+        } else if (!model) {
+          model = await loadPolicy(input.policy);
+        }
+        trainer ??= new GrpoTrainer(model, reference, input.rl.weightDecay);
+        let metrics;
+        try {
+          metrics = await trainer.step(
+            batch,
+            {
+              lr: input.hp.lr,
+              klCoef: input.hp.klCoef,
+              clipLow: input.rl.clipLow,
+              clipHigh: input.rl.clipHigh,
+              ...(input.rl.clipRatioC !== null ? { clipRatioC: input.rl.clipRatioC } : {}),
+              maxGradNorm: input.rl.maxGradNorm,
+              microBatch: input.rl.microBatch,
+              padId: tok.special.pad,
+              // The update's policy is the one that sampled: softmax(logits / T) at the rollout temperature.
+              temperature: input.rl.rollout.temperature,
+            },
+            (done, total) => heartbeat({ step: input.step, micro: done, total }),
+          );
+        } catch (e) {
+          model.dispose();
+          throw e;
+        }
+        const trainSeconds = (Date.now() - t0) / 1000;
+        const t1 = Date.now();
+        const result: RlTrainResult = {
+          policy: { kind: 'ckpt', manifestKey, step: input.step },
+          step: input.step,
+          reused: false,
+          loss: metrics.loss,
+          pgLoss: metrics.pgLoss,
+          kl: metrics.kl,
+          clipFrac: metrics.clipFrac,
+          gradNorm: metrics.gradNorm,
+          policyTokens: metrics.policyTokens,
+          trainSeconds,
+          checkpointSeconds: 0,
+          weightsSha256: '',
+        };
+        const config = hfConfigJson(model);
+        const saved = await saveTrainingCheckpoint(store, prefix, input.step, model, trainer.optimizer, ({ weightsSha256 }) => {
+          result.weightsSha256 = weightsSha256;
+          return { ...input.state, hp: input.hp, train: { ...result, checkpointSeconds: 0 } };
+        }, { config });
+        result.weightsSha256 = saved.weightsSha256;
+        result.checkpointSeconds = (Date.now() - t1) / 1000;
+        // The updated policy is the next rollout's policy: keep it.
+        models.set(`ckpt:${manifestKey}`, model);
+        return result;
+      }));
+    },
+
+    /** Append (idempotently) one row to `runs/<id>/rl/metrics.jsonl`: rows of steps ≥ this one are replaced. api. */
+    async rlRecordStep(raw: z.input<typeof RlRecordInput>): Promise<{ key: string; rows: number }> {
+      const input = parseInput(RlRecordInput, raw, 'rlRecordStep');
+      const key = rlKey(input.runId, 'metrics.jsonl');
+      const text = (await ifExists(() => store.getText(key))) ?? '';
+      let rows = text.split('\n').filter((l) => l.trim() !== '').map((l) => JSON.parse(l) as Record<string, unknown>);
+      rows = rows.filter((r) => Number(r['step']) < input.step || (r['kind'] !== input.row['kind'] && Number(r['step']) <= input.step));
+      rows.push({ step: input.step, ...input.row });
+      await store.putJsonl(key, rows);
+      await store.putJson(rlKey(input.runId, 'metrics', `${String(input.step).padStart(6, '0')}-${String(input.row['kind'] ?? 'step')}.json`), { step: input.step, ...input.row });
+      return { key, rows: rows.length };
+    },
+  };
+}
+
+export type RlActivities = ReturnType<typeof createRlActivities>;
+
+// ---------------------------------------------------------------------------------------------------------------
+// Helpers
+
+/**
+ * The wasm backend's heap is capped at 4 GiB, and a wasm instance that ran out of it is unusable afterwards. Such
+ * an attempt fails non-retryably with what to change, and the worker process exits (its supervisor — the demo, a
+ * container's restart policy — starts a fresh one), instead of failing every later attempt on a broken heap.
+ */
+async function heapGuard<T>(activity: string, log: (l: string) => void, fn: () => Promise<T>): Promise<T> {
+  try {
+    return await fn();
+  } catch (e) {
+    const message = e instanceof Error ? e.message : String(e);
+    if (!/memory access out of bounds|out of memory|Cannot enlarge memory/i.test(message)) throw e;
+    log(`${activity}: the tensor backend ran out of memory (${message}); this worker exits so a fresh process can take over`);
+    setTimeout(() => process.exit(70), 2000).unref();
+    throw ApplicationFailure.nonRetryable(
+      `${activity}: the tensor backend ran out of memory (${message}). Lower rl.rollout.maxBatchTokens (generation) or rl.microBatch and rl.rollout.maxModelLen (training), then resume the run.`,
+      'ResourceExhausted',
+    );
+  }
+}
+
+export function judgeConfigOf(rl: RlConfig): JudgeConfig {
+  return JudgeConfig.parse({ batchItems: rl.judge.batchItems, samples: rl.judge.samples, attempts: rl.judge.attempts, offlineChecks: rl.judge.offlineChecks });
+}
+
+function verdictCache(store: ObjectStore) {
+  const prefix = 'cache/judge';
+  return {
+    get: (key: string) => ifExists(() => store.getJson(`${prefix}/${key}.json`, z.object({ pass: z.boolean(), ok: z.boolean() }))),
+    async put(key: string, v: { pass: boolean; ok: boolean }) {
+      await store.putJson(`${prefix}/${key}.json`, v);
+    },
+  };
+}
+
+const countsOf = (rollouts: readonly Rollout[]): Counts => ({
+  generate: rollouts.filter((r) => r.status === 'generate').length,
+  judge: rollouts.filter((r) => r.status === 'judge').length,
+  done: rollouts.filter((r) => r.status === 'done').length,
+});
+
+const mean = (xs: readonly number[]) => (xs.length ? xs.reduce((a, b) => a + b, 0) / xs.length : 0);
+const std = (xs: readonly number[]) => {
+  const m = mean(xs);
+  return Math.sqrt(mean(xs.map((x) => (x - m) ** 2)));
+};
+const tally = (xs: readonly string[]) => xs.reduce<Record<string, number>>((acc, x) => ((acc[x] = (acc[x] ?? 0) + 1), acc), {});
+
+/** Trajectory rewards of every rollout and the advantages at every granularity (grouped by prompt). */
+export function summarise(rollouts: readonly Rollout[], checklists: ReadonlyMap<string, ChecklistVariant[]>, rl: RlConfig) {
+  const rewards = rollouts.map((r) => trajectoryReward(checklists.get(r.uuid)!, r.verdicts ?? [], r.refTurns, rolloutFailed(r.toolFailed, r.verdicts ?? [])));
+  const failed = rollouts.filter((r) => rolloutFailed(r.toolFailed, r.verdicts ?? [])).length;
+  const groups = new Map<number, number[]>();
+  rollouts.forEach((r, i) => groups.set(r.group, [...(groups.get(r.group) ?? []), i]));
+  const byGranularity: Record<string, { perRollout: number[][]; absMean: number; nonzero: number }> = {};
+  for (const g of Granularity.options) {
+    const perRollout: number[][] = rollouts.map(() => []);
+    for (const members of groups.values()) {
+      const first = rollouts[members[0]!]!;
+      const variants = checklists.get(first.uuid)!;
+      const group = members.map((i) => {
+        const r = rollouts[i]!;
+        return { failed: rolloutFailed(r.toolFailed, r.verdicts ?? []), segmentTurns: r.segments.map((s) => s.turn), verdicts: r.verdicts ?? [], refTurns: r.refTurns };
+      });
+      const out = computeAdvantages(g, group, variants, { normByStd: rl.normAdvByStd, eta: rl.eta, minHolders: rl.minGroupCount, minCount: rl.minGroupCount });
+      members.forEach((i, k) => (perRollout[i] = out.advantages[k]!));
+    }
+    const flat = perRollout.flat();
+    byGranularity[g] = {
+      perRollout,
+      absMean: mean(flat.map(Math.abs)),
+      nonzero: perRollout.filter((a) => a.some((x) => x !== 0)).length / Math.max(1, perRollout.length),
+    };
+  }
+  return { rewards, failed, byGranularity };
+}
+
+/** Prompt indices for a step: the data cursor over the training part (after the held-out prefix). */
+export function stepPrompts(cursor: DataCursor, data: RlData, count: number, seed: number): { indices: number[]; next: DataCursor } {
+  const { indices, next } = takeBatch(cursor, count, data.train, seed, Number.MAX_SAFE_INTEGER);
+  return { indices: indices.map((i) => i + data.heldOut), next };
+}
+
+export type { Example };

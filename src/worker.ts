@@ -1,0 +1,102 @@
+/**
+ * Worker wiring: which activities and workflows serve which task queue.
+ *
+ * - `workflows` queue: every workflow (light; no GPU, no LLM calls).
+ * - `api` queue (`cm2-api`): LLM-bound and I/O-bound stage activities, many concurrent slots.
+ * - `gpu` queue (`cm2-gpu`): model work (SFT, rollouts, training steps), one slot per accelerator.
+ *
+ * One process can serve any subset (`cm2 worker --queues api,gpu`), so users scale out by starting more
+ * processes per queue.
+ */
+import path from 'node:path';
+import { NativeConnection, Worker, type WorkerOptions } from '@temporalio/worker';
+import { createChecklistActivities } from './stages/checklist/activities';
+import { createEvalActivities } from './stages/eval/activities';
+import { createPipelineActivities } from './stages/pipeline/activities';
+import { createPrepareActivities } from './stages/prepare/activities';
+import { createRlActivities } from './stages/rl/activities';
+import { createSftActivities } from './stages/sft/activities';
+import type { Cm2Config } from './run/config';
+import { ObjectStore } from './storage/store';
+
+export type QueueKind = 'workflows' | 'api' | 'gpu';
+export const ALL_QUEUES: QueueKind[] = ['workflows', 'api', 'gpu'];
+
+export interface RunningWorkers {
+  workers: Worker[];
+  /** Resolves when all workers have stopped after `shutdown()`; rejects (once all have stopped) when one failed. */
+  done: Promise<void>;
+  shutdown(): Promise<void>;
+}
+
+export interface WorkerOptionsOverride {
+  /** Max concurrent activities on the api queue. */
+  apiConcurrency?: number;
+  /** Seconds in-flight activities get to finish on shutdown before they are cancelled. */
+  shutdownGraceSeconds?: number;
+}
+
+export async function startWorkers(cfg: Cm2Config, queues: QueueKind[] = ALL_QUEUES, opts: WorkerOptionsOverride = {}): Promise<RunningWorkers> {
+  const connection = await NativeConnection.connect({ address: cfg.temporal.address });
+  const store = ObjectStore.fromConfig(cfg.s3);
+  await store.ensureBucket();
+  const common: Partial<WorkerOptions> = {
+    connection,
+    namespace: cfg.temporal.namespace,
+    shutdownGraceTime: `${opts.shutdownGraceSeconds ?? 10}s`,
+    shutdownForceTime: `${(opts.shutdownGraceSeconds ?? 10) + 20}s`,
+  };
+  const workers: Worker[] = [];
+  // RL: model work (rollouts, updates) on the gpu queue, LLM/S3 work (judge, advantages, metrics) on the api queue.
+  const rl = createRlActivities({ store });
+  const { rlRollout, rlTrain, ...rlApi } = rl;
+  if (queues.includes('workflows')) {
+    workers.push(await Worker.create({
+      ...common,
+      connection,
+      taskQueue: cfg.temporal.taskQueues.workflows,
+      workflowsPath: path.join(__dirname, 'stages', 'workflows.ts'),
+    }));
+  }
+  if (queues.includes('api')) {
+    workers.push(await Worker.create({
+      ...common,
+      connection,
+      taskQueue: cfg.temporal.taskQueues.api,
+      activities: { ...createPrepareActivities({ store }), ...createChecklistActivities({ store }), ...rlApi, ...createPipelineActivities({ store }) },
+      maxConcurrentActivityTaskExecutions: opts.apiConcurrency ?? 8,
+    }));
+  }
+  // Model work (SFT, rollouts, train steps) lands on the gpu queue, one slot per accelerator.
+  const gpuActivities = { ...createSftActivities({ store }), rlRollout, rlTrain, ...createEvalActivities({ store }) };
+  if (queues.includes('gpu') && Object.keys(gpuActivities).length > 0) {
+    workers.push(await Worker.create({
+      ...common,
+      connection,
+      taskQueue: cfg.temporal.taskQueues.gpu,
+      activities: gpuActivities,
+      maxConcurrentActivityTaskExecutions: 1,
+    }));
+  }
+  const stopAll = () => {
+    for (const w of workers) if (w.getState() === 'RUNNING') w.shutdown();
+  };
+  // The set stops as a whole: when one worker fails, the others are shut down, and `done` rejects with that failure
+  // once all have stopped (so a supervisor can start the set again).
+  const done = Promise.allSettled(workers.map((w) => w.run().catch((e: unknown) => {
+    stopAll();
+    throw e;
+  }))).then(async (results) => {
+    await connection.close().catch(() => undefined);
+    const failed = results.find((r): r is PromiseRejectedResult => r.status === 'rejected');
+    if (failed) throw failed.reason;
+  });
+  return {
+    workers,
+    done,
+    async shutdown() {
+      stopAll();
+      await done;
+    },
+  };
+}
