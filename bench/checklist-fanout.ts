@@ -12,7 +12,8 @@ import { temporal } from '@temporalio/proto';
 import { DefaultLogger, Runtime } from '@temporalio/worker';
 import { loadConfig } from '../src/run/config';
 import { infraEnv, startInfra } from '../src/infra/localInfra';
-import { ObjectStore, runKey } from '../src/storage/store';
+import { ObjectStore } from '../src/storage/store';
+import { prepareKeys } from '../src/run/layout';
 import { connectClient } from '../src/infra/temporal';
 import { startWorkers } from '../src/worker';
 import { startChecklist } from '../src/cli/stages';
@@ -28,7 +29,7 @@ async function main() {
   const cfg = loadConfig('config/demo.yaml', { overrides: { run: { id: runId }, checklist: { shardSize: Number(values['shard-size']), shardConcurrency: Number(values.concurrency) } } });
   const store = ObjectStore.fromConfig(cfg.s3);
   const t0 = Date.now();
-  await store.putJsonl(runKey(runId, 'data', 'rl.jsonl'), generateDemoDataset({ seed: 99, count: n, brokenRate: 0 }));
+  await store.putJsonl(prepareKeys.rl(runId), generateDemoDataset({ seed: 99, count: n, brokenRate: 0 }));
   const seeded = Date.now();
   const workers = await startWorkers(cfg);
   try {

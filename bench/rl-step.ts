@@ -32,7 +32,8 @@ import { loadConfig } from '../src/run/config';
 import { LlmClient } from '../src/llm/client';
 import { LlmConfig } from '../src/llm/config';
 import { infraEnv, startInfra } from '../src/infra/localInfra';
-import { ObjectStore, runKey } from '../src/storage/store';
+import { ObjectStore } from '../src/storage/store';
+import { checklistKeys, rlKeys, sftKeys } from '../src/run/layout';
 import { connectClient } from '../src/infra/temporal';
 import { Judge, JudgeConfig, VERDICT_FIELDS, withJudgeDefaults } from '../src/stages/rl/judge/judge';
 import { pendingJudgements } from '../src/stages/rl/judge/phase';
@@ -99,7 +100,7 @@ async function main() {
     const cfg = loadConfig('config/demo.yaml', {
       overrides: {
         run: { id: runId },
-        rl: { ...base.rl, steps: Number(values.steps), eval: { ...base.rl.eval, prompts: 0 }, sourceKey: runKey(from, 'checklists', 'annotated.jsonl'), policyPrefix: runKey(from, 'sft', 'final') },
+        rl: { ...base.rl, steps: Number(values.steps), eval: { ...base.rl.eval, prompts: 0 }, sourceKey: checklistKeys.annotated(from), policyPrefix: sftKeys.final(from) },
       },
     });
     if (!(await store.exists(`${cfg.rl.policyPrefix}/model.safetensors`))) throw new Error(`no SFT policy at ${cfg.rl.policyPrefix}: run \`npm run demo\` first (or pass --from RUN)`);
@@ -119,7 +120,7 @@ async function main() {
   }
 
   // Part 1: time per phase.
-  const rows = (await store.getText(runKey(runId, 'rl', 'metrics.jsonl'))).split('\n').filter(Boolean).map((l) => JSON.parse(l) as StepRow).filter((r) => r.kind === 'step');
+  const rows = (await store.getText(rlKeys.metrics(runId))).split('\n').filter(Boolean).map((l) => JSON.parse(l) as StepRow).filter((r) => r.kind === 'step');
   const phases = ['rollout', 'judge', 'advantages', 'train', 'checkpoint', 'orchestration', 'total'];
   console.log(`\nRL step time by phase, seconds (run ${runId})`);
   console.log(`| step | ${phases.join(' | ')} | rollouts | policy tokens | generated tokens |`);
@@ -128,13 +129,13 @@ async function main() {
   console.log(`| mean | ${phases.map((p) => mean(rows.map((r) => r.seconds[p] ?? 0)).toFixed(1)).join(' | ')} | | | |`);
 
   // Part 2: judge cost, batching and cache on vs off.
-  const examples = await store.getJsonl(runKey(runId, 'rl', 'data', 'examples.jsonl'), AnnotatedExample);
+  const examples = await store.getJsonl(rlKeys.folder(runId, 'data', 'examples.jsonl'), AnnotatedExample);
   const checklists = new Map(examples.map((e) => [e.uuid, e.checklists]));
   const fake = process.env['CM2_BENCH_JUDGE_URL'] ? undefined : await fakeJudge();
   const llm = withJudgeDefaults(LlmConfig.parse({ roles: { judge: { baseUrl: process.env['CM2_BENCH_JUDGE_URL'] ?? fake!.url, model: process.env['CM2_BENCH_JUDGE_MODEL'] ?? 'fake-judge', apiKeyEnv: process.env['CM2_BENCH_JUDGE_KEY_ENV'], concurrency: Number(process.env['CM2_BENCH_JUDGE_CONCURRENCY'] ?? 16), timeoutMs: 600_000, ...(process.env['CM2_BENCH_JUDGE_MAX_TOKENS'] ? { maxTokens: Number(process.env['CM2_BENCH_JUDGE_MAX_TOKENS']) } : {}) } } }));
   const steps: { step: number; rollouts: Rollout[] }[] = [];
   for (const r of rows) {
-    const folder = runKey(runId, 'rl', 'steps', `step-${String(r.step).padStart(6, '0')}`);
+    const folder = rlKeys.step(runId, r.step);
     const phaseKeys = (await store.list(`${folder}/`)).filter((k) => /phase-\d{3}\.json$/.test(k)).sort();
     // Every judged turn: the judge phases' inputs are the rollout phases before them; re-judge each turn once.
     const judged: Rollout[] = [];

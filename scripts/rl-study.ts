@@ -37,7 +37,8 @@ import { projectRoot } from '../src/infra/binaries';
 import { loadConfig, type Cm2Config } from '../src/run/config';
 import { canonicalJson } from '../src/llm/client';
 import { useLocalInfraEnv } from '../src/infra/localInfra';
-import { runKey, type ObjectStore } from '../src/storage/store';
+import { type ObjectStore } from '../src/storage/store';
+import { checklistKeys, runKey, sftKeys } from '../src/run/layout';
 import { heldOutSummary, readRlRows } from '../src/report/collect';
 import { renderReport } from '../src/report/html';
 import { StudyResult, studyMarkdown, studyReportData, upsertStudyBlock, type StudyPolicy } from '../src/report/study';
@@ -179,8 +180,8 @@ async function main(): Promise<void> {
   const base = loadConfig(args.config, { overrides: { run: { id } } });
   const { client, store } = await connect(base);
 
-  const sftPrefix = runKey(args.from, 'sft', 'final');
-  const sourceKey = base.rl.sourceKey ?? runKey(args.from, 'checklists', 'annotated.jsonl');
+  const sftPrefix = sftKeys.final(args.from);
+  const sourceKey = base.rl.sourceKey ?? checklistKeys.annotated(args.from);
   const baseDir = args['base-dir'] ?? (base.sft.base.kind === 'hf' ? base.sft.base.dir : undefined);
   const basePrefix = runKey(id, 'base', 'policy');
   const withRl = (runId: string, rl: Partial<Cm2Config['rl']>): Cm2Config => ({ ...base, run: { id: runId }, rl: { ...base.rl, sourceKey, ...rl } });

@@ -8,11 +8,12 @@
 import { readFileSync } from 'node:fs';
 import type { Cm2Config } from '../run/config';
 import { ObjectStore } from '../storage/store';
-import { annotatedExampleKey, FailedAnnotation, failedExampleKey } from '../stages/checklist/activities';
+import { FailedAnnotation } from '../stages/checklist/activities';
 import { AnnotatedExample } from '../stages/checklist/schema';
 import { renderChecklist } from '../stages/checklist/render';
 import { formatViolation, validateAnnotatedExample } from '../stages/checklist/validate';
 import { type ChecklistReport, runStageCommand, startChecklist } from './stages';
+import { checklistKeys } from '../run/layout';
 
 export function checklistRunCommand(cfg: Cm2Config, wait: boolean): Promise<void> {
   return runStageCommand<ChecklistReport>(cfg, wait, startChecklist, printChecklistReport);
@@ -80,13 +81,13 @@ export function checklistValidateCommand(file: string, print: (line: string) => 
 
 export async function checklistShowCommand(cfg: Cm2Config, runId: string, uuid: string, variant: number): Promise<number> {
   const store = ObjectStore.fromConfig(cfg.s3);
-  const key = annotatedExampleKey(runId, uuid);
+  const key = checklistKeys.example(runId, uuid);
   if (await store.exists(key)) {
     const example = await store.getJson(key, AnnotatedExample);
     console.log(renderChecklist(example, { variant, width: process.stdout.columns || 120 }));
     return 0;
   }
-  const failKey = failedExampleKey(runId, uuid);
+  const failKey = checklistKeys.failedExample(runId, uuid);
   if (await store.exists(failKey)) {
     const failed = await store.getJson(failKey, FailedAnnotation);
     console.log(`example ${uuid} of run ${runId} has no checklist: annotation failed after ${failed.attempts} answer(s):\n  ${failed.reason}`);

@@ -9,23 +9,24 @@ import { mkdirSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { WorkflowNotFoundError, type Client, type WorkflowHandle } from '@temporalio/client';
 import { z } from 'zod';
-import { markerKey, StageMarker } from '../stages/pipeline/activities';
+import { StageMarker } from '../stages/pipeline/activities';
 import { projectRoot } from '../infra/binaries';
 import type { Cm2Config } from '../run/config';
-import { ifExists, ObjectStore, runKey } from '../storage/store';
+import { ifExists, ObjectStore } from '../storage/store';
+import { pipelineKeys, stageOfWorkflowId, STAGES, stageWorkflowId } from '../run/layout';
 import { connectClient, InfraNotRunningError } from '../infra/temporal';
 import { collectReport, heldOutSummary, readRlRows, type HeldOutSummary, type StageInfo } from '../report/collect';
 import { formatMeanSe } from '../stages/rl/heldOut';
 import { renderReport } from '../report/html';
-import { PIPELINE_STAGES, pipelineStatusQuery, stageWorkflowId, summarize, type PipelineInput, type PipelineResult, type PipelineStatus } from '../stages/pipeline/workflow';
-import { pauseSignal, resumeSignal, stopSignal, type RlResult } from '../stages/rl/workflow';
+import { pipelineStatusQuery, summarize, type PipelineInput, type PipelineResult, type PipelineStatus } from '../stages/pipeline/workflow';
+import type { RlResult } from '../stages/rl/workflow';
+import { pauseSignal, resumeSignal, stopSignal } from '../run/control';
 import type { StageProgress } from '../run/types';
 import { stageProgressQuery } from '../run/workflowUtil';
 import { crashFault, displayFault } from './faults';
 import { formatProgress, pipelineInput, pipelineWorkflowId, resultOf, sleep, startPipeline } from './stages';
 import { failureText, rootCauseText, RunWatch, withHeartbeatCount } from './watch';
 
-export const inputKey = (runId: string) => runKey(runId, 'pipeline', 'input.json');
 
 /** Temporal client and S3 store, with a clear message when either server is not running. */
 export async function connect(cfg: Cm2Config): Promise<{ client: Client; store: ObjectStore }> {
@@ -97,15 +98,15 @@ const iso = (d: Date | undefined) => (d ? d.toISOString() : undefined);
 
 /** The state of a run and of each stage, from Temporal and S3 (no worker needed). */
 export async function runStatus(client: Client, store: ObjectStore, runId: string): Promise<RunStatus> {
-  const input = await ifExists(() => store.getJson<PipelineInput>(inputKey(runId)));
+  const input = await ifExists(() => store.getJson<PipelineInput>(pipelineKeys.input(runId)));
   const pipe = await describe(client, pipelineWorkflowId(runId));
   const live = pipe?.status.name === 'RUNNING' ? await quickQuery<PipelineStatus>(client.workflow.getHandle(pipelineWorkflowId(runId)), pipelineStatusQuery) : undefined;
   const stages: StageRow[] = [];
-  for (const name of PIPELINE_STAGES) {
+  for (const name of STAGES) {
     const workflowId = stageWorkflowId(runId, name);
     const row: StageRow = { name, state: 'pending', workflowId, summary: {} };
     const enabled = input ? input.stages[name] !== undefined : true;
-    const marker = await ifExists(() => store.getJson(markerKey(runId, name), StageMarker));
+    const marker = await ifExists(() => store.getJson(pipelineKeys.marker(runId, name), StageMarker));
     const d = await describe(client, workflowId);
     if (d) {
       row.temporalStatus = d.status.name;
@@ -145,7 +146,7 @@ export async function runStatus(client: Client, store: ObjectStore, runId: strin
     stages.push(row);
   }
   const heldOut = heldOutSummary(await readRlRows(store, runId));
-  const reportExists = await store.exists(runKey(runId, 'report', 'report.html'));
+  const reportExists = await store.exists(pipelineKeys.reportHtml(runId));
   return {
     runId,
     pipeline: pipe
@@ -159,7 +160,7 @@ export async function runStatus(client: Client, store: ObjectStore, runId: strin
       : null,
     stages,
     heldOut,
-    ...(reportExists ? { reportKey: runKey(runId, 'report', 'report.html') } : {}),
+    ...(reportExists ? { reportKey: pipelineKeys.reportHtml(runId) } : {}),
   };
 }
 
@@ -318,7 +319,7 @@ export function linePrinter(): (line: string, permanent: boolean) => void {
 
 /** Starts (or attaches to) a run's pipeline and records its input in S3 for `cm2 resume`. */
 export async function startRun(client: Client, store: ObjectStore, cfg: Cm2Config, input: PipelineInput = pipelineInput(cfg)): Promise<WorkflowHandle> {
-  await store.putJson(inputKey(input.runId), input);
+  await store.putJson(pipelineKeys.input(input.runId), input);
   return startPipeline(client, cfg, input);
 }
 
@@ -370,8 +371,8 @@ export async function finish(client: Client, store: ObjectStore, cfg: Cm2Config,
 /** Starts a stopped, failed or terminated run again from its recorded input (finished stages are skipped). */
 export async function resumeCommand(cfg: Cm2Config, runId: string, wait: boolean): Promise<void> {
   const { client, store } = await connect(cfg);
-  const input = await ifExists(() => store.getJson<PipelineInput>(inputKey(runId)));
-  if (!input) throw new InfraNotRunningError(`the recorded input of run "${runId}" (s3://${cfg.s3.bucket}/${inputKey(runId)})`, cfg.s3.endpoint, new Error('not found: start it with `cm2 run --config FILE --run ' + runId + '`'));
+  const input = await ifExists(() => store.getJson<PipelineInput>(pipelineKeys.input(runId)));
+  if (!input) throw new InfraNotRunningError(`the recorded input of run "${runId}" (s3://${cfg.s3.bucket}/${pipelineKeys.input(runId)})`, cfg.s3.endpoint, new Error('not found: start it with `cm2 run --config FILE --run ' + runId + '`'));
   const before = await describe(client, pipelineWorkflowId(runId));
   const handle = await startPipeline(client, cfg, input);
   console.log(before?.status.name === 'RUNNING' ? `run ${runId} is running: following it` : `run ${runId} resumed (finished stages are skipped)`);
@@ -517,20 +518,20 @@ export function historyLines(source: string, events: readonly Record<string, unk
 
 /** Every execution (continue-as-new chains included) of the run's workflows, oldest first, as log lines. */
 export async function runLogLines(client: Client, runId: string): Promise<LogLine[]> {
-  const ids = [pipelineWorkflowId(runId), ...PIPELINE_STAGES.map((s) => stageWorkflowId(runId, s))];
+  const ids = [pipelineWorkflowId(runId), ...STAGES.map((s) => stageWorkflowId(runId, s))];
   const lines: LogLine[] = [];
   for (const workflowId of ids) {
     const executions: string[] = [];
     for await (const w of client.workflow.list({ query: `WorkflowId = "${workflowId}"` })) executions.push(w.runId);
     for (const execRunId of executions) {
       const history = await client.workflow.getHandle(workflowId, execRunId).fetchHistory();
-      lines.push(...historyLines(workflowId === pipelineWorkflowId(runId) ? 'pipeline' : workflowId.slice(`cm2-${runId}-`.length), (history.events ?? []) as unknown as Record<string, unknown>[]));
+      lines.push(...historyLines(stageOfWorkflowId(runId, workflowId) ?? workflowId, (history.events ?? []) as unknown as Record<string, unknown>[]));
     }
     // Retries in progress are not in history until they end: show them from the description.
     const d = await describe(client, workflowId);
     for (const p of d?.raw.pendingActivities ?? []) {
       if ((p.attempt ?? 1) > 1) {
-        lines.push({ time: Date.now(), source: workflowId === pipelineWorkflowId(runId) ? 'pipeline' : workflowId.slice(`cm2-${runId}-`.length), text: `now: ${p.activityType?.name ?? 'activity'} attempt ${p.attempt}, last failure: ${failureText(p.lastFailure)}` });
+        lines.push({ time: Date.now(), source: stageOfWorkflowId(runId, workflowId) ?? workflowId, text: `now: ${p.activityType?.name ?? 'activity'} attempt ${p.attempt}, last failure: ${failureText(p.lastFailure)}` });
       }
     }
   }

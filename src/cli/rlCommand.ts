@@ -4,7 +4,8 @@
  */
 import type { Cm2Config } from '../run/config';
 import { connectClient } from '../infra/temporal';
-import { pauseSignal, resumeSignal, rlStatusQuery, setHyperparametersUpdate, stopSignal, type RlStatus } from '../stages/rl/workflow';
+import { rlStatusQuery, setHyperparametersUpdate, type RlStatus } from '../stages/rl/workflow';
+import { pauseSignal, resumeSignal, stopSignal } from '../run/control';
 import type { RlHyperparameters } from '../run/config';
 import { type RlResult, rlWorkflowId, runStageCommand, startRl } from './stages';
 

@@ -10,13 +10,13 @@ import type { Cm2Config } from '../run/config';
 import { connectClient } from '../infra/temporal';
 import type { PrepareReport } from '../stages/prepare/activities';
 import type { ChecklistReport } from '../stages/checklist/activities';
-import { runKey } from '../storage/store';
+import { checklistKeys, pipelineWorkflowId, prepareKeys, sftKeys, stageWorkflowId } from '../run/layout';
 import { checklistWorkflow, cm2Pipeline, prepareProgressQuery, prepareWorkflow, rlWorkflow, sftWorkflow } from '../stages/workflows';
 import type { PipelineInput } from '../stages/pipeline/workflow';
 import type { RlResult, RlWorkflowInput } from '../stages/rl/workflow';
 import type { ChecklistWorkflowInput, PrepareWorkflowInput, SftWorkflowInput, StageProgress } from '../run/types';
 import type { SftReport } from '../stages/sft/activities';
-import { CM2_RUN_ID, CM2_STAGE } from '../run/searchAttributes';
+import { CM2_RUN_ID, CM2_STAGE } from '../run/layout';
 import { displayFault } from './faults';
 import { RunWatch, withHeartbeatCount } from './watch';
 
@@ -27,7 +27,7 @@ import { RunWatch, withHeartbeatCount } from './watch';
 export function startStage<W extends Workflow>(client: Client, cfg: Cm2Config, workflow: W, stage: string, args: Parameters<W>, summary: string): Promise<WorkflowHandle<W>> {
   return client.workflow.start(workflow, {
     taskQueue: cfg.temporal.taskQueues.workflows,
-    workflowId: `cm2-${cfg.run.id}-${stage}`,
+    workflowId: stageWorkflowId(cfg.run.id, stage),
     args,
     workflowIdConflictPolicy: WorkflowIdConflictPolicy.USE_EXISTING,
     typedSearchAttributes: [
@@ -39,7 +39,7 @@ export function startStage<W extends Workflow>(client: Client, cfg: Cm2Config, w
   } as unknown as WorkflowStartOptions<W>);
 }
 
-export const prepareWorkflowId = (runId: string) => `cm2-${runId}-prepare`;
+export const prepareWorkflowId = (runId: string) => stageWorkflowId(runId, 'prepare');
 
 /** The workflow input of the prepare stage: the config's data and LLM sections, resolved; no secrets. */
 export function prepareInput(cfg: Cm2Config): PrepareWorkflowInput {
@@ -61,13 +61,13 @@ export function startPrepare(client: Client, cfg: Cm2Config): Promise<WorkflowHa
   return startStage(client, cfg, prepareWorkflow, 'prepare', [prepareInput(cfg)], 'CM2 data preparation');
 }
 
-export const checklistWorkflowId = (runId: string) => `cm2-${runId}-checklist`;
+export const checklistWorkflowId = (runId: string) => stageWorkflowId(runId, 'checklist');
 
 /** The workflow input of the checklist stage; the source defaults to the prepare stage's RL split. */
 export function checklistInput(cfg: Cm2Config): ChecklistWorkflowInput {
   return {
     runId: cfg.run.id,
-    sourceKey: cfg.checklist.sourceKey ?? runKey(cfg.run.id, 'data', 'rl.jsonl'),
+    sourceKey: cfg.checklist.sourceKey ?? prepareKeys.rl(cfg.run.id),
     checklist: cfg.checklist,
     llm: cfg.llm,
     taskQueues: { api: cfg.temporal.taskQueues.api, gpu: cfg.temporal.taskQueues.gpu },
@@ -82,15 +82,15 @@ export function startChecklist(client: Client, cfg: Cm2Config): Promise<Workflow
 
 export type { ChecklistReport, SftReport };
 
-export const sftWorkflowId = (runId: string) => `cm2-${runId}-sft`;
+export const sftWorkflowId = (runId: string) => stageWorkflowId(runId, 'sft');
 
 /** The workflow input of the SFT stage: trains on the cold-start split, checks the format on the RL split. */
 export function sftInput(cfg: Cm2Config): SftWorkflowInput {
   return {
     runId: cfg.run.id,
     sft: cfg.sft,
-    sourceKey: cfg.sft.sourceKey ?? runKey(cfg.run.id, 'data', 'cold_start.jsonl'),
-    evalSourceKey: cfg.sft.evalSourceKey ?? runKey(cfg.run.id, 'data', 'rl.jsonl'),
+    sourceKey: cfg.sft.sourceKey ?? prepareKeys.coldStart(cfg.run.id),
+    evalSourceKey: cfg.sft.evalSourceKey ?? prepareKeys.rl(cfg.run.id),
     taskQueues: { api: cfg.temporal.taskQueues.api, gpu: cfg.temporal.taskQueues.gpu },
     activity: cfg.temporal.activity,
   };
@@ -101,7 +101,7 @@ export function startSft(client: Client, cfg: Cm2Config): Promise<WorkflowHandle
   return startStage(client, cfg, sftWorkflow, 'sft', [sftInput(cfg)], 'CM2 cold-start SFT');
 }
 
-export const rlWorkflowId = (runId: string) => `cm2-${runId}-rl`;
+export const rlWorkflowId = (runId: string) => stageWorkflowId(runId, 'rl');
 
 /** The workflow input of the RL stage: the checklist stage's annotated examples, starting from the SFT policy. */
 export function rlInput(cfg: Cm2Config): RlWorkflowInput {
@@ -110,8 +110,8 @@ export function rlInput(cfg: Cm2Config): RlWorkflowInput {
     rl: cfg.rl,
     llm: cfg.llm,
     tokenizerDir: cfg.sft.tokenizerDir,
-    sourceKey: cfg.rl.sourceKey ?? runKey(cfg.run.id, 'checklists', 'annotated.jsonl'),
-    policyPrefix: cfg.rl.policyPrefix ?? runKey(cfg.run.id, 'sft', 'final'),
+    sourceKey: cfg.rl.sourceKey ?? checklistKeys.annotated(cfg.run.id),
+    policyPrefix: cfg.rl.policyPrefix ?? sftKeys.final(cfg.run.id),
     taskQueues: { api: cfg.temporal.taskQueues.api, gpu: cfg.temporal.taskQueues.gpu },
     activity: cfg.temporal.activity,
   };
@@ -284,7 +284,7 @@ export async function runStageCommand<R>(
   if (wait) print(await followStage<R>(handle), cfg);
 }
 
-export const pipelineWorkflowId = (runId: string) => `cm2-${runId}`;
+export { pipelineWorkflowId };
 
 /** The pipeline's input: every enabled stage's resolved input (plain JSON, no secrets). */
 export function pipelineInput(cfg: Cm2Config): PipelineInput {

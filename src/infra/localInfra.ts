@@ -14,7 +14,7 @@ import { closeSync, existsSync, mkdirSync, openSync, readFileSync, writeFileSync
 import net from 'node:net';
 import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { SEARCH_ATTRIBUTE_FLAGS } from '../run/searchAttributes';
+import { SEARCH_ATTRIBUTE_FLAGS } from '../run/layout';
 import { projectRoot, requireBinary } from './binaries';
 
 export interface InfraState {

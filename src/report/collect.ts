@@ -5,7 +5,8 @@
  * (`buildReport`), so it is tested without servers.
  */
 import { z } from 'zod';
-import { ifExists as optional, runKey, type ObjectStore } from '../storage/store';
+import { ifExists as optional, type ObjectStore } from '../storage/store';
+import { checklistKeys, evalKeys, prepareKeys, rlKeys, sftKeys } from '../run/layout';
 import type { ReportData } from './types';
 
 export interface StageInfo {
@@ -130,7 +131,7 @@ export interface RunSources {
 }
 
 export async function readRlRows(store: ObjectStore, runId: string): Promise<RlRow[]> {
-  const text = await optional(() => store.getText(runKey(runId, 'rl', 'metrics.jsonl')));
+  const text = await optional(() => store.getText(rlKeys.metrics(runId)));
   if (!text) return [];
   const rows: RlRow[] = [];
   for (const line of text.split('\n')) {
@@ -144,12 +145,12 @@ export async function readRlRows(store: ObjectStore, runId: string): Promise<RlR
 /** Reads what exists of a run (and of extra RL runs to compare, e.g. one per granularity). */
 export async function readSources(store: ObjectStore, runId: string, extraRlRuns: readonly string[] = []): Promise<RunSources> {
   const [prepare, checklist, sft] = await Promise.all([
-    optional(() => store.getJson(runKey(runId, 'prepare', 'report.json'), PrepareReport)),
-    optional(() => store.getJson(runKey(runId, 'checklists', 'report.json'), ChecklistReport)),
-    optional(() => store.getJson(runKey(runId, 'sft', 'report.json'), SftReport)),
+    optional(() => store.getJson(prepareKeys.report(runId), PrepareReport)),
+    optional(() => store.getJson(checklistKeys.report(runId), ChecklistReport)),
+    optional(() => store.getJson(sftKeys.report(runId), SftReport)),
   ]);
   const rl = await Promise.all([runId, ...extraRlRuns].map(async (id) => ({ runId: id, rows: await readRlRows(store, id) })));
-  const bfclKeys = (await store.list(runKey(runId, 'eval', 'bfcl'))).filter((k) => k.endsWith('.summary.json'));
+  const bfclKeys = (await store.list(evalKeys.folder(runId))).filter((k) => k.endsWith('.summary.json'));
   const bfcl = (await Promise.all(bfclKeys.map((k) => optional(() => store.getJson(k, BfclResult))))).filter((x): x is z.infer<typeof BfclResult> => x !== undefined);
   return {
     ...(prepare ? { prepare } : {}),

@@ -1,6 +1,6 @@
 /** Small deterministic helpers for workflow code (no I/O, no Node imports). */
 import { defineQuery, proxyActivities, setCurrentDetails, setHandler, upsertSearchAttributes, type ActivityInterfaceFor } from '@temporalio/workflow';
-import { CM2_RUN_ID, CM2_STAGE, CM2_STATE } from './searchAttributes';
+import { CM2_RUN_ID, CM2_STAGE, CM2_STATE } from './layout';
 import type { ActivityTimeouts, PhaseProgress, StageProgress } from './types';
 
 /** Every stage workflow answers this query (`temporal workflow query --name progress`). */

@@ -22,10 +22,6 @@ export const ObjectRef = z.object({
 });
 export type ObjectRef = z.infer<typeof ObjectRef>;
 
-/** `runs/<runId>/<parts...>`; parts are joined with `/`. */
-export function runKey(runId: string, ...parts: (string | number)[]): string {
-  return ['runs', runId, ...parts.map(String)].join('/');
-}
 
 export const sha256 = (data: Uint8Array | string): string => createHash('sha256').update(data).digest('hex');
 

@@ -11,12 +11,12 @@ import path from 'node:path';
 import { connectClient } from '../../src/infra/temporal';
 import { startChecklist, startPrepare } from '../../src/cli/stages';
 import { checklistValidateCommand } from '../../src/cli/checklistCommand';
-import { annotatedExampleKey, failedExampleKey, FailedAnnotation } from '../../src/stages/checklist/activities';
+import { FailedAnnotation } from '../../src/stages/checklist/activities';
 import { buildChecklistMessages } from '../../src/stages/checklist/prompt';
 import { AnnotatedExample, type ChecklistOutput } from '../../src/stages/checklist/schema';
 import { validateAnnotatedExample } from '../../src/stages/checklist/validate';
 import type { Example } from '../../src/kernel/schema';
-import { runKey } from '../../src/storage/store';
+import { checklistKeys, runKey } from '../../src/run/layout';
 import { startWorkers } from '../../src/worker';
 import { generateDemoDataset } from '../../src/demo/generator';
 import { offlineChecklist } from '../../src/demo/checklist';
@@ -127,13 +127,13 @@ test('invalid checklists from the endpoint are repaired or recorded as failures,
 
     for (const [i, ex] of examples.entries()) {
       if (role(i) === 'hopeless') {
-        const rec = await store.getJson(failedExampleKey(cfg.run.id, ex.uuid), FailedAnnotation);
+        const rec = await store.getJson(checklistKeys.failedExample(cfg.run.id, ex.uuid), FailedAnnotation);
         assert.equal(rec.attempts, 3);
         assert.match(rec.reason, /invalid checklist after 3 attempt/);
         assert.ok(rec.usage.costUsd > 0, 'the cost of a failed example is recorded');
         continue;
       }
-      const a = await store.getJson(annotatedExampleKey(cfg.run.id, ex.uuid), AnnotatedExample);
+      const a = await store.getJson(checklistKeys.example(cfg.run.id, ex.uuid), AnnotatedExample);
       assert.equal(a.annotation?.variants[0]?.attempts, role(i) === 'repair' ? 2 : 1);
       assert.ok(a.checklists[0]!.flat().every((item) => item.extra_info.price_usd > 0));
     }
@@ -188,7 +188,7 @@ test('a worker killed mid-stage resumes without any LLM answer paid for twice', 
     assert.equal(fake.answered.size, 30);
     for (const [key, n] of fake.answered) assert.equal(n, 1, `answered ${n} times: ${key.slice(0, 80)}`);
     const stored = new Set(await store.list(prefix));
-    for (const ex of examples) assert.ok(stored.has(annotatedExampleKey(cfg.run.id, ex.uuid)), ex.uuid);
+    for (const ex of examples) assert.ok(stored.has(checklistKeys.example(cfg.run.id, ex.uuid)), ex.uuid);
 
     // Re-running the stage sends nothing to the endpoint.
     const before = fake.requests.length;

@@ -2,7 +2,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { latestCheckpoint, readCheckpoint, stepFolder, writeCheckpoint } from '../../src/storage/checkpoints';
-import { runKey } from '../../src/storage/store';
+import { runKey } from '../../src/run/layout';
 import { testConfig, testStore, uniqueId } from '../helpers/env';
 
 test('the newest complete checkpoint is found; torn and altered ones are skipped', async () => {

@@ -25,7 +25,7 @@ import { referenceCalls } from '../../src/stages/eval/bfcl/reference';
 import { defaultDataDir, loadCategory } from '../../src/stages/eval/bfcl/runner';
 import { BfclResults } from '../../src/stages/eval/bfcl/score';
 import { writeCheckpoint } from '../../src/storage/checkpoints';
-import { runKey } from '../../src/storage/store';
+import { runKey } from '../../src/run/layout';
 import { saveHfCheckpoint } from '../../src/model/checkpoint';
 import { parseQwenConfig } from '../../src/model/config';
 import { QwenModel } from '../../src/model/qwen';

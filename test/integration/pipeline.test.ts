@@ -11,7 +11,7 @@ import path from 'node:path';
 import { z } from 'zod';
 import { pipelineWorkflowId } from '../../src/cli/stages';
 import { connectClient } from '../../src/infra/temporal';
-import { runKey } from '../../src/storage/store';
+import { runKey } from '../../src/run/layout';
 import { testConfig, testStore, uniqueId } from '../helpers/env';
 import { cm2, tinyPipeline } from '../helpers/pipelineFixture';
 import { startChildWorker, writeConfigFile } from '../helpers/processes';

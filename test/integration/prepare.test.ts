@@ -9,7 +9,7 @@ import { connectClient } from '../../src/infra/temporal';
 import { startPrepare, prepareWorkflowId } from '../../src/cli/stages';
 import type { PrepareReport } from '../../src/stages/prepare/activities';
 import type { DroppedRecord, Example } from '../../src/kernel/schema';
-import { runKey } from '../../src/storage/store';
+import { runKey } from '../../src/run/layout';
 import { startWorkers } from '../../src/worker';
 import { replies, startFakeOpenAI } from '../helpers/fakeOpenAI';
 import { testConfig, testStore, uniqueId } from '../helpers/env';

@@ -21,8 +21,8 @@ import { ToolEnvironment } from '../../src/stages/rl/env/toolEnv';
 import { generateDemoDataset } from '../../src/demo/generator';
 import { connectClient } from '../../src/infra/temporal';
 import { startChecklist, startPrepare, startRl } from '../../src/cli/stages';
-import { failedExampleKey, FailedAnnotation } from '../../src/stages/checklist/activities';
-import { runKey } from '../../src/storage/store';
+import { FailedAnnotation } from '../../src/stages/checklist/activities';
+import { checklistKeys, runKey } from '../../src/run/layout';
 import { startWorkers } from '../../src/worker';
 import { testConfig, testStore, uniqueId } from '../helpers/env';
 import { cm2 } from '../helpers/pipelineFixture';
@@ -175,8 +175,8 @@ test('real server: prepare (filter, compressor) and checklist (annotator) stages
     assert.equal(reasons.length > 0, report.failed > 0);
     const rl = await store.getJsonl(runKey(cfg.run.id, 'data', 'rl.jsonl'));
     for (const ex of rl as { uuid: string }[]) {
-      if (await store.exists(failedExampleKey(cfg.run.id, ex.uuid))) {
-        const rec = await store.getJson(failedExampleKey(cfg.run.id, ex.uuid), FailedAnnotation);
+      if (await store.exists(checklistKeys.failedExample(cfg.run.id, ex.uuid))) {
+        const rec = await store.getJson(checklistKeys.failedExample(cfg.run.id, ex.uuid), FailedAnnotation);
         assert.ok(rec.reason.length > 0 && rec.usage.calls >= 1, 'a failed example keeps its reason and what it cost');
       }
     }

@@ -11,8 +11,8 @@ import { z } from 'zod';
 import { rlWorkflowId, startRl } from '../../src/cli/stages';
 import { CheckpointManifest, stepFolder } from '../../src/storage/checkpoints';
 import { connectClient } from '../../src/infra/temporal';
-import { runKey, type ObjectStore } from '../../src/storage/store';
-import { checkpointPrefix } from '../../src/stages/rl/activities';
+import { type ObjectStore } from '../../src/storage/store';
+import { rlKeys, runKey } from '../../src/run/layout';
 import { exactnessBackends, testConfig, testStore, uniqueId } from '../helpers/env';
 import { startChildWorker, writeConfigFile } from '../helpers/processes';
 import { tinyRl, writeRlFixture } from '../helpers/rlFixture';
@@ -76,7 +76,7 @@ test('RL workflow: steps across continue-as-new, checkpoints and metrics; steere
     const evals = rows.filter((r) => r.kind === 'eval').map((r) => r.step);
     assert.deepEqual(evals, [0, 2, 4, 5]);
     for (let s = 1; s <= 5; s++) {
-      const m = await store.getJson(`${stepFolder(checkpointPrefix(cfg.run.id), s)}/manifest.json`, CheckpointManifest);
+      const m = await store.getJson(`${stepFolder(rlKeys.checkpoints(cfg.run.id), s)}/manifest.json`, CheckpointManifest);
       assert.equal(m.step, s);
       assert.ok(m.files['model.safetensors'] && m.files['optimizer.safetensors']);
     }
@@ -127,7 +127,7 @@ for (const backend of exactnessBackends()) test(`RL: a worker killed during a tr
     // Kill the worker while step 2's update is running.
     for (;;) {
       const pending = (await hb.describe()).raw.pendingActivities ?? [];
-      if (pending.some((p) => p.activityType?.name === 'rlTrain') && (await store.exists(`${stepFolder(checkpointPrefix(b.run.id), 1)}/manifest.json`))) break;
+      if (pending.some((p) => p.activityType?.name === 'rlTrain') && (await store.exists(`${stepFolder(rlKeys.checkpoints(b.run.id), 1)}/manifest.json`))) break;
       await sleep(5);
     }
     await worker.kill('SIGKILL');
@@ -139,8 +139,8 @@ for (const backend of exactnessBackends()) test(`RL: a worker killed during a tr
   }
   const shaOf = async (runId: string) => (await metricRows(store, runId)).filter((r) => r.kind === 'step').map((r) => [r.step, r['weightsSha256']]);
   assert.deepEqual(await shaOf(b.run.id), await shaOf(a.run.id), 'same weights after every step');
-  const finalA = await store.getJson(`${stepFolder(checkpointPrefix(a.run.id), 3)}/manifest.json`, CheckpointManifest);
-  const finalB = await store.getJson(`${stepFolder(checkpointPrefix(b.run.id), 3)}/manifest.json`, CheckpointManifest);
+  const finalA = await store.getJson(`${stepFolder(rlKeys.checkpoints(a.run.id), 3)}/manifest.json`, CheckpointManifest);
+  const finalB = await store.getJson(`${stepFolder(rlKeys.checkpoints(b.run.id), 3)}/manifest.json`, CheckpointManifest);
   assert.equal(finalB.files['model.safetensors']!.sha256, finalA.files['model.safetensors']!.sha256);
   assert.equal(finalB.files['optimizer.safetensors']!.sha256, finalA.files['optimizer.safetensors']!.sha256);
 });
@@ -204,7 +204,7 @@ test('RL: `rl.steps: 0` only evaluates the policy; `rl.eval.atStart: false` skip
     assert.equal(only.steps, 0);
     assert.deepEqual(only.evals.map((e) => e.step), [0]);
     assert.deepEqual((await metricRows(store, cfg.run.id)).map((r) => [r.kind, r.step]), [['eval', 0]]);
-    assert.equal(await store.exists(`${stepFolder(checkpointPrefix(cfg.run.id), 1)}/manifest.json`), false, 'no training step, no checkpoint');
+    assert.equal(await store.exists(`${stepFolder(rlKeys.checkpoints(cfg.run.id), 1)}/manifest.json`), false, 'no training step, no checkpoint');
 
     const cfg2 = { ...cfg, run: { id: `${cfg.run.id}-late` }, rl: { ...cfg.rl, steps: 2, eval: { ...cfg.rl.eval, every: 1, atStart: false } } };
     await writeRlFixture(cfg2, store);

@@ -10,11 +10,11 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { z } from 'zod';
 import { startRl } from '../../src/cli/stages';
-import { checkpointPrefix } from '../../src/stages/rl/activities';
 import { stepFolder } from '../../src/storage/checkpoints';
 import { freePort, killPid, startTemporal } from '../../src/infra/localInfra';
 import { connectClient } from '../../src/infra/temporal';
-import { runKey, type ObjectStore } from '../../src/storage/store';
+import { type ObjectStore } from '../../src/storage/store';
+import { rlKeys, runKey } from '../../src/run/layout';
 import { testConfig, testStore, uniqueId } from '../helpers/env';
 import { startChildWorker, writeConfigFile } from '../helpers/processes';
 import { tinyRl, writeRlFixture } from '../helpers/rlFixture';
@@ -52,7 +52,7 @@ test('RL: a Temporal server restart mid-step neither repeats nor skips an update
     const handle = await startRl(client, b);
     for (;;) {
       const pending = (await handle.describe()).raw.pendingActivities ?? [];
-      if (pending.some((p) => p.activityType?.name === 'rlTrain') && (await store.exists(`${stepFolder(checkpointPrefix(b.run.id), 1)}/manifest.json`))) break;
+      if (pending.some((p) => p.activityType?.name === 'rlTrain') && (await store.exists(`${stepFolder(rlKeys.checkpoints(b.run.id), 1)}/manifest.json`))) break;
       await sleep(5);
     }
     killPid(server.pid, 'SIGKILL');

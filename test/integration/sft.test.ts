@@ -10,7 +10,7 @@ import assert from 'node:assert/strict';
 import { runSft } from '../../src/stages/sft/activities';
 import { startSft, sftInput } from '../../src/cli/stages';
 import { connectClient } from '../../src/infra/temporal';
-import { runKey } from '../../src/storage/store';
+import { runKey } from '../../src/run/layout';
 import { generateDemoDataset } from '../../src/demo/generator';
 import { exactnessBackends, testConfig, testStore, uniqueId } from '../helpers/env';
 import { startChildWorker, writeConfigFile } from '../helpers/processes';

@@ -1,7 +1,8 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { z } from 'zod';
-import { NotFoundError, runKey, sha256 } from '../../src/storage/store';
+import { NotFoundError, sha256 } from '../../src/storage/store';
+import { runKey } from '../../src/run/layout';
 import { testConfig, testStore, uniqueId } from '../helpers/env';
 
 test('object store round-trips JSON, JSONL and bytes on the real MinIO server', async () => {

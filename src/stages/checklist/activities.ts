@@ -19,7 +19,8 @@ import { addUsage, UsageSchema, zeroUsage, type Usage } from '../../kernel/roles
 import { Example } from '../../kernel/schema';
 import { LlmClient, canonicalJson } from '../../llm/client';
 import { isOnline, LlmConfig } from '../../llm/config';
-import { runKey, storeCache, type ObjectStore } from '../../storage/store';
+import { storeCache, type ObjectStore } from '../../storage/store';
+import { checklistKeys } from '../../run/layout';
 import { offlineChecklist, OFFLINE_ANNOTATOR } from '../../demo/checklist';
 import { heartbeat, mapWithHeartbeat, once, parseInput, ShardRef, shardName, readShard, writeShard } from '../activityKit';
 
@@ -94,8 +95,6 @@ export const FailedAnnotation = z.object({
 export type FailedAnnotation = z.infer<typeof FailedAnnotation>;
 
 /** S3 key of one annotated example (uuids are URI-encoded: they may hold any character). */
-export const annotatedExampleKey = (runId: string, uuid: string) => runKey(runId, 'checklists', 'examples', `${encodeURIComponent(uuid)}.json`);
-export const failedExampleKey = (runId: string, uuid: string) => runKey(runId, 'checklists', 'failed', `${encodeURIComponent(uuid)}.json`);
 
 export interface ChecklistDeps {
   store: ObjectStore;
@@ -131,7 +130,7 @@ export function createChecklistActivities(deps: ChecklistDeps) {
     });
   };
   const annotatorFor = deps.annotatorFor ?? defaultAnnotator;
-  const key = (runId: string, ...parts: (string | number)[]) => runKey(runId, 'checklists', ...parts);
+  const key = checklistKeys.folder;
 
   return {
     /**
@@ -192,8 +191,8 @@ export function createChecklistActivities(deps: ChecklistDeps) {
       const concurrency = isOnline(input.llm.roles.annotator) ? input.llm.roles.annotator.concurrency : 4;
       type Outcome = { kind: 'already' } | { kind: 'previouslyFailed' } | { kind: 'done'; result: ExampleAnnotation };
       const outcomes = await mapWithHeartbeat<Example, Outcome>(examples, concurrency, async (ex) => {
-        const okKey = annotatedExampleKey(input.runId, ex.uuid);
-        const failKey = failedExampleKey(input.runId, ex.uuid);
+        const okKey = checklistKeys.example(input.runId, ex.uuid);
+        const failKey = checklistKeys.failedExample(input.runId, ex.uuid);
         if (await store.exists(okKey)) return { kind: 'already' };
         const failedBefore = await store.exists(failKey);
         if (failedBefore && !input.retryFailed) return { kind: 'previouslyFailed' };
@@ -239,17 +238,17 @@ export function createChecklistActivities(deps: ChecklistDeps) {
       for (const shard of input.shards) examples.push(...(await readShard(store, shard)));
       type Found = { ok: true; value: AnnotatedExample } | { ok: false; value: FailedAnnotation | undefined; uuid: string };
       const found = await mapWithHeartbeat<Example, Found>(examples, 16, async (ex) => {
-        const okKey = annotatedExampleKey(input.runId, ex.uuid);
+        const okKey = checklistKeys.example(input.runId, ex.uuid);
         if (await store.exists(okKey)) return { ok: true, value: await store.getJson(okKey, AnnotatedExample) };
-        const failKey = failedExampleKey(input.runId, ex.uuid);
+        const failKey = checklistKeys.failedExample(input.runId, ex.uuid);
         return { ok: false, uuid: ex.uuid, value: (await store.exists(failKey)) ? await store.getJson(failKey, FailedAnnotation) : undefined };
       }, 'report');
       const annotated = found.flatMap((f) => (f.ok ? [f.value] : []));
       const failed = found.flatMap((f) =>
         f.ok ? [] : [f.value ?? { uuid: f.uuid, reason: 'not annotated (no record)', violations: [], usage: zeroUsage(), attempts: 0 }],
       );
-      const annotatedKey = key(input.runId, 'annotated.jsonl');
-      const failedKey = key(input.runId, 'failed.jsonl');
+      const annotatedKey = checklistKeys.annotated(input.runId);
+      const failedKey = checklistKeys.failed(input.runId);
       await store.putJsonl(annotatedKey, annotated);
       await store.putJsonl(failedKey, failed);
 
@@ -275,7 +274,7 @@ export function createChecklistActivities(deps: ChecklistDeps) {
         usage = addUsage(usage, f.usage);
         failureReasons[reasonKey(f.reason)] = (failureReasons[reasonKey(f.reason)] ?? 0) + 1;
       }
-      const reportKey = key(input.runId, 'report.json');
+      const reportKey = checklistKeys.report(input.runId);
       const report: ChecklistReport = {
         runId: input.runId,
         annotator: [...annotators].join(', ') || 'none',

@@ -18,7 +18,8 @@ import { stringifyPyJson } from './bfcl/pyValue';
 import { defaultDataDir, EndpointConfig, EndpointPolicy, evaluateBfcl, ModelPolicy, type Policy } from './bfcl/runner';
 import { Accuracy, formatSummary } from './bfcl/score';
 import { projectRoot } from '../../infra/binaries';
-import { ifExists, NotFoundError, runKey, storeCache, type ObjectStore } from '../../storage/store';
+import { ifExists, NotFoundError, storeCache, type ObjectStore } from '../../storage/store';
+import { evalKeys } from '../../run/layout';
 import { selectBackend, backendPrefs, type BackendPref } from '../../model/backend';
 import { QwenModel } from '../../model/qwen';
 import { checkpointModel, loadStoredHfModel, withCheckpoint } from '../../model/policyStore';
@@ -139,7 +140,7 @@ export function createEvalActivities(deps: EvalDeps) {
     async evalBfcl(raw: EvalBfclInput): Promise<EvalBfclSummary> {
       const input = parseInput(EvalBfclInput, raw, 'evalBfcl');
       const label = input.label ?? policyLabel(input.policy);
-      const key = input.outputKey ?? runKey(input.runId, 'eval', 'bfcl', `${label}.json`);
+      const key = input.outputKey ?? evalKeys.bfcl(input.runId, label);
       return once(store, `${key.replace(/\.json$/, '')}.summary.json`, EvalBfclSummary, async () => {
         let policy: Policy;
         let dispose: () => void = () => undefined;

@@ -6,7 +6,8 @@
  * and `report.json` (the data the page was drawn from).
  */
 import { z } from 'zod';
-import { ifExists, runKey, type ObjectStore } from '../../storage/store';
+import { ifExists, type ObjectStore } from '../../storage/store';
+import { pipelineKeys } from '../../run/layout';
 import { collectReport, type StageInfo } from '../../report/collect';
 import { renderReport } from '../../report/html';
 import { parseInput } from '../activityKit';
@@ -40,9 +41,6 @@ export const PipelineReportInput = z.object({
   uiUrl: z.string().optional(),
 });
 
-export const markerKey = (runId: string, stage: string) => runKey(runId, 'pipeline', `${stage}.json`);
-export const reportHtmlKey = (runId: string) => runKey(runId, 'report', 'report.html');
-export const reportDataKey = (runId: string) => runKey(runId, 'report', 'report.json');
 
 export interface PipelineDeps {
   store: ObjectStore;
@@ -53,13 +51,13 @@ export function createPipelineActivities({ store }: PipelineDeps) {
     /** The marker of a finished stage, or null. */
     async pipelineStageMarker(raw: z.input<typeof StageMarkerInput>): Promise<StageMarker | null> {
       const input = parseInput(StageMarkerInput, raw, 'pipelineStageMarker');
-      return (await ifExists(() => store.getJson(markerKey(input.runId, input.stage), StageMarker))) ?? null;
+      return (await ifExists(() => store.getJson(pipelineKeys.marker(input.runId, input.stage), StageMarker))) ?? null;
     },
 
     /** Marks a stage finished (one whole-object write: atomic). */
     async pipelineRecordStage(raw: z.input<typeof RecordStageInput>): Promise<{ key: string }> {
       const { runId, ...marker } = parseInput(RecordStageInput, raw, 'pipelineRecordStage');
-      const key = markerKey(runId, marker.stage);
+      const key = pipelineKeys.marker(runId, marker.stage);
       await store.putJson(key, marker);
       return { key };
     },
@@ -75,9 +73,9 @@ export function createPipelineActivities({ store }: PipelineDeps) {
         ...(s.error ? { detail: s.error } : {}),
       }));
       const data = await collectReport(store, input.runId, { stages, ...(input.uiUrl ? { uiUrl: input.uiUrl } : {}) });
-      await store.putJson(reportDataKey(input.runId), data);
-      await store.putText(reportHtmlKey(input.runId), renderReport(data), 'text/html; charset=utf-8');
-      return { key: reportHtmlKey(input.runId), dataKey: reportDataKey(input.runId) };
+      await store.putJson(pipelineKeys.reportData(input.runId), data);
+      await store.putText(pipelineKeys.reportHtml(input.runId), renderReport(data), 'text/html; charset=utf-8');
+      return { key: pipelineKeys.reportHtml(input.runId), dataKey: pipelineKeys.reportData(input.runId) };
     },
   };
 }

@@ -32,18 +32,18 @@ import {
   type Workflow,
 } from '@temporalio/workflow';
 import type { PipelineActivities, StageMarker } from './activities';
-import { CM2_RUN_ID, CM2_STAGE, CM2_STATE } from '../../run/searchAttributes';
-import { checklistWorkflow } from '../checklist/workflow';
-import { prepareWorkflow } from '../prepare/workflow';
-import { pauseSignal, resumeSignal, rlWorkflow, stopSignal, type RlResult, type RlWorkflowInput } from '../rl/workflow';
-import { sftWorkflow } from '../sft/workflow';
-import { evalWorkflow, type EvalResult, type EvalWorkflowInput } from '../eval/workflow';
+import { CM2_RUN_ID, CM2_STAGE, CM2_STATE, sftKeys, stageWorkflowId, STAGES, type StageName } from '../../run/layout';
+import type { checklistWorkflow } from '../checklist/workflow';
+import type { prepareWorkflow } from '../prepare/workflow';
+import type { rlWorkflow, RlResult, RlWorkflowInput } from '../rl/workflow';
+import type { sftWorkflow } from '../sft/workflow';
+import type { evalWorkflow, EvalResult, EvalWorkflowInput } from '../eval/workflow';
+import { pauseSignal, resumeSignal, stopSignal } from '../../run/control';
 import type { EvalPolicy } from '../eval/activities';
 import type { ActivityTimeouts, ChecklistWorkflowInput, PrepareWorkflowInput, SftWorkflowInput } from '../../run/types';
 import { stageActivities } from '../../run/workflowUtil';
 
-export const PIPELINE_STAGES = ['prepare', 'checklist', 'sft', 'rl', 'eval'] as const;
-export type PipelineStage = (typeof PIPELINE_STAGES)[number];
+export type PipelineStage = StageName;
 
 export interface PipelineInput {
   runId: string;
@@ -93,8 +93,6 @@ export interface PipelineResult extends PipelineStatus {
 }
 
 export const pipelineStatusQuery = defineQuery<PipelineStatus>('pipelineStatus');
-
-export const stageWorkflowId = (runId: string, stage: string) => `cm2-${runId}-${stage}`;
 
 /** The headline numbers of a stage result (small: they live in history and in `cm2 status --json`). */
 export function summarize(stage: PipelineStage, result: unknown): Record<string, number | string> {
@@ -162,7 +160,7 @@ export function summarize(stage: PipelineStage, result: unknown): Record<string,
 
 export async function cm2Pipeline(input: PipelineInput): Promise<PipelineResult> {
   const acts = stageActivities<PipelineActivities>(input.taskQueues.api, input.activity);
-  const stages: StageStatus[] = PIPELINE_STAGES.map((name) => ({
+  const stages: StageStatus[] = STAGES.map((name) => ({
     name,
     state: input.stages[name] ? 'pending' : 'disabled',
     workflowId: stageWorkflowId(input.runId, name),
@@ -254,7 +252,7 @@ export async function cm2Pipeline(input: PipelineInput): Promise<PipelineResult>
   // The policies the evaluation stage scores: the SFT output and the final RL policy (from results or markers).
   const policies: Array<{ label: string; policy: EvalPolicy }> = [];
   const notePolicy = (name: PipelineStage, result: unknown) => {
-    if (name === 'sft' && input.stages.sft) policies.push({ label: 'sft', policy: { kind: 'hf', prefix: `runs/${input.runId}/sft/final` } });
+    if (name === 'sft' && input.stages.sft) policies.push({ label: 'sft', policy: { kind: 'hf', prefix: sftKeys.final(input.runId) } });
     if (name === 'rl') {
       const p = (result as Partial<RlResult> | undefined)?.policy;
       if (p && p.kind === 'ckpt') policies.push({ label: 'rl', policy: p });
@@ -284,19 +282,19 @@ export async function cm2Pipeline(input: PipelineInput): Promise<PipelineResult>
       let result: unknown;
       switch (stage.name) {
         case 'prepare':
-          result = await runStage(stage, () => startChild(prepareWorkflow, { ...childOptions('prepare'), args: [input.stages.prepare!] }));
+          result = await runStage(stage, () => startChild<typeof prepareWorkflow>('prepareWorkflow', { ...childOptions('prepare'), args: [input.stages.prepare!] }));
           break;
         case 'checklist':
-          result = await runStage(stage, () => startChild(checklistWorkflow, { ...childOptions('checklist'), args: [input.stages.checklist!] }));
+          result = await runStage(stage, () => startChild<typeof checklistWorkflow>('checklistWorkflow', { ...childOptions('checklist'), args: [input.stages.checklist!] }));
           break;
         case 'sft':
-          result = await runStage(stage, () => startChild(sftWorkflow, { ...childOptions('sft'), args: [input.stages.sft!] }));
+          result = await runStage(stage, () => startChild<typeof sftWorkflow>('sftWorkflow', { ...childOptions('sft'), args: [input.stages.sft!] }));
           break;
         case 'rl':
-          result = await runStage(stage, () => startChild(rlWorkflow, { ...childOptions('rl'), args: [input.stages.rl!] }));
+          result = await runStage(stage, () => startChild<typeof rlWorkflow>('rlWorkflow', { ...childOptions('rl'), args: [input.stages.rl!] }));
           break;
         case 'eval':
-          result = await runStage(stage, () => startChild(evalWorkflow, { ...childOptions('eval'), args: [{ ...input.stages.eval!, policies }] }));
+          result = await runStage(stage, () => startChild<typeof evalWorkflow>('evalWorkflow', { ...childOptions('eval'), args: [{ ...input.stages.eval!, policies }] }));
           break;
       }
       if (result === undefined) break; // stopped

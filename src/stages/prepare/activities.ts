@@ -20,7 +20,8 @@ import { computeStats } from './stats';
 import { DataSource } from '../../run/config';
 import { LlmConfig } from '../../llm/config';
 import { makeDataRoles } from '../../llm/roles';
-import { type ObjectStore, runKey, storeCache } from '../../storage/store';
+import { type ObjectStore, storeCache } from '../../storage/store';
+import { prepareKeys } from '../../run/layout';
 import { generateDemoDataset } from '../../demo/generator';
 import { offlineDataRoles } from '../../demo/offline';
 import { heartbeat, mapWithHeartbeat, once, parseInput, readShard, ShardRef, shardName, writeShard } from '../activityKit';
@@ -122,7 +123,7 @@ export interface PrepareDeps {
 export function createPrepareActivities(deps: PrepareDeps) {
   const { store } = deps;
   const rolesFor = deps.roles ?? ((llm: LlmConfig) => makeDataRoles(llm, { offline: offlineDataRoles, cache: storeCache(store) }));
-  const dataKey = (runId: string, ...parts: (string | number)[]) => runKey(runId, 'data', ...parts);
+  const dataKey = prepareKeys.data;
 
   /** Writes dropped records of one step/shard (always, even when empty, so the layout is uniform). */
   const writeDropped = (runId: string, step: string, index: number, records: DroppedRecord[]) =>
@@ -204,7 +205,7 @@ export function createPrepareActivities(deps: PrepareDeps) {
           } else if (out.value.noError) kept.push(ex);
           else dropped.push({ uuid: ex.uuid, stage: step, reasons: [{ code: 'llm_filter', detail: out.value.reasoning }] });
         }
-        await store.putJsonl(runKey(input.runId, 'llm', 'ledger', step, `${shardName(index)}.jsonl`), ledger);
+        await store.putJsonl(prepareKeys.ledger(input.runId, step, shardName(index)), ledger);
         await writeDropped(input.runId, step, index, dropped);
         const keptRef = await writeShard(store, dataKey(input.runId, step, `${shardName(index)}.jsonl`), index, kept);
         return { kept: keptRef, dropped: dropped.length, failed, reasons: countReasons(dropped), usage };
@@ -249,7 +250,7 @@ export function createPrepareActivities(deps: PrepareDeps) {
           if (out.ok) kept.push(reassembleCompressed(ex, out.value));
           else dropped.push({ uuid: ex.uuid, stage: 'compression', reasons: [{ code: 'cot_compression_failed', detail: out.reason }] });
         }
-        await store.putJsonl(runKey(input.runId, 'llm', 'ledger', 'compression', `${shardName(index)}.jsonl`), ledger);
+        await store.putJsonl(prepareKeys.ledger(input.runId, 'compression', shardName(index)), ledger);
         await writeDropped(input.runId, 'compression', index, dropped);
         const keptRef = await writeShard(store, dataKey(input.runId, 'cold_start', `${shardName(index)}.jsonl`), index, kept);
         return { kept: keptRef, dropped: dropped.length, failed: dropped.length, reasons: countReasons(dropped), usage };
@@ -281,7 +282,7 @@ export function createPrepareActivities(deps: PrepareDeps) {
      */
     async writePrepareReport(raw: z.input<typeof ReportInput>): Promise<PrepareReport> {
       const input = parseInput(ReportInput, raw, 'writePrepareReport');
-      const reportKey = runKey(input.runId, 'prepare', 'report.json');
+      const reportKey = prepareKeys.report(input.runId);
       return once(store, reportKey + '.result', PrepareReport, async () => {
         const concat = async (refs: ShardRef[], key: string) => {
           const rows: Example[] = [];
@@ -289,8 +290,8 @@ export function createPrepareActivities(deps: PrepareDeps) {
           await store.putJsonl(key, rows);
           return { count: rows.length, key };
         };
-        const coldStart = await concat(input.coldStart, dataKey(input.runId, 'cold_start.jsonl'));
-        const rl = await concat(input.rl, dataKey(input.runId, 'rl.jsonl'));
+        const coldStart = await concat(input.coldStart, prepareKeys.coldStart(input.runId));
+        const rl = await concat(input.rl, prepareKeys.rl(input.runId));
         let usage = zeroUsage();
         const steps = input.steps.map((s) => {
           const reasons: Record<string, number> = {};

@@ -27,7 +27,8 @@ import { stepFolder, CheckpointManifest } from '../../storage/checkpoints';
 import { RlConfig, RlHyperparameters } from '../../run/config';
 import { LlmConfig, isOnline } from '../../llm/config';
 import { LlmClient, canonicalJson } from '../../llm/client';
-import { ifExists, runKey, storeCache, type ObjectStore } from '../../storage/store';
+import { ifExists, storeCache, type ObjectStore } from '../../storage/store';
+import { rlKeys } from '../../run/layout';
 import { selectBackend } from '../../model/backend';
 import { QwenModel } from '../../model/qwen';
 import { hfConfigJson } from '../../model/checkpoint';
@@ -167,9 +168,6 @@ export type RlTrainResult = z.infer<typeof RlTrainResult>;
 
 export const RlRecordInput = z.object({ runId: z.string(), step: z.number().int().nonnegative(), row: z.record(z.string(), z.unknown()) });
 
-export const rlKey = (runId: string, ...parts: (string | number)[]) => runKey(runId, 'rl', ...parts);
-export const phaseKey = (folder: string, phase: number) => `${folder}/phase-${String(phase).padStart(3, '0')}.json`;
-export const checkpointPrefix = (runId: string) => rlKey(runId, 'checkpoints');
 
 const RolloutFile = z.object({ rollouts: z.array(Rollout) });
 
@@ -298,7 +296,7 @@ export function createRlActivities(deps: RlDeps) {
      */
     async rlPrepareData(raw: z.input<typeof RlDataInput>): Promise<RlData> {
       const input = parseInput(RlDataInput, raw, 'rlPrepareData');
-      return once(store, rlKey(input.runId, 'data', 'result.json'), RlData, async () => {
+      return once(store, rlKeys.folder(input.runId, 'data', 'result.json'), RlData, async () => {
         const tok = tokenizer(input.tokenizerDir);
         const lines = (await store.getText(input.sourceKey)).split('\n').filter((l) => l.trim() !== '');
         const kept: AnnotatedExample[] = [];
@@ -320,7 +318,7 @@ export function createRlActivities(deps: RlDeps) {
           if (len > input.rl.rollout.maxModelLen - input.rl.rollout.promptMargin) tooLong++;
           else kept.push(ex);
         }
-        const key = rlKey(input.runId, 'data', 'examples.jsonl');
+        const key = rlKeys.folder(input.runId, 'data', 'examples.jsonl');
         await store.putJsonl(key, kept);
         const heldOut = Math.min(input.rl.eval.prompts, Math.max(0, kept.length - 1));
         if (kept.length - heldOut < 1) throw ApplicationFailure.nonRetryable(`${input.sourceKey}: no RL examples left after the length filter (${tooLong} too long)`, 'BadInput');
@@ -331,7 +329,7 @@ export function createRlActivities(deps: RlDeps) {
     /** Advance every live episode by one turn (phase 0 creates them). gpu queue. */
     async rlRollout(raw: z.input<typeof RlRolloutInput>): Promise<PhaseResult> {
       const input = parseInput(RlRolloutInput, raw, 'rlRollout');
-      const outKey = phaseKey(input.folder, input.phase);
+      const outKey = rlKeys.phase(input.folder, input.phase);
       return heapGuard('rlRollout', log, () => once(store, `${outKey}.result`, PhaseResult, async () => {
         const t0 = Date.now();
         await ensureBackend();
@@ -342,7 +340,7 @@ export function createRlActivities(deps: RlDeps) {
           if (!input.init) throw ApplicationFailure.nonRetryable('rlRollout phase 0 needs init', 'BadInput');
           rollouts = initRollouts(input.init.indices.map((i) => d.examples[i]!), input.init.groupSize, tok);
         } else {
-          rollouts = await readRollouts(phaseKey(input.folder, input.phase - 1));
+          rollouts = await readRollouts(rlKeys.phase(input.folder, input.phase - 1));
         }
         const before = rollouts.reduce((n, r) => n + r.segments.reduce((m, s) => m + s.end - s.start, 0), 0);
         const model = await cachedModel(input.policy);
@@ -369,11 +367,11 @@ export function createRlActivities(deps: RlDeps) {
     /** Judge the turns that just completed, then continue or end each episode (turn control). api queue. */
     async rlJudge(raw: z.input<typeof RlJudgeInput>): Promise<PhaseResult> {
       const input = parseInput(RlJudgeInput, raw, 'rlJudge');
-      const outKey = phaseKey(input.folder, input.phase);
+      const outKey = rlKeys.phase(input.folder, input.phase);
       return once(store, `${outKey}.result`, PhaseResult, async () => {
         const t0 = Date.now();
         const d = await dataset(input.dataKey);
-        const rollouts = await readRollouts(phaseKey(input.folder, input.phase - 1));
+        const rollouts = await readRollouts(rlKeys.phase(input.folder, input.phase - 1));
         const judgeCfg: JudgeConfig = judgeConfigOf(input.rl);
         const judge = new Judge(
           {
@@ -401,11 +399,11 @@ export function createRlActivities(deps: RlDeps) {
     /** Rewards and advantages of a finished batch (pure functions over the verdicts). api queue. */
     async rlAdvantages(raw: z.input<typeof RlAdvantagesInput>): Promise<RlAdvantagesResult> {
       const input = parseInput(RlAdvantagesInput, raw, 'rlAdvantages');
-      const outKey = `${input.folder}/advantages.json`;
+      const outKey = rlKeys.advantages(input.folder);
       return once(store, `${outKey}.result`, RlAdvantagesResult, async () => {
         const t0 = Date.now();
         const d = await dataset(input.dataKey);
-        const rollouts = await readRollouts(phaseKey(input.folder, input.phase));
+        const rollouts = await readRollouts(rlKeys.phase(input.folder, input.phase));
         const summary = summarise(rollouts, d.checklists, input.rl);
         const chosen = summary.byGranularity[input.granularity]!;
         // Rows keyed by rollout id: the trainer joins on the id (`joinAdvantages`), never by position. The positional
@@ -440,7 +438,7 @@ export function createRlActivities(deps: RlDeps) {
     /** One GRPO update from step−1's policy; writes step's checkpoint. Exactly once per step (see the header). gpu. */
     async rlTrain(raw: z.input<typeof RlTrainInput>): Promise<RlTrainResult> {
       const input = parseInput(RlTrainInput, raw, 'rlTrain');
-      const prefix = checkpointPrefix(input.runId);
+      const prefix = rlKeys.checkpoints(input.runId);
       const manifestKey = `${stepFolder(prefix, input.step)}/manifest.json`;
       return heapGuard('rlTrain', log, () => once(store, `${stepFolder(prefix, input.step)}/train-result.json`, RlTrainResult, async () => {
         if (await store.exists(manifestKey)) {
@@ -531,13 +529,13 @@ export function createRlActivities(deps: RlDeps) {
     /** Append (idempotently) one row to `runs/<id>/rl/metrics.jsonl`: rows of steps ≥ this one are replaced. api. */
     async rlRecordStep(raw: z.input<typeof RlRecordInput>): Promise<{ key: string; rows: number }> {
       const input = parseInput(RlRecordInput, raw, 'rlRecordStep');
-      const key = rlKey(input.runId, 'metrics.jsonl');
+      const key = rlKeys.metrics(input.runId);
       const text = (await ifExists(() => store.getText(key))) ?? '';
       let rows = text.split('\n').filter((l) => l.trim() !== '').map((l) => JSON.parse(l) as Record<string, unknown>);
       rows = rows.filter((r) => Number(r['step']) < input.step || (r['kind'] !== input.row['kind'] && Number(r['step']) <= input.step));
       rows.push({ step: input.step, ...input.row });
       await store.putJsonl(key, rows);
-      await store.putJson(rlKey(input.runId, 'metrics', `${String(input.step).padStart(6, '0')}-${String(input.row['kind'] ?? 'step')}.json`), { step: input.step, ...input.row });
+      await store.putJson(rlKeys.metricsRow(input.runId, input.step, String(input.row['kind'] ?? 'step')), { step: input.step, ...input.row });
       return { key, rows: rows.length };
     },
   };

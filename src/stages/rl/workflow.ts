@@ -18,7 +18,6 @@ import {
   condition,
   continueAsNew,
   defineQuery,
-  defineSignal,
   defineUpdate,
   setCurrentDetails,
   setHandler,
@@ -26,11 +25,12 @@ import {
   workflowInfo,
 } from '@temporalio/workflow';
 import type { PhaseResult, PolicyRef, RlActivities, RlAdvantagesResult, RlData } from './activities';
-import { CM2_MEAN_REWARD, CM2_STATE, CM2_STEP } from '../../run/searchAttributes';
+import { CM2_MEAN_REWARD, CM2_STATE, CM2_STEP, rlKeys } from '../../run/layout';
 import type { RlConfig, RlHyperparameters } from '../../run/config';
 import type { LlmConfig } from '../../llm/config';
 import { takeBatch, type DataCursor } from '../../kernel/dataOrder';
 import type { ActivityTimeouts } from '../../run/types';
+import { pauseSignal, resumeSignal, stopSignal } from '../../run/control';
 import { beginStage, endStage, stageActivities } from '../../run/workflowUtil';
 
 export interface RlEvalPoint {
@@ -93,9 +93,6 @@ export interface RlStatus {
   last?: Record<string, unknown>;
 }
 
-export const pauseSignal = defineSignal('pause');
-export const resumeSignal = defineSignal('resume');
-export const stopSignal = defineSignal('stop');
 export const setHyperparametersUpdate = defineUpdate<RlHyperparameters, [Partial<RlHyperparameters>]>('setHyperparameters');
 export const rlStatusQuery = defineQuery<RlStatus>('rlStatus');
 
@@ -114,7 +111,6 @@ export function validateHyperparameters(patch: unknown): string | undefined {
   return undefined;
 }
 
-const pad = (n: number) => String(n).padStart(6, '0');
 
 export async function rlWorkflow(input: RlWorkflowInput): Promise<RlResult> {
   const progress = beginStage('rl', input.runId);
@@ -209,7 +205,7 @@ export async function rlWorkflow(input: RlWorkflowInput): Promise<RlResult> {
   const evaluate = async (): Promise<void> => {
     if (state.data.heldOut === 0 || state.evals.some((e) => e.step === state.step)) return;
     phase('eval', `held-out prompts: ${state.data.heldOut} × ${rl.eval.samples}`);
-    const folder = `runs/${input.runId}/rl/eval/step-${pad(state.step)}`;
+    const folder = rlKeys.eval(input.runId, state.step);
     const indices = Array.from({ length: state.data.heldOut }, (_, i) => i);
     const ep = await episodes(folder, state.policy, { indices, groupSize: rl.eval.samples }, rl.seed + 7919, rl.eval.temperature);
     const adv: RlAdvantagesResult = await api.rlAdvantages({ runId: input.runId, folder, phase: ep.lastPhase, dataKey: state.data.key, rl, granularity: 'trajectory' });
@@ -239,7 +235,7 @@ export async function rlWorkflow(input: RlWorkflowInput): Promise<RlResult> {
     const started = Date.now();
     const hp = state.hp;
     const stepNo = state.step + 1;
-    const folder = `runs/${input.runId}/rl/steps/step-${pad(stepNo)}`;
+    const folder = rlKeys.step(input.runId, stepNo);
     const { indices, next } = takeBatch(state.cursor, rl.promptsPerStep, state.data.train, rl.seed, Number.MAX_SAFE_INTEGER);
     phase('rollout', `${indices.length} prompts × ${rl.groupSize} rollouts`);
     const ep = await episodes(folder, state.policy, { indices: indices.map((i) => i + state.data.heldOut), groupSize: rl.groupSize }, (rl.seed * 1_000_003 + stepNo) >>> 0);
@@ -251,7 +247,7 @@ export async function rlWorkflow(input: RlWorkflowInput): Promise<RlResult> {
       step: stepNo,
       policy: state.policy,
       reference: initialPolicy,
-      rolloutsKey: `${folder}/phase-${String(ep.lastPhase).padStart(3, '0')}.json`,
+      rolloutsKey: rlKeys.phase(folder, ep.lastPhase),
       advantagesKey: adv.key,
       tokenizerDir: input.tokenizerDir,
       rl,

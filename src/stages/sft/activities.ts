@@ -18,7 +18,8 @@ import { Example } from '../../kernel/schema';
 import { projectRoot } from '../../infra/binaries';
 import { latestCheckpoint } from '../../storage/checkpoints';
 import { SftConfig } from '../../run/config';
-import { ObjectRef, runKey, type ObjectStore } from '../../storage/store';
+import { ObjectRef, type ObjectStore } from '../../storage/store';
+import { sftKeys } from '../../run/layout';
 import { selectBackend } from '../../model/backend';
 import { parseQwenConfig } from '../../model/config';
 import { QwenModel } from '../../model/qwen';
@@ -201,7 +202,7 @@ export async function runSft(store: ObjectStore, input: z.infer<typeof SftTrainI
       epochs: sft.epochs, microBatch: sft.microBatch, gradAccum: sft.gradAccum, peakLr: sft.peakLr, warmupRatio: sft.warmupRatio,
       minLrRatio: sft.minLrRatio, maxGradNorm: sft.maxGradNorm, weightDecay: sft.weightDecay, maxSeqLen: sft.maxSeqLen, seed: sft.seed, padId: tok.special.pad,
     });
-    const prefix = runKey(input.runId, 'sft', 'checkpoints');
+    const prefix = sftKeys.checkpoints(input.runId);
     const latest = await latestCheckpoint(store, prefix, log);
     if (latest) {
       const step = await withCheckpoint(store, latest.manifestKey, ({ manifest, weights, optimizer }) => {
@@ -230,7 +231,7 @@ export async function runSft(store: ObjectStore, input: z.infer<typeof SftTrainI
     }
 
     // The final policy as an HF checkpoint with its tokenizer: loads in transformers, and in the RL stage.
-    const finalPrefix = runKey(input.runId, 'sft', 'final');
+    const finalPrefix = sftKeys.final(input.runId);
     await store.putJson(`${finalPrefix}/config.json`, hfConfigJson(model));
     for (const f of ['tokenizer.json', 'tokenizer_config.json']) {
       await store.putBytes(`${finalPrefix}/${f}`, readFileSync(path.join(resolveDir(sft.tokenizerDir), f)), 'application/json');
@@ -261,7 +262,7 @@ export function createSftActivities(deps: { store: ObjectStore }) {
     /** Cold-start SFT, resumable from its S3 checkpoints. Heartbeats every optimizer step. */
     async sftTrain(raw: z.input<typeof SftTrainInput>): Promise<SftTrainResult> {
       const input = parseInput(SftTrainInput, raw, 'sftTrain');
-      return once(store, runKey(input.runId, 'sft', 'train-result.json'), SftTrainResult, () => runSft(store, input));
+      return once(store, sftKeys.trainResult(input.runId), SftTrainResult, () => runSft(store, input));
     },
 
     /** The base checkpoint folder, imported on this worker first when the config names where it comes from. */
@@ -273,7 +274,7 @@ export function createSftActivities(deps: { store: ObjectStore }) {
     /** Greedy generations on held-out first turns: share of well-formed tool calls and of correct tool names. */
     async sftEvaluate(raw: z.input<typeof SftEvalInput>): Promise<SftEvalResult> {
       const input = parseInput(SftEvalInput, raw, 'sftEvaluate');
-      return once(store, runKey(input.runId, 'sft', `eval-${input.which}.json`), SftEvalResult, async () => {
+      return once(store, sftKeys.evalResult(input.runId, input.which), SftEvalResult, async () => {
         const { sft } = input;
         await selectBackend(sft.backend);
         const tok = loadChatTokenizer(resolveDir(sft.tokenizerDir));
@@ -306,7 +307,7 @@ export function createSftActivities(deps: { store: ObjectStore }) {
 
     async writeSftReport(raw: z.input<typeof SftReportInput>): Promise<SftReport> {
       const input = parseInput(SftReportInput, raw, 'writeSftReport');
-      const reportKey = runKey(input.runId, 'sft', 'report.json');
+      const reportKey = sftKeys.report(input.runId);
       const report: SftReport = { runId: input.runId, train: input.train, ...(input.base ? { base: input.base } : {}), ...(input.sft ? { sft: input.sft } : {}), reportKey };
       await store.putJson(reportKey, report);
       return report;
