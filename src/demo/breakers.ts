@@ -10,7 +10,7 @@
  */
 import type { Example, Message, ToolCall } from '../kernel/schema';
 import { ACCOUNT_IDS, CITY_NAMES, DAYS, EVENT_TITLES, NEW_EVENT_TITLES, PEOPLE, PRODUCT_KINDS, PRODUCTS } from './catalog';
-import { GroundingContext, isFactToken, tokensOf, visibleReply } from './grounding';
+import { GroundingContext, isFactToken, tokensOf, visibleReply } from '../kernel/grounding';
 import type { Rng } from './random';
 import { executeTool, toolResultText, WORLD_TOOLS } from './tools';
 

@@ -35,7 +35,7 @@ import { argumentsMatch, indexOnBoundaries, isToolError } from '../stages/checkl
 import type { ChecklistItem, ChecklistOutput, Evidence, ItemCheck, TurnBlock } from '../stages/checklist/schema';
 import { replyPart, turnSpans, type TurnSpan } from '../stages/checklist/steps';
 import type { WorldExpectedCall, WorldMeta, WorldTurn } from './generator';
-import { GroundingContext } from './grounding';
+import { GroundingContext } from '../kernel/grounding';
 
 /** Annotator name stored in `annotation.annotator`. */
 export const OFFLINE_ANNOTATOR = 'offline:demo-world';

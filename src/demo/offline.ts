@@ -11,7 +11,7 @@
  */
 import { decodeArguments, type Example, type Message } from '../kernel/schema';
 import { zeroUsage, type CompressorRole, type DataRoles, type Effort, type FilterVerdict, type LlmFilterRole, type RoleOutcome } from '../kernel/roles';
-import { GroundingContext, isFactToken, thinkingOf, tokensOf, visibleReply } from './grounding';
+import { GroundingContext, isFactToken, thinkingOf, tokensOf, visibleReply } from '../kernel/grounding';
 
 // ---------------------------------------------------------------------------------------------------------------
 // LLM filter

@@ -7,7 +7,7 @@ import { messageAt, turnSpans } from '../../src/stages/checklist/steps';
 import { validateChecklist } from '../../src/stages/checklist/validate';
 import { offlineChecklist, OFFLINE_ANNOTATOR } from '../../src/demo/checklist';
 import { generateDemoDataset, worldMetaOf } from '../../src/demo/generator';
-import { GroundingContext } from '../../src/demo/grounding';
+import { GroundingContext } from '../../src/kernel/grounding';
 
 const dataset = generateDemoDataset({ seed: 23, count: 320, brokenRate: 0 });
 const annotated = dataset.map((example) => ({ example, blocks: offlineChecklist(example) }));

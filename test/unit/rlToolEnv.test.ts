@@ -10,21 +10,13 @@ import { LlmClient, LlmRetryableError, type ResponseCache } from '../../src/llm/
 import { LlmConfig, type LlmRoleConfigInput } from '../../src/llm/config';
 import { CITY_NAMES } from '../../src/demo/catalog';
 import { executeTool, toolResultText, toolSchema } from '../../src/demo/tools';
-import {
-  RawArguments,
-  SIMULATION_JSON_SCHEMA,
-  SIMULATOR_SYSTEM_PROMPT,
-  ToolEnvironment,
-  checkArguments,
-  demoWorldExecutables,
-  parseSimulation,
-  pyCanonicalJson,
-  rawCallArguments,
-  withSimulatorDefaults,
-  type ToolResult,
-} from '../../src/stages/rl/env/toolEnv';
+import { ToolEnvironment, type ToolResult } from '../../src/stages/rl/env/toolEnv';
 import { assistant, call, timeTool, tool, user, weatherTool } from '../fixtures/dialogues';
 import { replies, startFakeOpenAI, type Behaviour, type FakeOpenAI } from '../helpers/fakeOpenAI';
+import { checkArguments, RawArguments, rawCallArguments } from '../../src/stages/rl/env/arguments';
+import { parseSimulation, SIMULATION_JSON_SCHEMA, SIMULATOR_SYSTEM_PROMPT, withSimulatorDefaults } from '../../src/stages/rl/env/simulator';
+import { demoWorldExecutables } from '../../src/demo/executables';
+import { pyCanonicalJson } from '../../src/kernel/pyjson';
 
 const servers: FakeOpenAI[] = [];
 after(async () => {

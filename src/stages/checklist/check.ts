@@ -25,7 +25,7 @@
  *   message), matched by `tool_call_id` instead when both sides carry ids (spec §6.3 pairs by position).
  */
 import { decodeArguments, type Message } from '../../kernel/schema';
-import { GroundingContext, isFactToken, tokensOf } from '../../demo/grounding';
+import { GroundingContext, isFactToken, tokensOf } from '../../kernel/grounding';
 import type { ItemCheck } from './schema';
 import { replyPart, turnSpans } from './steps';
 

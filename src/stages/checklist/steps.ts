@@ -8,8 +8,8 @@
  * trimmed; a message without a think block is all thinking and has an empty reply.
  */
 import type { Message, ToolCall } from '../../kernel/schema';
-import { fromJs, parsePyJson, pyDumps, type PyJson, type PyObject } from '../rl/env/toolEnv';
 import type { EvidenceFrom } from './schema';
+import { fromJs, parsePyJson, pyDumps, type PyJson, type PyObject } from '../../kernel/pyjson';
 
 export interface TurnSpan {
   turn: number;

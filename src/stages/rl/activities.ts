@@ -41,10 +41,12 @@ import { Judge, JudgeConfig, withJudgeDefaults } from './judge/judge';
 import { judgePending, type StepJudgeStats } from './judge/phase';
 import { addPassByFocus, rolloutFailed, trajectoryReward } from './rewards';
 import { advanceRollouts, applyTurnDecisions, initRollouts, type RolloutLimits } from './rollout';
-import { ToolEnvironment, demoWorldExecutables, withSimulatorDefaults } from './env/toolEnv';
+import { ToolEnvironment } from './env/toolEnv';
 import { Granularity, Rollout } from './types';
 import { checkpointModel, loadStoredHfModel, saveTrainingCheckpoint, withCheckpoint } from '../../model/policyStore';
 import { asTemporalFailure, heartbeat, once, parseInput } from '../activityKit';
+import { demoWorldExecutables } from '../../demo/executables';
+import { withSimulatorDefaults } from './env/simulator';
 
 // ---------------------------------------------------------------------------------------------------------------
 // Shapes

@@ -24,12 +24,12 @@ import { assistantContentFromIds, completeAssistantIds, promptIds, type ChatToke
 import { renderChat } from '../../chat/template';
 import { errorToolCallText, parseToolCalls } from '../../chat/toolCalls';
 import { generateAsync } from '../../model/generate';
-import { rawCallArguments, type ToolArguments } from './env/toolEnv';
 import type { QwenModel } from '../../model/qwen';
 import type { ChecklistVariant } from '../checklist/schema';
 import { turnSpans } from '../checklist/steps';
 import { turnDecision } from './rewards';
 import type { EndReason, Rollout } from './types';
+import { rawCallArguments, type ToolArguments } from './env/arguments';
 
 export interface RolloutLimits {
   /** Tokens per assistant generation. */

@@ -62,8 +62,8 @@ import type { Message, ToolCall } from '../../../kernel/schema';
 import { canonicalJson, LlmFatalError, type JsonSchemaSpec, type LlmClient } from '../../../llm/client';
 import { isOnline, type LlmConfig } from '../../../llm/config';
 import { attemptSalt } from '../../../llm/roles';
-import { fromJs, parsePyJson, pyDumps, type PyJson, type PyObject } from '../env/toolEnv';
 import type { Verdict } from '../types';
+import { fromJs, parsePyJson, pyDumps, type PyJson, type PyObject } from '../../../kernel/pyjson';
 
 // ---------------------------------------------------------------------------------------------------------------
 // Configuration and stats
