@@ -14,7 +14,6 @@
  * integral number counts as an int). Recorded reference arguments are JSON strings and are always read losslessly,
  * as are the simulator's answers (so `1.0` in an `execution_result` stays `1.0`). Tool schemas come parsed (JS
  * semantics): only their rendering in the simulator prompt is affected (a schema constant `1.0` prints as `1`).
- *
  */
 /** A Python `int` (arbitrary precision). */
 export class PyInt {
@@ -32,6 +31,10 @@ export type PyObject = Map<string, PyJson>;
 
 export class PyJsonError extends Error {
   override readonly name = 'PyJsonError';
+  /** The 0-based offset of the problem in the text. */
+  constructor(message: string, readonly offset: number) {
+    super(message);
+  }
 }
 
 const NUMBER = /(-?(?:0|[1-9][0-9]*))(\.[0-9]+)?([eE][-+]?[0-9]+)?/y;
@@ -43,7 +46,7 @@ export function parsePyJson(text: string): PyJson {
   const fail = (msg: string, at: number = i): never => {
     const line = text.slice(0, at).split('\n').length;
     const col = at - text.lastIndexOf('\n', at - 1);
-    throw new PyJsonError(`${msg}: line ${line} column ${col} (char ${at})`);
+    throw new PyJsonError(`${msg}: line ${line} column ${col} (char ${at})`, at);
   };
   const ws = (): void => {
     while (i < text.length && (text[i] === ' ' || text[i] === '\t' || text[i] === '\n' || text[i] === '\r')) i++;

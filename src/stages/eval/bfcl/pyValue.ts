@@ -12,6 +12,7 @@
  *
  * `PyFloat` serialises as a plain JSON number (`toJSON`), so results files stay ordinary JSON.
  */
+import { parsePyJson as parseLossless, PyFloat as LosslessFloat, PyInt, PyJsonError as LosslessError, type PyJson } from '../../../kernel/pyjson';
 
 /** A Python float (a JSON number written with a fraction or an exponent, or produced by a float conversion). */
 export class PyFloat {
@@ -96,128 +97,27 @@ export class PyJsonError extends Error {
 }
 
 /**
- * JSON → PyValue. Accepts what Python's `json.loads` accepts: standard JSON plus `NaN`, `Infinity`, `-Infinity`
- * (as floats). Float literals become `PyFloat`; integer literals plain numbers.
+ * JSON → PyValue: Python's `json.loads` (src/kernel/pyjson.ts: standard JSON plus `NaN`, `Infinity`, `-Infinity`),
+ * float literals as `PyFloat`, integer literals as plain numbers, objects as plain objects.
  */
 export function parsePyJson(text: string): PyValue {
-  let i = 0;
-  const ws = () => {
-    while (i < text.length && (text[i] === ' ' || text[i] === '\t' || text[i] === '\n' || text[i] === '\r')) i++;
-  };
-  const fail = (what: string): never => {
-    throw new PyJsonError(i >= text.length ? `unexpected end of JSON (${what})` : `unexpected ${JSON.stringify(text[i])} (${what})`, i);
-  };
-  const literal = (word: string, value: PyValue): PyValue => {
-    if (text.startsWith(word, i)) {
-      i += word.length;
-      return value;
-    }
-    return fail(`expected ${word}`);
-  };
-  const str = (): string => {
-    i++; // opening quote
-    let out = '';
-    for (;;) {
-      const c = text[i];
-      if (c === undefined) return fail('unterminated string');
-      if (c === '"') {
-        i++;
-        return out;
-      }
-      if (c === '\\') {
-        const e = text[i + 1];
-        const simple: Record<string, string> = { '"': '"', '\\': '\\', '/': '/', b: '\b', f: '\f', n: '\n', r: '\r', t: '\t' };
-        if (e !== undefined && simple[e] !== undefined) {
-          out += simple[e];
-          i += 2;
-        } else if (e === 'u' && /^[0-9a-fA-F]{4}$/.test(text.slice(i + 2, i + 6))) {
-          out += String.fromCharCode(parseInt(text.slice(i + 2, i + 6), 16));
-          i += 6;
-        } else {
-          i++;
-          fail('bad escape');
-        }
-        continue;
-      }
-      if (c < ' ') fail('control character in string');
-      out += c;
-      i++;
-    }
-  };
-  const num = (): PyValue => {
-    const m = /^-?(?:0|[1-9]\d*)(\.\d+)?([eE][+-]?\d+)?/.exec(text.slice(i, i + 400));
-    if (!m) {
-      if (text.startsWith('-Infinity', i)) return literal('-Infinity', new PyFloat(-Infinity));
-      return fail('expected a value');
-    }
-    i += m[0].length;
-    const n = Number(m[0]);
-    return m[1] !== undefined || m[2] !== undefined ? new PyFloat(n) : n;
-  };
-  const value = (): PyValue => {
-    ws();
-    const c = text[i];
-    if (c === '{') {
-      i++;
-      const obj: Record<string, PyValue> = {};
-      ws();
-      if (text[i] === '}') {
-        i++;
-        return obj;
-      }
-      for (;;) {
-        ws();
-        if (text[i] !== '"') fail('expected a string key');
-        const key = str();
-        ws();
-        if (text[i] !== ':') fail('expected ":"');
-        i++;
-        setOwn(obj, key, value());
-        ws();
-        if (text[i] === ',') {
-          i++;
-          continue;
-        }
-        if (text[i] === '}') {
-          i++;
-          return obj;
-        }
-        fail('expected "," or "}"');
-      }
-    }
-    if (c === '[') {
-      i++;
-      const arr: PyValue[] = [];
-      ws();
-      if (text[i] === ']') {
-        i++;
-        return arr;
-      }
-      for (;;) {
-        arr.push(value());
-        ws();
-        if (text[i] === ',') {
-          i++;
-          continue;
-        }
-        if (text[i] === ']') {
-          i++;
-          return arr;
-        }
-        fail('expected "," or "]"');
-      }
-    }
-    if (c === '"') return str();
-    if (c === 't') return literal('true', true);
-    if (c === 'f') return literal('false', false);
-    if (c === 'n') return literal('null', null);
-    if (c === 'N') return literal('NaN', new PyFloat(NaN));
-    if (c === 'I') return literal('Infinity', new PyFloat(Infinity));
-    return num();
-  };
-  const v = value();
-  ws();
-  if (i < text.length) fail('extra data after the value');
+  try {
+    return fromLossless(parseLossless(text));
+  } catch (err) {
+    if (err instanceof LosslessError) throw new PyJsonError(err.message, err.offset);
+    throw err;
+  }
+}
+
+function fromLossless(v: PyJson): PyValue {
+  if (v instanceof PyInt) return Number(v.value);
+  if (v instanceof LosslessFloat) return new PyFloat(v.value);
+  if (Array.isArray(v)) return v.map(fromLossless);
+  if (v instanceof Map) {
+    const out: Record<string, PyValue> = {};
+    for (const [k, x] of v) setOwn(out, k, fromLossless(x));
+    return out;
+  }
   return v;
 }
 
