@@ -27,8 +27,8 @@ import { cm2FormatSummary, formatCm2Summary, missingCm2Tokens, planCm2Format, wi
 import { parseQwenConfig, qwenDims, type QwenConfig, type QwenDims } from './config';
 import { describeGgufValue, GgufFile, type GgufValue } from './gguf';
 import { tokenizerFromGguf, type GgufTokenizer } from './ggufTokenizer';
-import { paramSpecs } from './qwen';
 import { writeShardedSafetensors, type TensorSource, type WrittenFile } from './safetensors';
+import { paramSpecs } from './params';
 
 export type ModelType = keyof typeof HF_ARCHITECTURES;
 export const SUPPORTED_MODEL_TYPES = Object.keys(HF_ARCHITECTURES) as ModelType[];

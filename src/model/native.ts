@@ -386,3 +386,8 @@ export function adamScalars(hp: AdamWStepHp): tf.Tensor[] {
   const bc2 = 1 - hp.beta2 ** hp.step;
   return [hp.beta1 ** hp.step, hp.beta2 ** hp.step, hp.lr, hp.beta1, hp.beta2, hp.eps * Math.sqrt(bc2)].map((x) => tf.scalar(x, 'float32'));
 }
+
+/** True while a gradient is being recorded (tf.grad / variableGrads / minimize). */
+export function taping(): boolean {
+  return ((tf.engine() as unknown as { state: { gradientDepth: number } }).state.gradientDepth ?? 0) > 0;
+}

@@ -12,53 +12,13 @@
  * Formats: rewards with 4 decimals, shares and rates in percent, costs in $ with 4 decimals, times as durations.
  * All data text is HTML-escaped; the Web UI link is only a link when it is http(s).
  */
-import { barChart, escapeXml as esc, formatInt, formatNumber, formatSeconds, formatValue, groupedBarChart, lineChart, stackedBarChart, type LineSeries } from './svg';
-import type { ReportData, ReportRlStep } from './types';
+import { escapeXml as esc, lineChart, type LineSeries } from './svg';
+import type { ReportData } from './types';
+import { barChart, groupedBarChart, stackedBarChart } from './barChart';
+import { formatInt, formatNumber, formatSeconds, formatValue } from './format';
+import { bySeries, distinct, figure, NO_DATA, pct, ratio, reward, section, seText, signed, sum, table, usd } from './htmlParts';
+import { heldOutSection, judgeSection, rlSection } from './rlSections';
 
-// ---------------------------------------------------------------------------------------------------------------
-// Formatting
-
-const reward = (v: number | undefined): string => (v === undefined || !Number.isFinite(v) ? '–' : v.toFixed(4));
-const pct = (v: number | undefined): string => (v === undefined ? '–' : formatValue(v, 'percent'));
-const usd = (v: number): string => formatValue(v, 'usd');
-const ratio = (a: number, b: number): number => (b > 0 ? a / b : Number.NaN);
-
-/** "+0.1234" / "-0.0100" / "±0.0000", with a class for colour. */
-function signed(v: number, digits = 4): { text: string; cls: string } {
-  if (!Number.isFinite(v)) return { text: '–', cls: '' };
-  const s = Math.abs(v).toFixed(digits);
-  if (Number(s) === 0) return { text: `±${s}`, cls: '' };
-  return v > 0 ? { text: `+${s}`, cls: 'up' } : { text: `-${s}`, cls: 'down' };
-}
-
-const NO_DATA = '<p class="nodata">no data</p>';
-
-function section(id: string, title: string, body: string): string {
-  return `<section id="${id}">\n<h2>${esc(title)}</h2>\n${body}\n</section>`;
-}
-
-function figure(svg: string, caption?: string): string {
-  return `<figure>\n${svg}\n${caption ? `<figcaption>${esc(caption)}</figcaption>\n` : ''}</figure>`;
-}
-
-interface Column {
-  head: string;
-  num?: boolean;
-}
-
-/** A table; cells are already-escaped HTML. */
-function table(columns: readonly Column[], rows: readonly (readonly string[])[], foot?: readonly string[]): string {
-  const cell = (tag: 'td' | 'th', col: Column | undefined, html: string): string => `<${tag}${col?.num ? ' class="num"' : ''}>${html}</${tag}>`;
-  const head = `<tr>${columns.map((col) => cell('th', col, esc(col.head))).join('')}</tr>`;
-  const body = rows.map((r) => `<tr>${r.map((h, i) => cell('td', columns[i], h)).join('')}</tr>`).join('\n');
-  const footer = foot ? `\n<tfoot><tr>${foot.map((h, i) => cell('td', columns[i], h)).join('')}</tr></tfoot>` : '';
-  return `<table>\n<thead>${head}</thead>\n<tbody>\n${body}\n</tbody>${footer}\n</table>`;
-}
-
-/** Items in first-appearance order (deterministic, follows the collector's order). */
-function distinct(values: readonly string[]): string[] {
-  return [...new Set(values)];
-}
 
 // ---------------------------------------------------------------------------------------------------------------
 // Sections
@@ -101,8 +61,6 @@ function nav(d: ReportData): string {
 }
 
 /** ` ± 0.0123` after a reward, when its standard error is known. */
-const seText = (se: number | undefined): string => (se === undefined || !Number.isFinite(se) ? '' : ` <span class="se">± ${se.toFixed(4)}</span>`);
-
 function headline(d: ReportData): string {
   const { sft, rl, sftSe, rlSe, prompts } = d.heldOut;
   if (sft === undefined && rl === undefined) return `<div class="headline">\n<div class="label">Held-out mean checklist reward</div>\n${NO_DATA}\n</div>`;
@@ -223,170 +181,6 @@ function sftSection(d: ReportData): string {
   return section('sft', 'SFT', parts.join('\n'));
 }
 
-/** RL step rows grouped by series (first-appearance order), each sorted by step. */
-function bySeries<T extends { series: string; step: number }>(rows: readonly T[]): Array<{ name: string; rows: T[] }> {
-  return distinct(rows.map((r) => r.series)).map((name) => ({ name, rows: rows.filter((r) => r.series === name).sort((a, b) => a.step - b.step) }));
-}
-
-const sum = (xs: readonly number[]): number => xs.reduce((a, b) => a + b, 0);
-
-function rlSection(d: ReportData): string {
-  const steps = d.rl?.steps ?? [];
-  if (steps.length === 0) return section('rl', 'RL training', NO_DATA);
-  const groups = bySeries(steps);
-  const parts: string[] = [];
-  parts.push(
-    figure(
-      lineChart({
-        title: 'Training reward per RL step (mean ± std over rollouts)',
-        xLabel: 'RL step',
-        yLabel: 'mean checklist reward',
-        yMin: 0,
-        yMax: 1,
-        series: groups.map((g) => ({
-          name: g.name,
-          points: g.rows.map((r) => [r.step, r.rewardMean] as const),
-          band: g.rows.map((r) => [r.step, r.rewardMean - r.rewardStd, r.rewardMean + r.rewardStd] as const),
-        })),
-      }),
-    ),
-  );
-  const optional = (key: 'kl' | 'loss', title: string, yLabel: string): void => {
-    const series = groups
-      .map((g) => ({ name: g.name, points: g.rows.filter((r) => r[key] !== undefined).map((r) => [r.step, r[key]!] as const) }))
-      .filter((s) => s.points.length > 0);
-    if (series.length) parts.push(figure(lineChart({ title, xLabel: 'RL step', yLabel, series })));
-  };
-  optional('kl', 'KL to the reference policy per RL step', 'KL');
-  optional('loss', 'Policy loss per RL step', 'loss');
-
-  const summary = groups.map((g) => {
-    const first = g.rows[0]!;
-    const last = g.rows[g.rows.length - 1]!;
-    const best = g.rows.reduce((a, b) => (b.rewardMean > a.rewardMean ? b : a));
-    const tokens = g.rows.some((r) => r.tokens !== undefined) ? formatNumber(sum(g.rows.map((r) => r.tokens ?? 0))) : '–';
-    return [
-      esc(g.name),
-      formatInt(g.rows.length),
-      formatInt(last.step),
-      reward(first.rewardMean),
-      reward(last.rewardMean),
-      `${reward(best.rewardMean)} <span class="muted">@${formatInt(best.step)}</span>`,
-      formatInt(sum(g.rows.map((r) => r.rollouts))),
-      formatInt(sum(g.rows.map((r) => r.failedSamples))),
-      formatInt(sum(g.rows.map((r) => r.judgeCalls))),
-      formatInt(sum(g.rows.map((r) => r.cacheHits))),
-      tokens,
-    ];
-  });
-  parts.push(
-    table(
-      [
-        { head: 'series' },
-        { head: 'steps', num: true },
-        { head: 'last step', num: true },
-        { head: 'first reward', num: true },
-        { head: 'last reward', num: true },
-        { head: 'best reward', num: true },
-        { head: 'rollouts', num: true },
-        { head: 'failed samples', num: true },
-        { head: 'judge calls', num: true },
-        { head: 'cache hits', num: true },
-        { head: 'generated tokens', num: true },
-      ],
-      summary,
-    ),
-  );
-  const stepRow = (r: ReportRlStep): string[] => [
-    esc(r.series),
-    formatInt(r.step),
-    reward(r.rewardMean),
-    reward(r.rewardStd),
-    formatInt(r.rollouts),
-    formatInt(r.failedSamples),
-    r.kl === undefined ? '–' : formatNumber(r.kl),
-    r.loss === undefined ? '–' : formatNumber(r.loss),
-    formatInt(r.judgeCalls),
-    formatInt(r.cacheHits),
-    r.tokens === undefined ? '–' : formatInt(r.tokens),
-  ];
-  parts.push(
-    `<details>\n<summary>All ${formatInt(steps.length)} RL steps</summary>\n${table(
-      [
-        { head: 'series' },
-        { head: 'step', num: true },
-        { head: 'reward', num: true },
-        { head: 'std', num: true },
-        { head: 'rollouts', num: true },
-        { head: 'failed', num: true },
-        { head: 'KL', num: true },
-        { head: 'loss', num: true },
-        { head: 'judge calls', num: true },
-        { head: 'cache hits', num: true },
-        { head: 'tokens', num: true },
-      ],
-      groups.flatMap((g) => g.rows.map(stepRow)),
-    )}\n</details>`,
-  );
-  return section('rl', 'RL training', parts.join('\n'));
-}
-
-function heldOutSection(d: ReportData): string {
-  const evals = d.rl?.evals ?? [];
-  if (evals.length === 0) return section('heldout', 'Held-out evaluations', NO_DATA);
-  const groups = bySeries(evals);
-  const chart = lineChart({
-    title: 'Held-out mean checklist reward (step 0 = SFT policy)',
-    xLabel: 'RL step',
-    yLabel: 'mean checklist reward',
-    yMin: 0,
-    yMax: 1,
-    series: groups.map((g) => ({
-      name: g.name,
-      points: g.rows.map((e) => [e.step, e.rewardMean] as const),
-      // ± one standard error across prompts, where known.
-      ...(g.rows.some((e) => e.rewardSe !== undefined) ? { band: g.rows.filter((e) => e.rewardSe !== undefined).map((e) => [e.step, e.rewardMean - e.rewardSe!, e.rewardMean + e.rewardSe!] as const) } : {}),
-    })),
-  });
-  const withSe = evals.some((e) => e.rewardSe !== undefined);
-  const rows = groups.map((g) => {
-    const first = g.rows[0]!;
-    const last = g.rows[g.rows.length - 1]!;
-    const ch = signed(last.rewardMean - first.rewardMean);
-    return [esc(g.name), formatInt(g.rows.length), `${reward(first.rewardMean)}${seText(first.rewardSe)} <span class="muted">@${formatInt(first.step)}</span>`, `${reward(last.rewardMean)}${seText(last.rewardSe)} <span class="muted">@${formatInt(last.step)}</span>`, `<span class="${ch.cls}">${ch.text}</span>`];
-  });
-  const every = groups.flatMap((g) => g.rows.map((e) => [esc(g.name), formatInt(e.step), reward(e.rewardMean), e.rewardSe === undefined ? '–' : e.rewardSe.toFixed(4), e.prompts === undefined ? '–' : formatInt(e.prompts)]));
-  return section(
-    'heldout',
-    'Held-out evaluations',
-    `${figure(chart, withSe ? 'shaded: ± one standard error across held-out prompts' : undefined)}\n${table([{ head: 'series' }, { head: 'evaluations', num: true }, { head: 'first', num: true }, { head: 'latest', num: true }, { head: 'change', num: true }], rows)}` +
-      (withSe ? `\n<details><summary>every evaluation</summary>\n${table([{ head: 'series' }, { head: 'step', num: true }, { head: 'mean', num: true }, { head: 'standard error', num: true }, { head: 'prompts', num: true }], every)}\n</details>` : ''),
-  );
-}
-
-function judgeSection(d: ReportData): string {
-  const focus = d.rl?.passByFocus ?? [];
-  if (focus.length === 0) return section('judge', 'Judge pass rate per focus_on', NO_DATA);
-  const chart = barChart({
-    title: 'Checklist items judged passed, per focus_on',
-    bars: focus.map((f) => ({ label: f.focus, value: ratio(f.passed, f.total), note: `${formatInt(f.passed)}/${formatInt(f.total)}` })),
-    horizontal: true,
-    valueFormat: 'percent',
-    yMax: 1,
-  });
-  const rows = focus.map((f) => [esc(f.focus), formatInt(f.passed), formatInt(f.total), pct(ratio(f.passed, f.total))]);
-  const passed = sum(focus.map((f) => f.passed));
-  const total = sum(focus.map((f) => f.total));
-  return section(
-    'judge',
-    'Judge pass rate per focus_on',
-    `${figure(chart, 'Summed over the training steps of all series.')}\n${table(
-      [{ head: 'focus_on' }, { head: 'passed', num: true }, { head: 'judged', num: true }, { head: 'pass rate', num: true }],
-      rows,
-      ['all', formatInt(passed), formatInt(total), pct(ratio(passed, total))],
-    )}`,
-  );
-}
 
 function failuresSection(d: ReportData): string {
   const steps = d.rl?.steps ?? [];

@@ -3,8 +3,10 @@ import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { renderReport } from '../../src/report/html';
-import { barChart, escapeXml, formatSeconds, formatValue, groupedBarChart, lineChart, movingAverage, niceScale, stackedBarChart } from '../../src/report/svg';
+import { escapeXml, lineChart } from '../../src/report/svg';
 import { ReportData, type ReportDataInput } from '../../src/report/types';
+import { barChart, groupedBarChart, stackedBarChart } from '../../src/report/barChart';
+import { formatSeconds, formatValue, movingAverage, niceScale } from '../../src/report/format';
 
 const sample = (): ReportData => ReportData.parse(JSON.parse(readFileSync(join(__dirname, '..', 'fixtures', 'report-sample.json'), 'utf8')));
 const minimal = (extra: Partial<ReportDataInput> = {}): ReportData => ReportData.parse({ runId: 'run-1', generatedAt: '2025-06-02T09:30:00.000Z', ...extra });

@@ -1,0 +1,164 @@
+/**
+ * The trainable path of QwenModel on native TensorFlow: the per-shape layer contexts (RoPE tables, attention bias
+ * chunks) and the training graphs of the whole decoder stack (trainGraph.ts), run forward and backward as a customGrad.
+ */
+import * as tf from '@tensorflow/tfjs';
+import type { QwenDims } from './config';
+import { PARAM_NAMES, type LayerContext } from './layer';
+import { taping } from './native';
+import type { LayerVars } from './nativeInference';
+import { attentionBiasChunks } from './portableAttention';
+import { ropeTables } from './ops';
+import { type HeadDims, type StackGraph, StackGraphCache } from './trainGraph';
+
+/** What the training path needs of the model. */
+export interface TrainingHost {
+  readonly dims: QwenDims;
+  readonly layerVars: readonly LayerVars[];
+  readonly rotate: tf.Tensor2D;
+  positionsOf(B: number, T: number, past: number, positions?: number[][]): number[];
+}
+
+export class NativeTraining {
+  private stackGraphs?: StackGraphCache | null;
+  /** layer contexts by batch shape (layerContext) */
+  private readonly contexts = new Map<string, LayerContext>();
+
+  constructor(private readonly m: TrainingHost) {}
+
+  /**
+   * What every layer of a training pass shares: RoPE tables and the attention bias chunks. Without positions and key
+   * mask (SFT, the benches) they depend on (B, T) only and are kept for the next pass of the same shape.
+   */
+  layerContext(B: number, T: number, positions?: number[][], keyMask?: number[][]): LayerContext {
+    const d = this.m.dims;
+    const key = `${B}x${T}`;
+    const shared = !positions && !keyMask;
+    const have = shared ? this.contexts.get(key) : undefined;
+    if (have) return have;
+    const { cos, sin } = ropeTables(this.m.positionsOf(B, T, 0, positions), d.headDim, d.ropeTheta);
+    const scale = 1 / Math.sqrt(d.headDim);
+    const c3 = tf.tensor3d(cos, [B * T, 1, d.headDim]);
+    const s3 = tf.tensor3d(sin, [B * T, 1, d.headDim]);
+    const ctx: LayerContext = {
+      B, T, heads: d.heads, kvHeads: d.kvHeads, headDim: d.headDim, eps: d.eps,
+      cosQ: tf.mul(c3, scale), sinQ: tf.mul(s3, scale), cosK: c3, sinK: s3, rotate: this.m.rotate,
+      biasChunks: attentionBiasChunks(B, T, keyMask),
+    };
+    if (shared) {
+      tf.keep(ctx.cosQ);
+      tf.keep(ctx.sinQ);
+      tf.keep(c3);
+      tf.keep(s3);
+      ctx.biasChunks.forEach((t) => tf.keep(t));
+      this.contexts.set(key, ctx);
+      for (const [k, old] of this.contexts) {
+        if (this.contexts.size <= 8) break;
+        this.disposeContext(old);
+        this.contexts.delete(k);
+      }
+    }
+    return ctx;
+  }
+
+  disposeContext(ctx: LayerContext): void {
+    tf.dispose([ctx.cosQ, ctx.sinQ, ctx.cosK, ctx.sinK, ...ctx.biasChunks]);
+  }
+
+  /**
+   * The training graphs of the decoder stack by batch shape (trainGraph.ts), built on first use; null when graphs are
+   * off (CM2_TF_GRAPH=0) or one could not be built (reported once; training then runs layer by layer, eagerly).
+   */
+  stackGraphCache(): StackGraphCache | null {
+    if (this.stackGraphs === undefined) {
+      const d = this.m.dims;
+      const present = PARAM_NAMES.filter((n) => this.m.layerVars[0]![n] !== undefined);
+      this.stackGraphs = process.env.CM2_TF_GRAPH === '0' ? null : new StackGraphCache({ layers: d.layers, hidden: d.hidden, heads: d.heads, kvHeads: d.kvHeads, headDim: d.headDim, intermediate: d.intermediate, eps: d.eps, present });
+    }
+    return this.stackGraphs;
+  }
+
+  stackGraph(B: number, T: number, head?: HeadDims): StackGraph | null {
+    const cache = this.stackGraphCache();
+    if (!cache) return null;
+    try {
+      return cache.get(B, T, head);
+    } catch (e) {
+      console.warn(`training graph unavailable, training layer by layer: ${(e as Error).message.split('\n')[0]}`);
+      cache.dispose();
+      this.stackGraphs = null;
+      return null;
+    }
+  }
+
+  /** x [B·T, hidden] through every decoder layer as one graph run, with the backward pass as another (a customGrad). */
+  stackThroughGraph(graph: StackGraph, x: tf.Tensor2D, ctx: LayerContext): tf.Tensor2D {
+    const names = graph.dims.present;
+    const weights = this.m.layerVars.flatMap((L) => names.map((n) => L[n]!));
+    const tables = [ctx.cosQ, ctx.sinQ, ctx.cosK, ctx.sinK];
+    const head = [...tables, ctx.rotate, ...ctx.biasChunks];
+    if (!taping()) return graph.runForward([x, ...head, ...weights], false)[0] as tf.Tensor2D;
+    const perLayer = names.length;
+    const f = tf.customGrad((...args: (tf.Tensor | tf.GradSaveFunc)[]) => {
+      const save = args.pop() as tf.GradSaveFunc;
+      const [xi, ...ws] = args as tf.Tensor[];
+      const [value, ...saved] = graph.runForward([xi!, ...head, ...ws], true);
+      save([...saved, ...tables]); // the tables too: the tidy around the forward pass disposes what is not saved
+      return {
+        value: value!,
+        gradFunc: (dy: tf.Tensor, s: tf.Tensor[]) => {
+          const k = graph.savedPerLayer;
+          const feeds = [dy, ...s.slice(-4), this.m.rotate];
+          for (let i = 0; i < this.m.layerVars.length; i++) feeds.push(...ws.slice(i * perLayer, (i + 1) * perLayer), ...s.slice(i * k, (i + 1) * k));
+          const grads = graph.runBackward(feeds);
+          tf.dispose(s); // the activations are no longer needed (the engine's later dispose is a no-op)
+          return grads;
+        },
+      };
+    });
+    return f(x, ...weights) as tf.Tensor2D;
+  }
+
+  /**
+   * x [B·T, hidden] through every decoder layer, the final norm and the head to log p(target) [B·T] as one graph run,
+   * with the backward pass as another (a customGrad over x, the final norm's weight, the head's weight and the layers'
+   * weights). `at` is targetIndex of the targets.
+   */
+  stackLogprobsThroughGraph(graph: StackGraph, x: tf.Tensor2D, ctx: LayerContext, norm: tf.Tensor1D, head: tf.Tensor2D, at: tf.Tensor2D): tf.Tensor1D {
+    const names = graph.dims.present;
+    const weights = this.m.layerVars.flatMap((L) => names.map((n) => L[n]!));
+    const tables = [ctx.cosQ, ctx.sinQ, ctx.cosK, ctx.sinK];
+    const inputs = [...tables, ctx.rotate, ...ctx.biasChunks];
+    if (!taping()) return graph.runForward([x, ...inputs, ...weights, norm, head, at], false)[0] as tf.Tensor1D;
+    const perLayer = names.length;
+    const layers = this.m.layerVars.length;
+    const f = tf.customGrad((...args: (tf.Tensor | tf.GradSaveFunc)[]) => {
+      const save = args.pop() as tf.GradSaveFunc;
+      const [xi, ni, hi, ...ws] = args as tf.Tensor[];
+      const [value, ...saved] = graph.runForward([xi!, ...inputs, ...ws, ni!, hi!, at], true);
+      // saved: the layers', then the head's three; the tables and `at`; the norm and head weights too, which may be
+      // tensors derived inside the caller's tidy (the norm / T of a sampling temperature) and gone by backward time.
+      save([...saved, ...tables, at, ni!, hi!]);
+      return {
+        value: value!,
+        gradFunc: (dy: tf.Tensor, s: tf.Tensor[]) => {
+          const k = graph.savedPerLayer;
+          const n = layers * k;
+          const feeds = [dy, s[n + 8]!, s[n + 9]!, s[n + 7]!, ...s.slice(n, n + 3), ...s.slice(n + 3, n + 7), this.m.rotate];
+          for (let i = 0; i < layers; i++) feeds.push(...ws.slice(i * perLayer, (i + 1) * perLayer), ...s.slice(i * k, (i + 1) * k));
+          const out = graph.runBackward(feeds); // dx, the layers' gradients, the final norm's, the head's
+          tf.dispose(s);
+          return [out[0]!, ...out.slice(-2), ...out.slice(1, -2)];
+        },
+      };
+    });
+    return f(x, norm, head, ...weights) as tf.Tensor1D;
+  }
+
+  dispose(): void {
+    this.stackGraphs?.dispose();
+    this.stackGraphs = undefined;
+    for (const ctx of this.contexts.values()) this.disposeContext(ctx);
+    this.contexts.clear();
+  }
+}

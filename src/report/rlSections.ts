@@ -1,0 +1,163 @@
+/** The RL sections of the report page (src/report/html.ts): training curves and steps, held-out evaluations, judge. */
+import { bySeries, figure, NO_DATA, pct, ratio, reward, section, seText, signed, sum, table } from './htmlParts';
+import type { ReportData, ReportRlStep } from './types';
+import { barChart } from './barChart';
+import { formatInt, formatNumber } from './format';
+import { escapeXml as esc, lineChart } from './svg';
+export function rlSection(d: ReportData): string {
+  const steps = d.rl?.steps ?? [];
+  if (steps.length === 0) return section('rl', 'RL training', NO_DATA);
+  const groups = bySeries(steps);
+  const parts: string[] = [];
+  parts.push(
+    figure(
+      lineChart({
+        title: 'Training reward per RL step (mean ± std over rollouts)',
+        xLabel: 'RL step',
+        yLabel: 'mean checklist reward',
+        yMin: 0,
+        yMax: 1,
+        series: groups.map((g) => ({
+          name: g.name,
+          points: g.rows.map((r) => [r.step, r.rewardMean] as const),
+          band: g.rows.map((r) => [r.step, r.rewardMean - r.rewardStd, r.rewardMean + r.rewardStd] as const),
+        })),
+      }),
+    ),
+  );
+  const optional = (key: 'kl' | 'loss', title: string, yLabel: string): void => {
+    const series = groups
+      .map((g) => ({ name: g.name, points: g.rows.filter((r) => r[key] !== undefined).map((r) => [r.step, r[key]!] as const) }))
+      .filter((s) => s.points.length > 0);
+    if (series.length) parts.push(figure(lineChart({ title, xLabel: 'RL step', yLabel, series })));
+  };
+  optional('kl', 'KL to the reference policy per RL step', 'KL');
+  optional('loss', 'Policy loss per RL step', 'loss');
+
+  const summary = groups.map((g) => {
+    const first = g.rows[0]!;
+    const last = g.rows[g.rows.length - 1]!;
+    const best = g.rows.reduce((a, b) => (b.rewardMean > a.rewardMean ? b : a));
+    const tokens = g.rows.some((r) => r.tokens !== undefined) ? formatNumber(sum(g.rows.map((r) => r.tokens ?? 0))) : '–';
+    return [
+      esc(g.name),
+      formatInt(g.rows.length),
+      formatInt(last.step),
+      reward(first.rewardMean),
+      reward(last.rewardMean),
+      `${reward(best.rewardMean)} <span class="muted">@${formatInt(best.step)}</span>`,
+      formatInt(sum(g.rows.map((r) => r.rollouts))),
+      formatInt(sum(g.rows.map((r) => r.failedSamples))),
+      formatInt(sum(g.rows.map((r) => r.judgeCalls))),
+      formatInt(sum(g.rows.map((r) => r.cacheHits))),
+      tokens,
+    ];
+  });
+  parts.push(
+    table(
+      [
+        { head: 'series' },
+        { head: 'steps', num: true },
+        { head: 'last step', num: true },
+        { head: 'first reward', num: true },
+        { head: 'last reward', num: true },
+        { head: 'best reward', num: true },
+        { head: 'rollouts', num: true },
+        { head: 'failed samples', num: true },
+        { head: 'judge calls', num: true },
+        { head: 'cache hits', num: true },
+        { head: 'generated tokens', num: true },
+      ],
+      summary,
+    ),
+  );
+  const stepRow = (r: ReportRlStep): string[] => [
+    esc(r.series),
+    formatInt(r.step),
+    reward(r.rewardMean),
+    reward(r.rewardStd),
+    formatInt(r.rollouts),
+    formatInt(r.failedSamples),
+    r.kl === undefined ? '–' : formatNumber(r.kl),
+    r.loss === undefined ? '–' : formatNumber(r.loss),
+    formatInt(r.judgeCalls),
+    formatInt(r.cacheHits),
+    r.tokens === undefined ? '–' : formatInt(r.tokens),
+  ];
+  parts.push(
+    `<details>\n<summary>All ${formatInt(steps.length)} RL steps</summary>\n${table(
+      [
+        { head: 'series' },
+        { head: 'step', num: true },
+        { head: 'reward', num: true },
+        { head: 'std', num: true },
+        { head: 'rollouts', num: true },
+        { head: 'failed', num: true },
+        { head: 'KL', num: true },
+        { head: 'loss', num: true },
+        { head: 'judge calls', num: true },
+        { head: 'cache hits', num: true },
+        { head: 'tokens', num: true },
+      ],
+      groups.flatMap((g) => g.rows.map(stepRow)),
+    )}\n</details>`,
+  );
+  return section('rl', 'RL training', parts.join('\n'));
+}
+
+export function heldOutSection(d: ReportData): string {
+  const evals = d.rl?.evals ?? [];
+  if (evals.length === 0) return section('heldout', 'Held-out evaluations', NO_DATA);
+  const groups = bySeries(evals);
+  const chart = lineChart({
+    title: 'Held-out mean checklist reward (step 0 = SFT policy)',
+    xLabel: 'RL step',
+    yLabel: 'mean checklist reward',
+    yMin: 0,
+    yMax: 1,
+    series: groups.map((g) => ({
+      name: g.name,
+      points: g.rows.map((e) => [e.step, e.rewardMean] as const),
+      // ± one standard error across prompts, where known.
+      ...(g.rows.some((e) => e.rewardSe !== undefined) ? { band: g.rows.filter((e) => e.rewardSe !== undefined).map((e) => [e.step, e.rewardMean - e.rewardSe!, e.rewardMean + e.rewardSe!] as const) } : {}),
+    })),
+  });
+  const withSe = evals.some((e) => e.rewardSe !== undefined);
+  const rows = groups.map((g) => {
+    const first = g.rows[0]!;
+    const last = g.rows[g.rows.length - 1]!;
+    const ch = signed(last.rewardMean - first.rewardMean);
+    return [esc(g.name), formatInt(g.rows.length), `${reward(first.rewardMean)}${seText(first.rewardSe)} <span class="muted">@${formatInt(first.step)}</span>`, `${reward(last.rewardMean)}${seText(last.rewardSe)} <span class="muted">@${formatInt(last.step)}</span>`, `<span class="${ch.cls}">${ch.text}</span>`];
+  });
+  const every = groups.flatMap((g) => g.rows.map((e) => [esc(g.name), formatInt(e.step), reward(e.rewardMean), e.rewardSe === undefined ? '–' : e.rewardSe.toFixed(4), e.prompts === undefined ? '–' : formatInt(e.prompts)]));
+  return section(
+    'heldout',
+    'Held-out evaluations',
+    `${figure(chart, withSe ? 'shaded: ± one standard error across held-out prompts' : undefined)}\n${table([{ head: 'series' }, { head: 'evaluations', num: true }, { head: 'first', num: true }, { head: 'latest', num: true }, { head: 'change', num: true }], rows)}` +
+      (withSe ? `\n<details><summary>every evaluation</summary>\n${table([{ head: 'series' }, { head: 'step', num: true }, { head: 'mean', num: true }, { head: 'standard error', num: true }, { head: 'prompts', num: true }], every)}\n</details>` : ''),
+  );
+}
+
+export function judgeSection(d: ReportData): string {
+  const focus = d.rl?.passByFocus ?? [];
+  if (focus.length === 0) return section('judge', 'Judge pass rate per focus_on', NO_DATA);
+  const chart = barChart({
+    title: 'Checklist items judged passed, per focus_on',
+    bars: focus.map((f) => ({ label: f.focus, value: ratio(f.passed, f.total), note: `${formatInt(f.passed)}/${formatInt(f.total)}` })),
+    horizontal: true,
+    valueFormat: 'percent',
+    yMax: 1,
+  });
+  const rows = focus.map((f) => [esc(f.focus), formatInt(f.passed), formatInt(f.total), pct(ratio(f.passed, f.total))]);
+  const passed = sum(focus.map((f) => f.passed));
+  const total = sum(focus.map((f) => f.total));
+  return section(
+    'judge',
+    'Judge pass rate per focus_on',
+    `${figure(chart, 'Summed over the training steps of all series.')}\n${table(
+      [{ head: 'focus_on' }, { head: 'passed', num: true }, { head: 'judged', num: true }, { head: 'pass rate', num: true }],
+      rows,
+      ['all', formatInt(passed), formatInt(total), pct(ratio(passed, total))],
+    )}`,
+  );
+}
