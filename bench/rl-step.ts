@@ -35,10 +35,11 @@ import { infraEnv, startInfra } from '../src/infra/localInfra';
 import { ObjectStore } from '../src/storage/store';
 import { checklistKeys, rlKeys, sftKeys } from '../src/run/layout';
 import { connectClient } from '../src/infra/temporal';
-import { Judge, JudgeConfig, VERDICT_FIELDS, withJudgeDefaults } from '../src/stages/rl/judge/judge';
+import { Judge, JudgeConfig, withJudgeDefaults } from '../src/stages/rl/judge/judge';
 import { pendingJudgements } from '../src/stages/rl/judge/phase';
 import { Rollout, type Verdict } from '../src/stages/rl/types';
 import { startWorkers } from '../src/worker';
+import { VERDICT_FIELDS } from '../src/stages/rl/judge/prompt';
 
 interface StepRow {
   kind: string;

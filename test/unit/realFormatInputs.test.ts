@@ -16,7 +16,8 @@ import { applyRuleFilters, RULE_FILTER_NAMES } from '../../src/stages/prepare/fi
 import { parseFileBytes, parseJsonlText } from '../../src/stages/prepare/import';
 import { zeroUsage } from '../../src/kernel/roles';
 import type { Example } from '../../src/kernel/schema';
-import { judgeAssistantFields, judgedStepHasToolCallError, renderJudgeMessages } from '../../src/stages/rl/judge/judge';
+import { judgedStepHasToolCallError } from '../../src/stages/rl/judge/judge';
+import { judgeAssistantFields, renderJudgeMessages } from '../../src/stages/rl/judge/render';
 
 // ---------------------------------------------------------------------------------------------------------------
 // Inputs, written by hand.

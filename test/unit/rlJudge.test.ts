@@ -5,26 +5,13 @@ import type { StoredItem } from '../../src/stages/checklist/schema';
 import type { Message } from '../../src/kernel/schema';
 import { LlmClient, LlmFatalError, LlmRetryableError } from '../../src/llm/client';
 import { LlmConfig, type LlmRoleConfigInput } from '../../src/llm/config';
-import {
-  JUDGE_JSON_SCHEMA,
-  JUDGE_PROMPT_VERSION,
-  Judge,
-  JudgeConfig,
-  VERDICT_FIELDS,
-  addJudgeStats,
-  judgeBatchJsonSchema,
-  judgeBatchPrompt,
-  judgePrompt,
-  parseJudgeBatchAnswer,
-  renderJudgeMessages,
-  withJudgeDefaults,
-  zeroJudgeStats,
-  type VerdictCache,
-} from '../../src/stages/rl/judge/judge';
+import { JUDGE_PROMPT_VERSION, Judge, JudgeConfig, addJudgeStats, withJudgeDefaults, zeroJudgeStats, type VerdictCache } from '../../src/stages/rl/judge/judge';
 import type { StepJudge } from '../../src/stages/rl/judge/phase';
 import type { Verdict } from '../../src/stages/rl/types';
 import { replies, startFakeOpenAI, type Behaviour, type FakeOpenAI, type RecordedRequest } from '../helpers/fakeOpenAI';
 import { assistant, call, goodExample, tool, user } from '../fixtures/dialogues';
+import { JUDGE_JSON_SCHEMA, judgeBatchJsonSchema, judgeBatchPrompt, judgePrompt, parseJudgeBatchAnswer, VERDICT_FIELDS } from '../../src/stages/rl/judge/prompt';
+import { renderJudgeMessages } from '../../src/stages/rl/judge/render';
 
 // ---------------------------------------------------------------------------------------------------------------
 // Fixtures
