@@ -15,7 +15,7 @@ import { mkdtempSync, readFileSync, rmSync, statSync } from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
 import { parseArgs } from 'node:util';
-import { SafetensorsReader, writeSafetensors } from '../src/model/safetensors';
+import { SafetensorsReader } from '../src/model/safetensors';
 
 const RESULT = '@@RESULT ';
 const gib = (b: number) => `${(b / 2 ** 30).toFixed(2)} GiB`;
@@ -87,6 +87,7 @@ out.update(readSeconds=time.perf_counter() - t0, bytes=os.path.getsize(file), ch
            peakRssBytes=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024)
 print("@@RESULT " + json.dumps(out))
 `;
+import { writeSafetensors } from '../src/model/safetensorsWrite';
 
 function run(cmd: string, args: string[]): Promise<Side | undefined> {
   return new Promise((resolve) => {

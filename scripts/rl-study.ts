@@ -29,7 +29,6 @@ import { parseArgs } from 'node:util';
 import { WorkflowNotFoundError, type Client, type WorkflowHandle } from '@temporalio/client';
 import { defaultPayloadConverter } from '@temporalio/common';
 import type { EvalBfclSummary, EvalPolicy } from '../src/stages/eval/activities';
-import type { PolicyRef } from '../src/stages/rl/activities';
 import { connect } from '../src/cli/pipelineCommand';
 import { rlWorkflowId, startRl, startStage } from '../src/cli/stages';
 import { DEFAULT_CATEGORIES } from '../src/stages/eval/bfcl/categories';
@@ -45,6 +44,7 @@ import { StudyResult, studyMarkdown, studyReportData, upsertStudyBlock, type Stu
 import { ReportData } from '../src/report/types';
 import { evalWorkflow, type EvalResult, type EvalWorkflowInput } from '../src/stages/eval/workflow';
 import { rlStatusQuery, type RlResult, type RlWorkflowInput } from '../src/stages/rl/workflow';
+import { type PolicyRef } from '../src/model/policyStore';
 
 const { values: args } = parseArgs({
   options: {

@@ -10,7 +10,8 @@ import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { parseQwenConfig, type QwenConfig } from './config';
 import { QwenModel } from './qwen';
-import { SafetensorsReader, shardsOfIndex, writeSafetensors, writeSafetensorsAsync, writeShardedSafetensors, type HeaderEntry, type WrittenFile } from './safetensors';
+import { SafetensorsReader, type HeaderEntry } from './safetensors';
+import { shardsOfIndex, writeSafetensors, writeSafetensorsAsync, writeShardedSafetensors, type WrittenFile } from './safetensorsWrite';
 
 export function readHfConfig(dir: string): QwenConfig {
   const file = join(dir, 'config.json');

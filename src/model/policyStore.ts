@@ -10,15 +10,15 @@
  * (`m.<name>`, `v.<name>`, step in the metadata), optionally `config.json`, and the manifest.
  */
 import { readFileSync } from 'node:fs';
+import { z } from 'zod';
 import { join } from 'node:path';
 import { CheckpointManifest, downloadCheckpoint, downloadHfFolder, withTempDir, writeCheckpoint, type CheckpointFile } from '../storage/checkpoints';
 import { sha256, type ObjectRef, type ObjectStore } from '../storage/store';
 import { HfWeights, loadHfCheckpoint, modelFromSource, writeModelWeightsAsync } from './checkpoint';
 import { parseQwenConfig, type QwenConfig } from './config';
 import type { QwenModel } from './qwen';
-import { serializeTensors } from './safetensors';
 import { openAdamWState, parseAdamWState, writeAdamWStateAsync, type AdamW, type AdamWState } from './optim/adamw';
-import type { WrittenFile } from './safetensors';
+import { serializeTensors, type WrittenFile } from './safetensorsWrite';
 
 /** Checkpoints up to this many bytes go through memory; larger ones through temp files. */
 export const IN_MEMORY_MAX_BYTES = 256 * 2 ** 20;
@@ -161,4 +161,83 @@ export function uploadModelWeights(store: ObjectStore, key: string, model: QwenM
     const w = await writeModelWeightsAsync(join(dir, 'model.safetensors'), model);
     return store.putFile(key, w.path, { sha256: w.sha256 });
   });
+}
+
+/** A stored policy: an HF-layout folder (the SFT output, an uploaded base) or an RL checkpoint manifest. */
+export const PolicyRef = z.discriminatedUnion('kind', [
+  z.object({ kind: z.literal('hf'), prefix: z.string().min(1) }),
+  z.object({ kind: z.literal('ckpt'), manifestKey: z.string().min(1), step: z.number().int().nonnegative() }),
+]);
+export type PolicyRef = z.infer<typeof PolicyRef>;
+
+/** The policy's identity: equal for the same stored weights. */
+export const policyKey = (p: PolicyRef): string => (p.kind === 'hf' ? `hf:${p.prefix}` : `ckpt:${p.manifestKey}`);
+
+/** A stored policy that cannot be loaded as it is (retrying will not help). */
+export class BadPolicyError extends Error {
+  override readonly name = 'BadPolicyError';
+}
+
+/**
+ * A policy from S3, streamed one tensor at a time. With `restore`, also the checkpoint's AdamW state, handed to
+ * `restore` while its file is open (the moments are read one at a time as the optimizer loads them); without it the
+ * optimizer state is not fetched.
+ */
+export async function loadPolicy(store: ObjectStore, p: PolicyRef, restore?: (model: QwenModel, optimizer: AdamWState) => void): Promise<QwenModel> {
+  if (p.kind === 'hf') return loadStoredHfModel(store, p.prefix);
+  return withCheckpoint(store, p.manifestKey, (ckpt) => {
+    if (!ckpt.config) throw new BadPolicyError(`${p.manifestKey}: the checkpoint has no config.json or model.safetensors`);
+    const model = checkpointModel(ckpt, p.manifestKey);
+    try {
+      if (restore) {
+        if (!ckpt.optimizer) throw new BadPolicyError(`${p.manifestKey}: the checkpoint has no optimizer.safetensors`);
+        restore(model, ckpt.optimizer);
+      }
+    } catch (e) {
+      model.dispose();
+      throw e;
+    }
+    return model;
+  }, { optimizer: restore !== undefined });
+}
+
+/**
+ * A worker's loaded policies for read-only use (rollouts, reference log-probs), by policyKey, the `capacity` most
+ * recently used kept. A policy about to be trained is taken out (`take`) so that a failed update never leaves a
+ * half-updated model in the cache; the updated one is put back (`put`).
+ */
+export class PolicyCache {
+  private readonly models = new Map<string, QwenModel>();
+
+  constructor(private readonly store: ObjectStore, private readonly capacity = 3) {}
+
+  async get(p: PolicyRef): Promise<QwenModel> {
+    const key = policyKey(p);
+    const have = this.models.get(key);
+    if (have) {
+      this.models.delete(key);
+      this.models.set(key, have); // most recent last
+      return have;
+    }
+    const m = await loadPolicy(this.store, p);
+    this.put(p, m);
+    return m;
+  }
+
+  /** The cached model of `p`, removed from the cache (the caller owns it now), or undefined. */
+  take(p: PolicyRef): QwenModel | undefined {
+    const key = policyKey(p);
+    const m = this.models.get(key);
+    this.models.delete(key);
+    return m;
+  }
+
+  put(p: PolicyRef, model: QwenModel): void {
+    this.models.set(policyKey(p), model);
+    while (this.models.size > this.capacity) {
+      const oldest = this.models.keys().next().value as string;
+      this.models.get(oldest)?.dispose();
+      this.models.delete(oldest);
+    }
+  }
 }

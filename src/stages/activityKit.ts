@@ -82,7 +82,8 @@ export function heartbeat(details?: unknown): void {
   }
 }
 
-function cancellationSignal(): AbortSignal | undefined {
+/** The current activity's cancellation signal; undefined outside an activity (plain calls, tests, the CLI). */
+export function cancellationSignal(): AbortSignal | undefined {
   try {
     return Context.current().cancellationSignal;
   } catch {
@@ -146,4 +147,24 @@ export function parseInput<T>(schema: z.ZodType<T>, input: unknown, activity: st
     throw ApplicationFailure.nonRetryable(`${activity}: invalid input at ${issue?.path.join('.')}: ${issue?.message}`, 'BadInput');
   }
   return parsed.data;
+}
+
+/**
+ * The wasm backend's heap is capped at 4 GiB, and a wasm instance that ran out of it is unusable afterwards. Such
+ * an attempt fails non-retryably with what to change, and the worker process exits (its supervisor — the demo, a
+ * container's restart policy — starts a fresh one), instead of failing every later attempt on a broken heap.
+ */
+export async function heapGuard<T>(activity: string, log: (l: string) => void, fn: () => Promise<T>): Promise<T> {
+  try {
+    return await fn();
+  } catch (e) {
+    const message = e instanceof Error ? e.message : String(e);
+    if (!/memory access out of bounds|out of memory|Cannot enlarge memory/i.test(message)) throw e;
+    log(`${activity}: the tensor backend ran out of memory (${message}); this worker exits so a fresh process can take over`);
+    setTimeout(() => process.exit(70), 2000).unref();
+    throw ApplicationFailure.nonRetryable(
+      `${activity}: the tensor backend ran out of memory (${message}). Lower rl.rollout.maxBatchTokens (generation) or rl.microBatch and rl.rollout.maxModelLen (training), then resume the run.`,
+      'ResourceExhausted',
+    );
+  }
 }

@@ -285,3 +285,14 @@ export function storeCache(store: ObjectStore, prefix = 'cache/llm') {
     },
   };
 }
+
+/** The RL judge's verdict cache in the bucket (`cache/judge/<key>.json`), content-addressed by the judge. */
+export function storeVerdictCache(store: ObjectStore) {
+  const prefix = 'cache/judge';
+  return {
+    get: (key: string) => ifExists(() => store.getJson(`${prefix}/${key}.json`, z.object({ pass: z.boolean(), ok: z.boolean() }))),
+    async put(key: string, v: { pass: boolean; ok: boolean }) {
+      await store.putJson(`${prefix}/${key}.json`, v);
+    },
+  };
+}

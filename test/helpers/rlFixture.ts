@@ -7,9 +7,9 @@ import { type ObjectStore } from '../../src/storage/store';
 import { runKey } from '../../src/run/layout';
 import { parseQwenConfig } from '../../src/model/config';
 import { QwenModel } from '../../src/model/qwen';
-import { serializeSafetensors } from '../../src/model/safetensors';
 import { offlineChecklist } from '../../src/demo/checklist';
 import { generateDemoDataset } from '../../src/demo/generator';
+import { serializeSafetensors } from '../../src/model/safetensorsWrite';
 
 const root = path.resolve(__dirname, '..', '..');
 

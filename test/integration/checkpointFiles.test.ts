@@ -16,9 +16,9 @@ import { sha256, sha256File } from '../../src/storage/store';
 import { runKey } from '../../src/run/layout';
 import { hfConfigJson, loadHfCheckpoint } from '../../src/model/checkpoint';
 import { QwenModel } from '../../src/model/qwen';
-import { serializeTensors } from '../../src/model/safetensors';
 import { AdamW, serializeAdamWState } from '../../src/model/optim/adamw';
 import { testConfig, testStore, uniqueId } from '../helpers/env';
+import { serializeTensors } from '../../src/model/safetensorsWrite';
 
 const FIX = join(__dirname, '..', 'fixtures');
 

@@ -29,11 +29,11 @@ import { runKey } from '../../src/run/layout';
 import { saveHfCheckpoint } from '../../src/model/checkpoint';
 import { parseQwenConfig } from '../../src/model/config';
 import { QwenModel } from '../../src/model/qwen';
-import { serializeSafetensors } from '../../src/model/safetensors';
 import { testConfig, testStore, uniqueId } from '../helpers/env';
 import { replies, startFakeOpenAI } from '../helpers/fakeOpenAI';
 import { writeConfigFile } from '../helpers/processes';
 import { TINY_POLICY } from '../helpers/rlFixture';
+import { serializeSafetensors } from '../../src/model/safetensorsWrite';
 
 const root = path.resolve(__dirname, '..', '..');
 const run = promisify(execFile);

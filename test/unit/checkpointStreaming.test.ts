@@ -14,11 +14,10 @@ import { join } from 'node:path';
 import * as tf from '@tensorflow/tfjs';
 import { HfWeights, loadHfCheckpoint, readHfWeights, saveHfCheckpoint } from '../../src/model/checkpoint';
 import { QwenModel } from '../../src/model/qwen';
-import {
-  parseSafetensors, parseShardSize, planShards, SafetensorsReader, serializeSafetensors, writeSafetensors, writeSafetensorsAsync, writeShardedSafetensors,
-} from '../../src/model/safetensors';
+import { parseSafetensors, SafetensorsReader } from '../../src/model/safetensors';
 import { AdamW, openAdamWState, serializeAdamWState, writeAdamWState } from '../../src/model/optim/adamw';
 import { sha256 } from '../../src/storage/store';
+import { parseShardSize, planShards, serializeSafetensors, writeSafetensors, writeSafetensorsAsync, writeShardedSafetensors } from '../../src/model/safetensorsWrite';
 
 const FIX = join(__dirname, '..', 'fixtures');
 

@@ -21,9 +21,10 @@ import { loadHfCheckpoint } from '../../src/model/checkpoint';
 import { GgufFile } from '../../src/model/gguf';
 import { dequantize, GGML_TYPE } from '../../src/model/ggufQuant';
 import { tokenizerFromGguf } from '../../src/model/ggufTokenizer';
-import { formatImportSummary, ggufToHfName, importGguf, importHfFolder, importModel, unpermuteLlamaRows } from '../../src/model/modelImport';
+import { formatImportSummary, importGguf, importHfFolder, importModel } from '../../src/model/modelImport';
 import { parseSafetensors } from '../../src/model/safetensors';
 import { BYTES as SMOLLM2_BYTES, smollm2Path } from '../../scripts/ensure-smollm2.mjs';
+import { ggufToHfName, unpermuteLlamaRows } from '../../src/model/ggufToHf';
 
 const FIX = join(__dirname, '..', 'fixtures');
 const GG = join(FIX, 'gguf');

@@ -9,7 +9,8 @@ import { loadHfCheckpoint, readHfConfig, saveHfCheckpoint } from '../../src/mode
 import { TINY_FIXTURE_SEED, tinyFixtureConfigs } from '../../src/model/fixtures';
 import { QwenModel } from '../../src/model/qwen';
 import { parseQwenConfig, qwenDims } from '../../src/model/config';
-import { f16ToF32, parseSafetensors, serializeSafetensors } from '../../src/model/safetensors';
+import { f16ToF32, parseSafetensors } from '../../src/model/safetensors';
+import { serializeSafetensors } from '../../src/model/safetensorsWrite';
 
 const FIX = join(__dirname, '..', 'fixtures');
 

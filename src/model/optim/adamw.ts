@@ -12,7 +12,8 @@
 import * as tf from '@tensorflow/tfjs';
 import { adamScalars, adamWStep, isNative, ResourceVariable, sumOfSquares } from '../native';
 import { ADAMW_SCALARS, buildAdamWGraph, GRAPH_MAX_PARAMS, type AdamWGraph } from './adamwGraph';
-import { parseSafetensors, SafetensorsReader, serializeSafetensors, writeSafetensors, writeSafetensorsAsync, type TensorSource, type WrittenFile } from '../safetensors';
+import { parseSafetensors, SafetensorsReader, type TensorSource } from '../safetensors';
+import { serializeSafetensors, writeSafetensors, writeSafetensorsAsync, type WrittenFile } from '../safetensorsWrite';
 
 export interface AdamWConfig {
   beta1: number;

@@ -10,7 +10,6 @@
  * re-runs skip it (it was paid for) unless `retryFailed` is set.
  */
 import { createHash } from 'node:crypto';
-import { Context } from '@temporalio/activity';
 import { z } from 'zod';
 import { LlmChecklistAnnotator, OfflineChecklistAnnotator, type ChecklistAnnotator, type ExampleAnnotation } from './annotate';
 import { CHECKLIST_JSON_SCHEMA } from './prompt';
@@ -22,7 +21,7 @@ import { isOnline, LlmConfig } from '../../llm/config';
 import { storeCache, type ObjectStore } from '../../storage/store';
 import { checklistKeys } from '../../run/layout';
 import { offlineChecklist, OFFLINE_ANNOTATOR } from '../../demo/checklist';
-import { heartbeat, mapWithHeartbeat, once, parseInput, ShardRef, shardName, readShard, writeShard } from '../activityKit';
+import { cancellationSignal, heartbeat, mapWithHeartbeat, once, parseInput, readShard, shardName, ShardRef, writeShard } from '../activityKit';
 
 export const ChecklistInputArgs = z.object({ runId: z.string(), sourceKey: z.string().min(1), shardSize: z.number().int().positive() });
 export const ChecklistInputResult = z.object({
@@ -119,12 +118,7 @@ export function createChecklistActivities(deps: ChecklistDeps) {
     }
     const c = client;
     return new LlmChecklistAnnotator(role.model, async (messages, cacheSalt) => {
-      let signal: AbortSignal | undefined;
-      try {
-        signal = Context.current().cancellationSignal;
-      } catch {
-        signal = undefined;
-      }
+      const signal = cancellationSignal();
       const res = await c.chat({ role: 'annotator', messages, jsonSchema: CHECKLIST_JSON_SCHEMA, cacheSalt, ...(signal ? { signal } : {}) });
       return { text: res.text, usage: res.usage };
     });

@@ -8,7 +8,6 @@
  * `cache/llm/` by request hash, so an attempt that died halfway does not pay twice either.
  */
 import path from 'node:path';
-import { Context } from '@temporalio/activity';
 import { ApplicationFailure } from '@temporalio/common';
 import { z } from 'zod';
 import { ChatTokenizer, loadChatTokenizer } from '../../chat/tokenize';
@@ -22,9 +21,8 @@ import { ifExists, NotFoundError, storeCache, type ObjectStore } from '../../sto
 import { evalKeys } from '../../run/layout';
 import { selectBackend, backendPrefs, type BackendPref } from '../../model/backend';
 import { QwenModel } from '../../model/qwen';
-import { checkpointModel, loadStoredHfModel, withCheckpoint } from '../../model/policyStore';
-import { PolicyRef } from '../rl/activities';
-import { asTemporalFailure, heartbeat, once, parseInput } from '../activityKit';
+import { BadPolicyError, loadPolicy, PolicyRef } from '../../model/policyStore';
+import { asTemporalFailure, cancellationSignal, heartbeat, once, parseInput } from '../activityKit';
 
 /** What to evaluate: an SFT policy folder (`hf`), an RL checkpoint (`ckpt`), or an endpoint. No secrets. */
 export const EvalPolicy = z.discriminatedUnion('kind', [
@@ -90,18 +88,14 @@ export async function loadStoredModel(store: ObjectStore, ref: z.infer<typeof Po
   } catch (e) {
     // A policy that is not there will not appear by retrying.
     if (e instanceof NotFoundError) throw ApplicationFailure.nonRetryable(`policy not found: ${e.message}`, 'BadInput');
+    if (e instanceof BadPolicyError) throw ApplicationFailure.nonRetryable(e.message, 'BadInput');
     throw e;
   }
 }
 
 async function readStoredModel(store: ObjectStore, ref: z.infer<typeof PolicyRef>, tokenizerDir?: string): Promise<{ model: QwenModel; tok: ChatTokenizer }> {
   // Weights stream from S3 through a temp folder, one tensor at a time (an RL checkpoint's optimizer state is not fetched).
-  const model = ref.kind === 'hf'
-    ? await loadStoredHfModel(store, ref.prefix)
-    : await withCheckpoint(store, ref.manifestKey, (ckpt) => {
-      if (!ckpt.config) throw ApplicationFailure.nonRetryable(`${ref.manifestKey}: the checkpoint has no config.json or model.safetensors`, 'BadInput');
-      return checkpointModel(ckpt, ref.manifestKey);
-    }, { optimizer: false });
+  const model = await loadPolicy(store, ref);
   try {
     let tok: ChatTokenizer | undefined;
     if (ref.kind === 'hf') {
@@ -118,14 +112,6 @@ async function readStoredModel(store: ObjectStore, ref: z.infer<typeof PolicyRef
     throw e;
   }
 }
-
-const cancellationSignal = (): AbortSignal | undefined => {
-  try {
-    return Context.current().cancellationSignal;
-  } catch {
-    return undefined;
-  }
-};
 
 export interface EvalDeps {
   store: ObjectStore;

@@ -16,7 +16,6 @@
  * policy is dropped before it is mutated, so a failed attempt never leaves a half-updated model in the cache.
  */
 import path from 'node:path';
-import { Context } from '@temporalio/activity';
 import { ApplicationFailure } from '@temporalio/common';
 import { z } from 'zod';
 import { loadChatTokenizer, promptIds, type ChatTokenizer } from '../../chat/tokenize';
@@ -27,39 +26,27 @@ import { stepFolder, CheckpointManifest } from '../../storage/checkpoints';
 import { RlConfig, RlHyperparameters } from '../../run/config';
 import { LlmConfig, isOnline } from '../../llm/config';
 import { LlmClient, canonicalJson } from '../../llm/client';
-import { ifExists, storeCache, type ObjectStore } from '../../storage/store';
+import { ifExists, type ObjectStore, storeCache, storeVerdictCache } from '../../storage/store';
 import { rlKeys } from '../../run/layout';
 import { selectBackend } from '../../model/backend';
-import { QwenModel } from '../../model/qwen';
 import { hfConfigJson } from '../../model/checkpoint';
-import type { AdamWState } from '../../model/optim/adamw';
-import { takeBatch, type DataCursor } from '../../kernel/dataOrder';
-import { computeAdvantages, joinAdvantages, type RolloutAdvantages } from './advantages';
+import { joinAdvantages, type RolloutAdvantages } from './advantages';
 import { GrpoTrainer, type GrpoSequence } from './grpo';
-import { promptMeanStats } from './heldOut';
-import { Judge, JudgeConfig, withJudgeDefaults } from './judge/judge';
+import { Judge, JudgeConfig, judgeConfigOf, withJudgeDefaults } from './judge/judge';
 import { judgePending, type StepJudgeStats } from './judge/phase';
-import { addPassByFocus, rolloutFailed, trajectoryReward } from './rewards';
 import { advanceRollouts, applyTurnDecisions, initRollouts, type RolloutLimits } from './rollout';
 import { ToolEnvironment } from './env/toolEnv';
 import { Granularity, Rollout } from './types';
-import { checkpointModel, loadStoredHfModel, saveTrainingCheckpoint, withCheckpoint } from '../../model/policyStore';
-import { asTemporalFailure, heartbeat, once, parseInput } from '../activityKit';
+import { loadPolicy, PolicyCache, PolicyRef, saveTrainingCheckpoint } from '../../model/policyStore';
+import { asTemporalFailure, cancellationSignal, heapGuard, heartbeat, once, parseInput } from '../activityKit';
 import { demoWorldExecutables } from '../../demo/executables';
 import { withSimulatorDefaults } from './env/simulator';
+import { Counts, countsOf, summariseBatch } from './batch';
 
 // ---------------------------------------------------------------------------------------------------------------
 // Shapes
 
-/** The policy a phase runs: an HF-layout folder (the SFT output) or an RL checkpoint manifest. */
-export const PolicyRef = z.discriminatedUnion('kind', [
-  z.object({ kind: z.literal('hf'), prefix: z.string().min(1) }),
-  z.object({ kind: z.literal('ckpt'), manifestKey: z.string().min(1), step: z.number().int().nonnegative() }),
-]);
-export type PolicyRef = z.infer<typeof PolicyRef>;
 
-const Counts = z.object({ generate: z.number().int(), judge: z.number().int(), done: z.number().int() });
-export type Counts = z.infer<typeof Counts>;
 
 export const RlDataInput = z.object({ runId: z.string(), sourceKey: z.string().min(1), tokenizerDir: z.string(), rl: RlConfig });
 export const RlData = z.object({
@@ -186,14 +173,6 @@ interface Dataset {
   envKey?: string;
 }
 
-const cancelledSignal = (): AbortSignal | undefined => {
-  try {
-    return Context.current().cancellationSignal;
-  } catch {
-    return undefined;
-  }
-};
-
 export interface RlDeps {
   store: ObjectStore;
   log?: (line: string) => void;
@@ -205,8 +184,8 @@ export function createRlActivities(deps: RlDeps) {
   const datasets = new Map<string, Dataset>();
   const tokenizers = new Map<string, ChatTokenizer>();
   const clients = new Map<string, LlmClient>();
-  /** Models by policy key. The policy being trained is taken OUT of the cache while it is mutated. */
-  const models = new Map<string, QwenModel>();
+  /** Loaded policies. The policy being trained is taken OUT of the cache while it is mutated. */
+  const policies = new PolicyCache(store);
 
   const tokenizer = (dir: string): ChatTokenizer => {
     let t = tokenizers.get(dir);
@@ -239,46 +218,6 @@ export function createRlActivities(deps: RlDeps) {
     }
     return d.env;
   };
-  const policyKey = (p: PolicyRef) => (p.kind === 'hf' ? `hf:${p.prefix}` : `ckpt:${p.manifestKey}`);
-  /**
-   * A policy from S3, streamed one tensor at a time. With `restore`, also the checkpoint's AdamW state, handed to
-   * `restore` while its file is open (the moments are read one at a time as the optimizer loads them).
-   */
-  const loadPolicy = async (p: PolicyRef, restore?: (model: QwenModel, optimizer: AdamWState) => void): Promise<QwenModel> => {
-    if (p.kind === 'hf') return loadStoredHfModel(store, p.prefix);
-    return withCheckpoint(store, p.manifestKey, (ckpt) => {
-      const model = checkpointModel(ckpt, p.manifestKey);
-      try {
-        if (restore) {
-          if (!ckpt.optimizer) throw new Error(`${p.manifestKey}: the checkpoint has no optimizer.safetensors`);
-          restore(model, ckpt.optimizer);
-        }
-      } catch (e) {
-        model.dispose();
-        throw e;
-      }
-      return model;
-    }, { optimizer: restore !== undefined });
-  };
-  /** A cached model for read-only use (rollouts, reference log-probs). Keeps at most the two most recent. */
-  const cachedModel = async (p: PolicyRef): Promise<QwenModel> => {
-    const key = policyKey(p);
-    let m = models.get(key);
-    if (!m) {
-      m = await loadPolicy(p);
-      models.set(key, m);
-      while (models.size > 3) {
-        const oldest = models.keys().next().value as string;
-        models.get(oldest)?.dispose();
-        models.delete(oldest);
-      }
-    } else {
-      models.delete(key);
-      models.set(key, m); // most recent last
-    }
-    return m;
-  };
-
   const readRollouts = async (key: string): Promise<Rollout[]> => (await store.getJson(key, RolloutFile)).rollouts;
   /**
    * The advantage rows of a batch: `rows` keyed by rollout id; files written before the rows existed hold one array
@@ -345,9 +284,9 @@ export function createRlActivities(deps: RlDeps) {
           rollouts = await readRollouts(rlKeys.phase(input.folder, input.phase - 1));
         }
         const before = rollouts.reduce((n, r) => n + r.segments.reduce((m, s) => m + s.end - s.start, 0), 0);
-        const model = await cachedModel(input.policy);
+        const model = await policies.get(input.policy);
         const limits: RolloutLimits = { ...input.rl.rollout, ...(input.temperature !== undefined ? { temperature: input.temperature } : {}) };
-        const signal = cancelledSignal();
+        const signal = cancellationSignal();
         await advanceRollouts(rollouts, d.byUuid, model, tok, environment(d, input.rl, input.llm), {
           limits,
           seed: (input.seed ^ Math.imul(input.phase + 1, 0x27d4eb2d)) >>> 0,
@@ -378,7 +317,7 @@ export function createRlActivities(deps: RlDeps) {
         const judge = new Judge(
           {
             ...(isOnline(input.llm.roles.judge) ? { llm: llmClient(withJudgeDefaults(input.llm)) } : {}),
-            ...(input.rl.judge.cache ? { cache: verdictCache(store) } : {}),
+            ...(input.rl.judge.cache ? { cache: storeVerdictCache(store) } : {}),
           },
           judgeCfg,
         );
@@ -406,32 +345,11 @@ export function createRlActivities(deps: RlDeps) {
         const t0 = Date.now();
         const d = await dataset(input.dataKey);
         const rollouts = await readRollouts(rlKeys.phase(input.folder, input.phase));
-        const summary = summarise(rollouts, d.checklists, input.rl);
-        const chosen = summary.byGranularity[input.granularity]!;
-        // Rows keyed by rollout id: the trainer joins on the id (`joinAdvantages`), never by position. The positional
-        // `advantages` stay beside them so that a gpu worker of the previous version still trains during a rolling deploy.
-        const rows = rollouts.map((r, i) => ({ id: r.id, advantages: chosen.perRollout[i]!, reward: summary.rewards[i]! }));
-        await store.putJson(outKey, { granularity: input.granularity, rows, advantages: chosen.perRollout });
+        const summary = summariseBatch(rollouts, d.checklists, input.rl, input.granularity);
+        await store.putJson(outKey, { granularity: input.granularity, rows: summary.rows, advantages: summary.rows.map((r) => r.advantages) });
         return {
           key: outKey,
-          rollouts: rollouts.length,
-          rewardMean: mean(summary.rewards),
-          rewardStd: std(summary.rewards),
-          failed: summary.failed,
-          advAbsMean: Object.fromEntries(Object.entries(summary.byGranularity).map(([g, v]) => [g, v.absMean])),
-          advNonzero: Object.fromEntries(Object.entries(summary.byGranularity).map(([g, v]) => [g, v.nonzero])),
-          endReasons: tally(rollouts.map((r) => r.ended ?? 'unfinished')),
-          toolSources: rollouts.reduce<Record<string, number>>((acc, r) => {
-            for (const [k, v] of Object.entries(r.toolSources)) acc[k] = (acc[k] ?? 0) + v;
-            return acc;
-          }, {}),
-          policyTokens: rollouts.reduce((n, r) => n + r.segments.reduce((m, s) => m + s.end - s.start, 0), 0),
-          meanTurns: mean(rollouts.map((r) => r.turns)),
-          passByFocus: rollouts.reduce<Record<string, { passed: number; total: number }>>((acc, r) => {
-            addPassByFocus(d.checklists.get(r.uuid) ?? [], r.verdicts ?? [], acc);
-            return acc;
-          }, {}),
-          byPrompt: promptMeanStats(summary.rewards, rollouts.map((r) => r.group)),
+          ...summary.metrics,
           seconds: (Date.now() - t0) / 1000,
         };
       });
@@ -462,19 +380,17 @@ export function createRlActivities(deps: RlDeps) {
         }
         const batch: GrpoSequence[] = rollouts.map((r, i) => ({ tokens: r.tokens, spans: spans[i]! }));
         // Take the policy out of the cache: it is about to be mutated.
-        const key = policyKey(input.policy);
-        let model = models.get(key);
-        models.delete(key);
-        const reference = input.hp.klCoef > 0 ? await cachedModel(input.reference) : undefined;
+        let model = policies.take(input.policy);
+        const reference = input.hp.klCoef > 0 ? await policies.get(input.reference) : undefined;
         let trainer: GrpoTrainer | undefined;
         if (input.policy.kind === 'ckpt') {
           model?.dispose();
-          model = await loadPolicy(input.policy, (m, optimizer) => {
+          model = await loadPolicy(store, input.policy, (m, optimizer) => {
             trainer = new GrpoTrainer(m, reference, input.rl.weightDecay);
             trainer.restore(optimizer);
           });
         } else if (!model) {
-          model = await loadPolicy(input.policy);
+          model = await loadPolicy(store, input.policy);
         }
         trainer ??= new GrpoTrainer(model, reference, input.rl.weightDecay);
         let metrics;
@@ -523,7 +439,7 @@ export function createRlActivities(deps: RlDeps) {
         result.weightsSha256 = saved.weightsSha256;
         result.checkpointSeconds = (Date.now() - t1) / 1000;
         // The updated policy is the next rollout's policy: keep it.
-        models.set(`ckpt:${manifestKey}`, model);
+        policies.put(result.policy, model);
         return result;
       }));
     },
@@ -547,87 +463,5 @@ export type RlActivities = ReturnType<typeof createRlActivities>;
 
 // ---------------------------------------------------------------------------------------------------------------
 // Helpers
-
-/**
- * The wasm backend's heap is capped at 4 GiB, and a wasm instance that ran out of it is unusable afterwards. Such
- * an attempt fails non-retryably with what to change, and the worker process exits (its supervisor — the demo, a
- * container's restart policy — starts a fresh one), instead of failing every later attempt on a broken heap.
- */
-async function heapGuard<T>(activity: string, log: (l: string) => void, fn: () => Promise<T>): Promise<T> {
-  try {
-    return await fn();
-  } catch (e) {
-    const message = e instanceof Error ? e.message : String(e);
-    if (!/memory access out of bounds|out of memory|Cannot enlarge memory/i.test(message)) throw e;
-    log(`${activity}: the tensor backend ran out of memory (${message}); this worker exits so a fresh process can take over`);
-    setTimeout(() => process.exit(70), 2000).unref();
-    throw ApplicationFailure.nonRetryable(
-      `${activity}: the tensor backend ran out of memory (${message}). Lower rl.rollout.maxBatchTokens (generation) or rl.microBatch and rl.rollout.maxModelLen (training), then resume the run.`,
-      'ResourceExhausted',
-    );
-  }
-}
-
-export function judgeConfigOf(rl: RlConfig): JudgeConfig {
-  return JudgeConfig.parse({ batchItems: rl.judge.batchItems, samples: rl.judge.samples, attempts: rl.judge.attempts, offlineChecks: rl.judge.offlineChecks });
-}
-
-function verdictCache(store: ObjectStore) {
-  const prefix = 'cache/judge';
-  return {
-    get: (key: string) => ifExists(() => store.getJson(`${prefix}/${key}.json`, z.object({ pass: z.boolean(), ok: z.boolean() }))),
-    async put(key: string, v: { pass: boolean; ok: boolean }) {
-      await store.putJson(`${prefix}/${key}.json`, v);
-    },
-  };
-}
-
-const countsOf = (rollouts: readonly Rollout[]): Counts => ({
-  generate: rollouts.filter((r) => r.status === 'generate').length,
-  judge: rollouts.filter((r) => r.status === 'judge').length,
-  done: rollouts.filter((r) => r.status === 'done').length,
-});
-
-const mean = (xs: readonly number[]) => (xs.length ? xs.reduce((a, b) => a + b, 0) / xs.length : 0);
-const std = (xs: readonly number[]) => {
-  const m = mean(xs);
-  return Math.sqrt(mean(xs.map((x) => (x - m) ** 2)));
-};
-const tally = (xs: readonly string[]) => xs.reduce<Record<string, number>>((acc, x) => ((acc[x] = (acc[x] ?? 0) + 1), acc), {});
-
-/** Trajectory rewards of every rollout and the advantages at every granularity (grouped by prompt). */
-export function summarise(rollouts: readonly Rollout[], checklists: ReadonlyMap<string, ChecklistVariant[]>, rl: RlConfig) {
-  const rewards = rollouts.map((r) => trajectoryReward(checklists.get(r.uuid)!, r.verdicts ?? [], r.refTurns, rolloutFailed(r.toolFailed, r.verdicts ?? [])));
-  const failed = rollouts.filter((r) => rolloutFailed(r.toolFailed, r.verdicts ?? [])).length;
-  const groups = new Map<number, number[]>();
-  rollouts.forEach((r, i) => groups.set(r.group, [...(groups.get(r.group) ?? []), i]));
-  const byGranularity: Record<string, { perRollout: number[][]; absMean: number; nonzero: number }> = {};
-  for (const g of Granularity.options) {
-    const perRollout: number[][] = rollouts.map(() => []);
-    for (const members of groups.values()) {
-      const first = rollouts[members[0]!]!;
-      const variants = checklists.get(first.uuid)!;
-      const group = members.map((i) => {
-        const r = rollouts[i]!;
-        return { failed: rolloutFailed(r.toolFailed, r.verdicts ?? []), segmentTurns: r.segments.map((s) => s.turn), verdicts: r.verdicts ?? [], refTurns: r.refTurns };
-      });
-      const out = computeAdvantages(g, group, variants, { normByStd: rl.normAdvByStd, eta: rl.eta, minHolders: rl.minGroupCount, minCount: rl.minGroupCount });
-      members.forEach((i, k) => (perRollout[i] = out.advantages[k]!));
-    }
-    const flat = perRollout.flat();
-    byGranularity[g] = {
-      perRollout,
-      absMean: mean(flat.map(Math.abs)),
-      nonzero: perRollout.filter((a) => a.some((x) => x !== 0)).length / Math.max(1, perRollout.length),
-    };
-  }
-  return { rewards, failed, byGranularity };
-}
-
-/** Prompt indices for a step: the data cursor over the training part (after the held-out prefix). */
-export function stepPrompts(cursor: DataCursor, data: RlData, count: number, seed: number): { indices: number[]; next: DataCursor } {
-  const { indices, next } = takeBatch(cursor, count, data.train, seed, Number.MAX_SAFE_INTEGER);
-  return { indices: indices.map((i) => i + data.heldOut), next };
-}
 
 export type { Example };

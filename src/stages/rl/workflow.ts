@@ -24,7 +24,7 @@ import {
   upsertSearchAttributes,
   workflowInfo,
 } from '@temporalio/workflow';
-import type { PhaseResult, PolicyRef, RlActivities, RlAdvantagesResult, RlData } from './activities';
+import type { PhaseResult, RlActivities, RlAdvantagesResult, RlData } from './activities';
 import { CM2_MEAN_REWARD, CM2_STATE, CM2_STEP, rlKeys } from '../../run/layout';
 import type { RlConfig, RlHyperparameters } from '../../run/config';
 import type { LlmConfig } from '../../llm/config';
@@ -32,6 +32,7 @@ import { takeBatch, type DataCursor } from '../../kernel/dataOrder';
 import type { ActivityTimeouts } from '../../run/types';
 import { pauseSignal, resumeSignal, stopSignal } from '../../run/control';
 import { beginStage, endStage, stageActivities } from '../../run/workflowUtil';
+import { type PolicyRef } from '../../model/policyStore';
 
 export interface RlEvalPoint {
   step: number;

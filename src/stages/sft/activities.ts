@@ -10,7 +10,6 @@
 import { spawn } from 'node:child_process';
 import { existsSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
-import { Context } from '@temporalio/activity';
 import { ApplicationFailure } from '@temporalio/common';
 import { z } from 'zod';
 import { loadChatTokenizer, tokenizeForTraining, type ChatTokenizer } from '../../chat/tokenize';
@@ -28,7 +27,7 @@ import { applySpecialTokenInit, SPECIAL_TOKEN_SOURCES } from '../../model/specia
 import { evaluateToolCalls, type ToolCallEval } from './evaluate';
 import { SftTrainer, type TrainerState } from './trainer';
 import { assignFromWeights, loadStoredHfModel, saveTrainingCheckpoint, uploadModelWeights, withCheckpoint } from '../../model/policyStore';
-import { heartbeat, once, parseInput } from '../activityKit';
+import { cancellationSignal, heartbeat, once, parseInput } from '../activityKit';
 
 export const SftTrainInput = z.object({ runId: z.string(), sft: SftConfig, sourceKey: z.string().min(1) });
 export const SftTrainResult = z.object({
@@ -165,14 +164,6 @@ export async function importBaseIfMissing(sft: SftConfig, log: (line: string) =>
   }
 }
 
-const cancelled = (): boolean => {
-  try {
-    return Context.current().cancellationSignal.aborted;
-  } catch {
-    return false;
-  }
-};
-
 export interface SftHooks {
   log?: (line: string) => void;
 }
@@ -220,7 +211,7 @@ export async function runSft(store: ObjectStore, input: z.infer<typeof SftTrainI
       await saveTrainingCheckpoint(store, prefix, trainer.state.step, model, trainer.optimizer, { trainer: trainer.state });
     };
     while (!trainer.done) {
-      if (cancelled()) throw new Error('cancelled');
+      if (cancellationSignal()?.aborted) throw new Error('cancelled');
       const m = await trainer.step((done, total) => heartbeat({ step: trainer.state.step, total: trainer.total, micro: done, of: total }));
       trainedTokens += m.tokens;
       heartbeat({ step: m.step, total: trainer.total, loss: m.loss });

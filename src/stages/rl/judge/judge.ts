@@ -63,6 +63,7 @@ import { attemptSalt } from '../../../llm/roles';
 import type { Verdict } from '../types';
 import { batchItemIds, isPlainObject, JUDGE_JSON_SCHEMA, judgeBatchJsonSchema, judgeBatchPrompt, judgePrompt, parseJudgeAnswer, parseJudgeBatchAnswer } from './prompt';
 import { type RenderedView, renderJudgeView } from './render';
+import { RlConfig } from '../../../run/config';
 
 // ---------------------------------------------------------------------------------------------------------------
 // Configuration and stats
@@ -401,4 +402,9 @@ export class Judge {
       if (a !== undefined) answers[j] = a;
     });
   }
+}
+
+/** The judge settings of an RL config. */
+export function judgeConfigOf(rl: RlConfig): JudgeConfig {
+  return JudgeConfig.parse({ batchItems: rl.judge.batchItems, samples: rl.judge.samples, attempts: rl.judge.attempts, offlineChecks: rl.judge.offlineChecks });
 }
