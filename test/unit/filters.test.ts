@@ -1,30 +1,10 @@
 import { describe, test } from 'node:test';
 import assert from 'node:assert/strict';
-import {
-  applyRuleFilters,
-  canonicalJson,
-  checkArgumentType,
-  DEFAULT_ENABLED_FILTERS,
-  duplicateToolsByName,
-  duplicateToolsBySchema,
-  isBlankLikePython,
-  noToolResponseInAssistantMessage,
-  nonEmptyContent,
-  parseJsonLikePython,
-  resolveEnabledFilters,
-  roleOrder,
-  RULE_FILTER_NAMES,
-  RULE_FILTERS,
-  thinkTags,
-  toolArgumentTypes,
-  toolCallResponseMatch,
-  toolResponseJsonValid,
-  toolSchema,
-  type RuleFilter,
-} from '../../src/stages/prepare/filters';
+import { applyRuleFilters, canonicalJson, DEFAULT_ENABLED_FILTERS, duplicateToolsByName, duplicateToolsBySchema, noToolResponseInAssistantMessage, nonEmptyContent, resolveEnabledFilters, roleOrder, RULE_FILTER_NAMES, RULE_FILTERS, thinkTags, toolArgumentTypes, toolCallResponseMatch, toolResponseJsonValid, toolSchema, type RuleFilter } from '../../src/stages/prepare/filters';
 import { runRuleFilterReport } from '../../src/stages/prepare/filterReport';
 import type { Example, Message } from '../../src/kernel/schema';
 import { assistant, call, directReplyExample, goodExample, timeTool, tool, user, weatherTool, withMessage } from '../fixtures/dialogues';
+import { checkArgumentType, isBlankLikePython, parseJsonLikePython } from '../../src/stages/prepare/filterParts';
 
 /** Assert that `filter` rejects `ex` with reasons of its own code, and that one detail matches `pattern`. */
 function assertFails(filter: RuleFilter, ex: Example, code: string, pattern: RegExp, messageIndex?: number): void {
