@@ -68,7 +68,7 @@ program.command('logs')
   .argument('<run>', 'run id')
   .option('-c, --config <file>', 'config file (Temporal address)', 'config/demo.yaml')
   .option('-f, --follow', 'keep printing until the run ends')
-  .action(async (run: string, opts: { config: string; follow?: boolean }) => pipelineCmd().logsCommand(commandConfig(opts.config, run), run, opts.follow ?? false));
+  .action(async (run: string, opts: { config: string; follow?: boolean }) => (require('./logsCommand') as typeof import('./logsCommand')).logsCommand(commandConfig(opts.config, run), run, opts.follow ?? false));
 
 program.command('report')
   .description('write the HTML report of a run (plots: SFT loss, RL reward, judge pass rates, failures, cost, time)')

@@ -7,25 +7,22 @@
  */
 import { mkdirSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
-import { WorkflowNotFoundError, type Client, type WorkflowHandle } from '@temporalio/client';
-import { z } from 'zod';
-import { StageMarker } from '../stages/pipeline/activities';
+import { type Client, type WorkflowHandle } from '@temporalio/client';
 import { projectRoot } from '../infra/binaries';
 import type { Cm2Config } from '../run/config';
 import { ifExists, ObjectStore } from '../storage/store';
-import { pipelineKeys, stageOfWorkflowId, STAGES, stageWorkflowId } from '../run/layout';
+import { pipelineKeys, stageWorkflowId } from '../run/layout';
 import { connectClient, InfraNotRunningError } from '../infra/temporal';
-import { collectReport, heldOutSummary, readRlRows, type HeldOutSummary, type StageInfo } from '../report/collect';
-import { formatMeanSe } from '../stages/rl/heldOut';
+import { collectReport, type StageInfo } from '../report/collect';
 import { renderReport } from '../report/html';
-import { pipelineStatusQuery, summarize, type PipelineInput, type PipelineResult, type PipelineStatus } from '../stages/pipeline/workflow';
-import type { RlResult } from '../stages/rl/workflow';
+import { pipelineStatusQuery, type PipelineInput, type PipelineResult, type PipelineStatus } from '../stages/pipeline/workflow';
 import { pauseSignal, resumeSignal, stopSignal } from '../run/control';
 import type { StageProgress } from '../run/types';
 import { stageProgressQuery } from '../run/workflowUtil';
 import { crashFault, displayFault } from './faults';
 import { formatProgress, pipelineInput, pipelineWorkflowId, resultOf, sleep, startPipeline } from './stages';
 import { failureText, rootCauseText, RunWatch, withHeartbeatCount } from './watch';
+import { describeWorkflow, fmtSeconds, fmtValue, formatStatus, heldOutLine, iso, quickQuery, runStatus } from './runStatus';
 
 
 /** Temporal client and S3 store, with a clear message when either server is not running. */
@@ -40,150 +37,6 @@ export async function connect(cfg: Cm2Config): Promise<{ client: Client; store: 
     throw e;
   }
   return { client, store };
-}
-
-/** A query answered within `ms` (a closed workflow with no worker never answers), else undefined. */
-async function quickQuery<T>(handle: WorkflowHandle, query: string | { name: string }, ms = 3000): Promise<T | undefined> {
-  let timer: NodeJS.Timeout | undefined;
-  try {
-    return await Promise.race([
-      handle.query<T>(typeof query === 'string' ? query : query.name),
-      new Promise<undefined>((resolve) => (timer = setTimeout(() => resolve(undefined), ms))),
-    ]);
-  } catch {
-    return undefined;
-  } finally {
-    clearTimeout(timer);
-  }
-}
-
-async function describe(client: Client, workflowId: string) {
-  try {
-    return await client.workflow.getHandle(workflowId).describe();
-  } catch (e) {
-    if (e instanceof WorkflowNotFoundError) return undefined;
-    throw e;
-  }
-}
-
-export interface StageRow {
-  name: string;
-  /** completed | running | paused | stopped | failed | pending | disabled | terminated */
-  state: string;
-  workflowId: string;
-  /** Temporal's status of the stage workflow's latest execution, if any. */
-  temporalStatus?: string;
-  startedAt?: string;
-  closedAt?: string;
-  seconds?: number;
-  summary: Record<string, number | string>;
-  progress?: StageProgress;
-  error?: string;
-}
-
-export interface RunStatus {
-  runId: string;
-  pipeline: { workflowId: string; status: string; state?: string; startedAt?: string; closedAt?: string } | null;
-  stages: StageRow[];
-  /**
-   * Held-out mean checklist reward of the SFT policy (RL step 0) and of the latest RL policy, each with its standard
-   * error across the held-out prompts; `z` = how many standard errors of the difference RL is above SFT; `evals` every
-   * evaluation (step, mean, se, n prompts).
-   */
-  heldOut: HeldOutSummary;
-  reportKey?: string;
-}
-
-const iso = (d: Date | undefined) => (d ? d.toISOString() : undefined);
-
-/** The state of a run and of each stage, from Temporal and S3 (no worker needed). */
-export async function runStatus(client: Client, store: ObjectStore, runId: string): Promise<RunStatus> {
-  const input = await ifExists(() => store.getJson<PipelineInput>(pipelineKeys.input(runId)));
-  const pipe = await describe(client, pipelineWorkflowId(runId));
-  const live = pipe?.status.name === 'RUNNING' ? await quickQuery<PipelineStatus>(client.workflow.getHandle(pipelineWorkflowId(runId)), pipelineStatusQuery) : undefined;
-  const stages: StageRow[] = [];
-  for (const name of STAGES) {
-    const workflowId = stageWorkflowId(runId, name);
-    const row: StageRow = { name, state: 'pending', workflowId, summary: {} };
-    const enabled = input ? input.stages[name] !== undefined : true;
-    const marker = await ifExists(() => store.getJson(pipelineKeys.marker(runId, name), StageMarker));
-    const d = await describe(client, workflowId);
-    if (d) {
-      row.temporalStatus = d.status.name;
-      row.startedAt = iso(d.startTime);
-      row.closedAt = iso(d.closeTime);
-    }
-    if (marker) {
-      row.state = 'completed';
-      row.summary = summarize(name, marker.result);
-      row.startedAt = new Date(marker.startedAt).toISOString();
-      row.closedAt = new Date(marker.closedAt).toISOString();
-      row.seconds = (marker.closedAt - marker.startedAt) / 1000;
-    } else if (d) {
-      const s = d.status.name;
-      const state = d.typedSearchAttributes.get({ name: 'Cm2State', type: 'KEYWORD' } as never) as string | undefined;
-      if (s === 'RUNNING') {
-        row.state = state === 'paused' ? 'paused' : 'running';
-        row.progress = await quickQuery<StageProgress>(client.workflow.getHandle(workflowId), stageProgressQuery);
-      } else if (s === 'COMPLETED') {
-        const result = await client.workflow.getHandle(workflowId).result().catch(() => undefined);
-        row.summary = summarize(name, result);
-        row.state = name === 'rl' && (result as RlResult | undefined)?.stopped ? 'stopped' : 'completed';
-      } else if (s === 'FAILED' || s === 'TIMED_OUT') row.state = 'failed';
-      else if (s === 'TERMINATED' || s === 'CANCELLED') row.state = 'stopped';
-      else row.state = s.toLowerCase();
-      if (d.startTime && (d.closeTime || s === 'RUNNING')) row.seconds = ((d.closeTime ?? new Date()).getTime() - d.startTime.getTime()) / 1000;
-      const liveStage = live?.stages.find((x) => x.name === name);
-      if (liveStage?.error) row.error = liveStage.error;
-    } else if (!enabled) row.state = 'disabled';
-    if (row.state === 'failed' && !row.error && d) {
-      try {
-        await client.workflow.getHandle(workflowId).result();
-      } catch (e) {
-        row.error = failureText(e);
-      }
-    }
-    stages.push(row);
-  }
-  const heldOut = heldOutSummary(await readRlRows(store, runId));
-  const reportExists = await store.exists(pipelineKeys.reportHtml(runId));
-  return {
-    runId,
-    pipeline: pipe
-      ? {
-          workflowId: pipe.workflowId,
-          status: pipe.status.name,
-          ...(live?.state ? { state: live.state } : {}),
-          ...(iso(pipe.startTime) ? { startedAt: iso(pipe.startTime)! } : {}),
-          ...(iso(pipe.closeTime) ? { closedAt: iso(pipe.closeTime)! } : {}),
-        }
-      : null,
-    stages,
-    heldOut,
-    ...(reportExists ? { reportKey: pipelineKeys.reportHtml(runId) } : {}),
-  };
-}
-
-const fmtSeconds = (s?: number) => (s === undefined ? '' : s < 120 ? `${s.toFixed(0)}s` : s < 7200 ? `${(s / 60).toFixed(1)}m` : `${(s / 3600).toFixed(1)}h`);
-const fmtValue = (v: number | string) => (typeof v === 'number' && !Number.isInteger(v) ? v.toFixed(4) : String(v));
-
-export function formatStatus(s: RunStatus, cfg: Cm2Config): string {
-  const lines: string[] = [];
-  lines.push(`run ${s.runId}: ${s.pipeline ? `${s.pipeline.status.toLowerCase()}${s.pipeline.state && s.pipeline.state !== s.pipeline.status.toLowerCase() ? ` (${s.pipeline.state})` : ''}` : 'no pipeline workflow (stages run one by one?)'}`);
-  const table = [['STAGE', 'STATE', 'TIME', 'DETAIL']];
-  for (const st of s.stages) {
-    const detail = st.progress
-      ? formatProgress(st.progress).replace(/^\[[^\]]+\]\s*/, '')
-      : Object.entries(st.summary).filter(([k]) => !/Key$|policy/.test(k)).map(([k, v]) => `${k}=${fmtValue(v)}`).join(' ');
-    table.push([st.name, st.state, fmtSeconds(st.seconds), (st.error ? `ERROR: ${st.error} ` : '') + detail]);
-  }
-  const widths = [0, 1, 2].map((i) => Math.max(...table.map((r) => r[i]!.length)));
-  for (const r of table) lines.push(`  ${r.slice(0, 3).map((c, i) => c.padEnd(widths[i]!)).join('  ')}  ${r[3]}`);
-  const h = s.heldOut;
-  if (h.sft !== null || h.rl !== null) lines.push(heldOutLine(h));
-  lines.push(`Web UI: ${cfg.temporal.uiUrl}/namespaces/${cfg.temporal.namespace}/workflows?query=${encodeURIComponent(`Cm2RunId="${s.runId}"`)}`);
-  if (s.reportKey) lines.push(`report: s3://${cfg.s3.bucket}/${s.reportKey}  (\`cm2 report ${s.runId}\` writes it locally)`);
-  return lines.join('\n');
 }
 
 export interface FollowOptions {
@@ -324,18 +177,6 @@ export async function startRun(client: Client, store: ObjectStore, cfg: Cm2Confi
 }
 
 /** `held-out mean checklist reward: SFT 0.0559 ± 0.0121 → RL 0.0998 ± 0.0150 (step 24; 32 prompts, ± one standard error; +2.3 SE)`. */
-export function heldOutLine(h: { sft?: number | null; sftSe?: number | null; rl?: number | null; rlSe?: number | null; rlStep?: number | null; prompts?: number | null }): string {
-  const detail: string[] = [];
-  if (h.rlStep !== undefined && h.rlStep !== null) detail.push(`step ${h.rlStep}`);
-  const anySe = (h.sftSe ?? null) !== null || (h.rlSe ?? null) !== null;
-  if (anySe) detail.push(`${h.prompts ? `${h.prompts} prompts, ` : ''}± one standard error`);
-  if (typeof h.sft === 'number' && typeof h.rl === 'number' && typeof h.sftSe === 'number' && typeof h.rlSe === 'number' && h.sftSe ** 2 + h.rlSe ** 2 > 0) {
-    const z = (h.rl - h.sft) / Math.sqrt(h.sftSe ** 2 + h.rlSe ** 2);
-    detail.push(`difference ${z >= 0 ? '+' : ''}${z.toFixed(1)} standard errors`);
-  }
-  return `held-out mean checklist reward: SFT ${formatMeanSe(h.sft, h.sftSe)} → RL ${formatMeanSe(h.rl, h.rlSe)}${detail.length ? ` (${detail.join('; ')})` : ''}`;
-}
-
 export function printRunEnd(result: PipelineResult, cfg: Cm2Config): void {
   const h = result.heldOut ?? {};
   console.log(`run ${result.runId}: ${result.state}`);
@@ -373,7 +214,7 @@ export async function resumeCommand(cfg: Cm2Config, runId: string, wait: boolean
   const { client, store } = await connect(cfg);
   const input = await ifExists(() => store.getJson<PipelineInput>(pipelineKeys.input(runId)));
   if (!input) throw new InfraNotRunningError(`the recorded input of run "${runId}" (s3://${cfg.s3.bucket}/${pipelineKeys.input(runId)})`, cfg.s3.endpoint, new Error('not found: start it with `cm2 run --config FILE --run ' + runId + '`'));
-  const before = await describe(client, pipelineWorkflowId(runId));
+  const before = await describeWorkflow(client, pipelineWorkflowId(runId));
   const handle = await startPipeline(client, cfg, input);
   console.log(before?.status.name === 'RUNNING' ? `run ${runId} is running: following it` : `run ${runId} resumed (finished stages are skipped)`);
   if (!wait) return;
@@ -416,7 +257,7 @@ export async function statusCommand(cfg: Cm2Config, runId: string | undefined, j
 
 export async function controlCommand(cfg: Cm2Config, runId: string, action: 'pause' | 'unpause' | 'stop'): Promise<void> {
   const { client } = await connect(cfg);
-  const d = await describe(client, pipelineWorkflowId(runId));
+  const d = await describeWorkflow(client, pipelineWorkflowId(runId));
   if (!d || d.status.name !== 'RUNNING') {
     console.error(`run ${runId} is not running${d ? ` (${d.status.name.toLowerCase()})` : ''}${action !== 'unpause' ? '' : `; \`cm2 resume ${runId}\` starts it again`}`);
     process.exitCode = 1;
@@ -455,114 +296,4 @@ export async function writeLocalReport(client: Client, store: ObjectStore, cfg: 
 export async function reportCommand(cfg: Cm2Config, runId: string, opts: { out?: string; compare?: string[] }): Promise<void> {
   const { client, store } = await connect(cfg);
   console.log(await writeLocalReport(client, store, cfg, runId, opts));
-}
-
-// ---------- logs ----------
-
-const HistoryEvent = z.looseObject({ eventId: z.unknown(), eventTime: z.unknown() });
-const tsMs = (t: unknown): number => {
-  const o = t as { seconds?: number | { toNumber(): number } | string; nanos?: number } | null;
-  if (!o) return 0;
-  const s = typeof o.seconds === 'object' && o.seconds !== null ? o.seconds.toNumber() : Number(o.seconds ?? 0);
-  return s * 1000 + (o.nanos ?? 0) / 1e6;
-};
-
-export interface LogLine {
-  time: number;
-  source: string;
-  text: string;
-}
-
-/** Human lines for the events of one workflow history (pure; `source` names the workflow). */
-export function historyLines(source: string, events: readonly Record<string, unknown>[]): LogLine[] {
-  const out: LogLine[] = [];
-  const activityType = new Map<string, string>();
-  const startedAt = new Map<string, number>();
-  for (const raw of events) {
-    const ev = HistoryEvent.parse(raw) as Record<string, unknown>;
-    const time = tsMs(ev['eventTime']);
-    const attr = (name: string) => ev[name] as Record<string, unknown> | null | undefined;
-    const push = (text: string) => out.push({ time, source, text });
-    const id = String(ev['eventId']);
-    let a;
-    if ((a = attr('workflowExecutionStartedEventAttributes'))) push(`started (${(a['workflowType'] as { name?: string } | undefined)?.name ?? 'workflow'}${(a['continuedExecutionRunId'] as string | undefined) ? ', continued as new' : ''})`);
-    else if ((a = attr('activityTaskScheduledEventAttributes'))) {
-      const type = (a['activityType'] as { name?: string } | undefined)?.name ?? '?';
-      activityType.set(id, type);
-      startedAt.set(id, time);
-    } else if ((a = attr('activityTaskStartedEventAttributes'))) {
-      const attempt = Number(a['attempt'] ?? 1);
-      if (attempt > 1) push(`${activityType.get(String(a['scheduledEventId'])) ?? 'activity'} attempt ${attempt} (earlier attempts failed: ${failureText(a['lastFailure']) || 'see the Web UI'})`);
-    } else if ((a = attr('activityTaskCompletedEventAttributes'))) {
-      const sid = String(a['scheduledEventId']);
-      const t0 = startedAt.get(sid);
-      push(`${activityType.get(sid) ?? 'activity'} done${t0 !== undefined ? ` in ${fmtSeconds((time - t0) / 1000)}` : ''}`);
-    } else if ((a = attr('activityTaskFailedEventAttributes'))) push(`${activityType.get(String(a['scheduledEventId'])) ?? 'activity'} FAILED: ${failureText(a['failure'])}`);
-    else if ((a = attr('activityTaskTimedOutEventAttributes'))) push(`${activityType.get(String(a['scheduledEventId'])) ?? 'activity'} timed out: ${failureText(a['failure'])}`);
-    else if ((a = attr('workflowExecutionSignaledEventAttributes'))) push(`signal ${String(a['signalName'])}`);
-    else if ((a = attr('workflowExecutionUpdateAcceptedEventAttributes'))) push(`update ${String((a['acceptedRequest'] as { input?: { name?: string } } | undefined)?.input?.name ?? '')} accepted`);
-    else if ((a = attr('startChildWorkflowExecutionInitiatedEventAttributes'))) push(`stage ${String(a['workflowId'])} starting`);
-    else if ((a = attr('childWorkflowExecutionCompletedEventAttributes'))) push(`stage ${String((a['workflowExecution'] as { workflowId?: string } | undefined)?.workflowId)} completed`);
-    else if ((a = attr('childWorkflowExecutionFailedEventAttributes'))) push(`stage ${String((a['workflowExecution'] as { workflowId?: string } | undefined)?.workflowId)} FAILED: ${failureText(a['failure'])}`);
-    else if ((a = attr('childWorkflowExecutionCanceledEventAttributes'))) push(`stage ${String((a['workflowExecution'] as { workflowId?: string } | undefined)?.workflowId)} cancelled`);
-    else if ((a = attr('childWorkflowExecutionTerminatedEventAttributes'))) push(`stage ${String((a['workflowExecution'] as { workflowId?: string } | undefined)?.workflowId)} terminated`);
-    else if (attr('workflowExecutionCompletedEventAttributes')) push('completed');
-    else if ((a = attr('workflowExecutionFailedEventAttributes'))) push(`FAILED: ${failureText(a['failure'])}`);
-    else if (attr('workflowExecutionContinuedAsNewEventAttributes')) push('continued as new (history kept small)');
-    else if ((a = attr('workflowExecutionTerminatedEventAttributes'))) push(`terminated${a['reason'] ? `: ${String(a['reason'])}` : ''}`);
-    else if (attr('workflowExecutionCanceledEventAttributes')) push('cancelled');
-    else if ((a = attr('workflowTaskFailedEventAttributes'))) push(`workflow task failed (a worker problem, retried): ${failureText(a['failure'])}`);
-  }
-  return out;
-}
-
-/** Every execution (continue-as-new chains included) of the run's workflows, oldest first, as log lines. */
-export async function runLogLines(client: Client, runId: string): Promise<LogLine[]> {
-  const ids = [pipelineWorkflowId(runId), ...STAGES.map((s) => stageWorkflowId(runId, s))];
-  const lines: LogLine[] = [];
-  for (const workflowId of ids) {
-    const executions: string[] = [];
-    for await (const w of client.workflow.list({ query: `WorkflowId = "${workflowId}"` })) executions.push(w.runId);
-    for (const execRunId of executions) {
-      const history = await client.workflow.getHandle(workflowId, execRunId).fetchHistory();
-      lines.push(...historyLines(stageOfWorkflowId(runId, workflowId) ?? workflowId, (history.events ?? []) as unknown as Record<string, unknown>[]));
-    }
-    // Retries in progress are not in history until they end: show them from the description.
-    const d = await describe(client, workflowId);
-    for (const p of d?.raw.pendingActivities ?? []) {
-      if ((p.attempt ?? 1) > 1) {
-        lines.push({ time: Date.now(), source: stageOfWorkflowId(runId, workflowId) ?? workflowId, text: `now: ${p.activityType?.name ?? 'activity'} attempt ${p.attempt}, last failure: ${failureText(p.lastFailure)}` });
-      }
-    }
-  }
-  return lines.sort((a, b) => a.time - b.time);
-}
-
-export async function logsCommand(cfg: Cm2Config, runId: string, follow: boolean): Promise<void> {
-  const { client } = await connect(cfg);
-  const print = (l: LogLine) => console.log(`${new Date(l.time).toISOString().replace('T', ' ').slice(0, 19)}  ${l.source.padEnd(9)} ${l.text}`);
-  const key = (l: LogLine) => `${l.time}|${l.source}|${l.text}`;
-  const shown = new Set<string>();
-  for (;;) {
-    const lines = await runLogLines(client, runId);
-    if (lines.length === 0 && shown.size === 0) {
-      console.log(`no workflows of run ${runId} (\`cm2 status\` lists the runs)`);
-      return;
-    }
-    for (const l of lines) {
-      if (l.text.startsWith('now: ')) continue;
-      if (!shown.has(key(l))) {
-        shown.add(key(l));
-        print(l);
-      }
-    }
-    const now = lines.filter((l) => l.text.startsWith('now: '));
-    if (!follow) {
-      for (const l of now) print(l);
-      return;
-    }
-    const d = await describe(client, pipelineWorkflowId(runId));
-    if (d && d.status.name !== 'RUNNING') return;
-    await new Promise((r) => setTimeout(r, 2000));
-  }
 }

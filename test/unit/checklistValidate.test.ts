@@ -2,8 +2,9 @@ import { describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { renderChecklist, renderViolations, wrapText } from '../../src/stages/checklist/render';
 import { toStoredVariant, type AnnotatedExample, type ChecklistItem, type ChecklistOutput } from '../../src/stages/checklist/schema';
-import { formatViolation, snippetOccurs, validateAnnotatedExample, validateChecklist, violationsForRepair, type Violation } from '../../src/stages/checklist/validate';
+import { formatViolation, validateAnnotatedExample, validateChecklist, violationsForRepair, type Violation } from '../../src/stages/checklist/validate';
 import { goodExample } from '../fixtures/dialogues';
+import { snippetOccurs } from '../../src/stages/checklist/evidence';
 
 /*
  * goodExample(): turn 0 = steps 0 user, 1 assistant (get_weather Paris), 2 tool {"temperature": 18},

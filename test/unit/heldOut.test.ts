@@ -5,12 +5,12 @@
  */
 import { describe, test } from 'node:test';
 import assert from 'node:assert/strict';
-import { heldOutLine } from '../../src/cli/pipelineCommand';
 import { buildReport, heldOutSummary, type RlRow, type RunSources } from '../../src/report/collect';
 import { renderReport } from '../../src/report/html';
 import { ReportData } from '../../src/report/types';
 import { formatMeanSe, promptMeanStats } from '../../src/stages/rl/heldOut';
 import { summarize } from '../../src/stages/pipeline/workflow';
+import { heldOutLine } from '../../src/cli/runStatus';
 
 const close = (a: number | null, b: number, tol = 1e-12) => assert.ok(a !== null && Math.abs(a - b) < tol, `${a} ≉ ${b}`);
 

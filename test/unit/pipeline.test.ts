@@ -1,7 +1,6 @@
 /** Pure parts of the pipeline, its CLI and its report: stage summaries, log lines, report shaping, pass rates. */
 import { describe, test } from 'node:test';
 import assert from 'node:assert/strict';
-import { historyLines } from '../../src/cli/pipelineCommand';
 import { buildReport, type RunSources } from '../../src/report/collect';
 import { ReportData } from '../../src/report/types';
 import { addPassByFocus } from '../../src/stages/rl/rewards';
@@ -9,6 +8,7 @@ import { summarize } from '../../src/stages/pipeline/workflow';
 import { toStoredVariant } from '../../src/stages/checklist/schema';
 import { offlineChecklist } from '../../src/demo/checklist';
 import { generateDemoDataset } from '../../src/demo/generator';
+import { historyLines } from '../../src/cli/logsCommand';
 
 const ts = (ms: number) => ({ seconds: Math.floor(ms / 1000), nanos: (ms % 1000) * 1e6 });
 

@@ -11,13 +11,14 @@ import { LlmChecklistAnnotator, type Ask } from '../../src/stages/checklist/anno
 import { evaluateCheck, itemSatisfiedInTurn, judgeViewAt } from '../../src/stages/checklist/check';
 import { toStoredVariant, type ChecklistItem, type Evidence, type TurnBlock } from '../../src/stages/checklist/schema';
 import { partTexts } from '../../src/stages/checklist/steps';
-import { snippetOccurs, validateAnnotatedExample, validateChecklist, type Violation } from '../../src/stages/checklist/validate';
+import { validateAnnotatedExample, validateChecklist, type Violation } from '../../src/stages/checklist/validate';
 import { applyRuleFilters, RULE_FILTER_NAMES } from '../../src/stages/prepare/filters';
 import { parseFileBytes, parseJsonlText } from '../../src/stages/prepare/import';
 import { zeroUsage } from '../../src/kernel/roles';
 import type { Example } from '../../src/kernel/schema';
 import { judgedStepHasToolCallError } from '../../src/stages/rl/judge/judge';
 import { judgeAssistantFields, renderJudgeMessages } from '../../src/stages/rl/judge/render';
+import { snippetOccurs } from '../../src/stages/checklist/evidence';
 
 // ---------------------------------------------------------------------------------------------------------------
 // Inputs, written by hand.
