@@ -17,9 +17,9 @@ import { loadChatTokenizer } from '../chat/tokenize';
 import { DEFAULT_CATEGORIES, parseCategoryList } from '../stages/eval/bfcl/categories';
 import { BfclDataError, BfclInputError, parseAnswers } from '../stages/eval/bfcl/data';
 import { stringifyPyJson } from '../stages/eval/bfcl/pyValue';
-import { AnswersPolicy, availableCategories, defaultDataDir, EndpointConfig, EndpointPolicy, evaluateBfcl, ModelPolicy, ReferencePolicy, type Policy } from '../stages/eval/bfcl/runner';
+import { AnswersPolicy, availableCategories, EndpointConfig, EndpointPolicy, evaluateBfcl, ModelPolicy, ReferencePolicy, type Policy } from '../stages/eval/bfcl/runner';
 import { formatSummary, type BfclResults } from '../stages/eval/bfcl/score';
-import { projectRoot } from '../infra/binaries';
+import { bfclDataDir, projectRoot } from '../infra/binaries';
 import type { Cm2Config } from '../run/config';
 import { ObjectStore } from '../storage/store';
 import { selectBackend, type BackendPref } from '../model/backend';
@@ -139,7 +139,7 @@ export async function evalBfclCommand(opts: EvalBfclCommandOptions, config: () =
   const log = (l: string) => {
     if (!opts.quiet) console.error(l);
   };
-  const dataDir = opts.data ? path.resolve(opts.data) : defaultDataDir();
+  const dataDir = opts.data ? path.resolve(opts.data) : bfclDataDir();
   const categories = parseCategoryList(opts.category ?? DEFAULT_CATEGORIES.join(','), (opts.category ?? '').split(',').includes('all') ? availableCategories(dataDir) : []);
   const limit = int(opts.limit, 'limit');
   const { policy, dispose } = await resolvePolicy(opts, config, log);

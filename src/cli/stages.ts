@@ -5,7 +5,6 @@
 import { isGrpcServiceError, ServiceError, WorkflowFailedError, WorkflowIdConflictPolicy, type Client, type WorkflowHandle, type WorkflowStartOptions } from '@temporalio/client';
 import { WorkflowNotFoundError } from '@temporalio/common';
 import type { Workflow } from '@temporalio/common';
-import { REFERENCE_CASCADE } from '../stages/prepare/llmFilter';
 import type { Cm2Config } from '../run/config';
 import { connectClient } from '../infra/temporal';
 import type { PrepareReport } from '../stages/prepare/activities';
@@ -19,6 +18,7 @@ import type { SftReport } from '../stages/sft/activities';
 import { CM2_RUN_ID, CM2_STAGE } from '../run/layout';
 import { displayFault } from './faults';
 import { RunWatch, withHeartbeatCount } from './watch';
+import { REFERENCE_CASCADE } from '../run/config';
 
 /**
  * Starts the workflow of a stage of a run (`cm2-<run>-<stage>`), or attaches to it when it is already running: the

@@ -100,3 +100,14 @@ export function ensureBinaries(log: (line: string) => void = console.log): Recor
   const minio = findBinary('minio') ?? installMinio(log);
   return { temporal, minio };
 }
+
+/**
+ * The default BFCL data folder: `$CM2_BFCL_DIR`, else `shared/benchmarks/bfcl` in the checkout or next to it
+ * (the shared folder of this project).
+ */
+export function bfclDataDir(env: NodeJS.ProcessEnv = process.env): string {
+  if (env['CM2_BFCL_DIR']) return env['CM2_BFCL_DIR'];
+  // A checkout next to the shared benchmark folder uses it; otherwise the copy vendored in assets/bfcl (same files).
+  const candidates = [path.join(projectRoot, 'shared', 'benchmarks', 'bfcl'), path.join(projectRoot, '..', 'shared', 'benchmarks', 'bfcl'), path.join(projectRoot, 'assets', 'bfcl')];
+  return candidates.find((d) => existsSync(d)) ?? candidates[2]!;
+}

@@ -14,7 +14,24 @@ import { readFileSync } from 'node:fs';
 import { z } from 'zod';
 import YAML from 'yaml';
 import { LlmConfig } from '../llm/config';
-import { FilterCascade } from '../stages/prepare/llmFilter';
+import type { Effort } from '../kernel/roles';
+
+/** The LLM filter's passes (spec §2.2): one reasoning effort per pass. */
+export const FilterEffort = z.enum(['low', 'medium', 'high']);
+
+export const FilterPass = z.object({ effort: FilterEffort });
+export type FilterPass = z.infer<typeof FilterPass>;
+
+/** The reference `run.sh` cascade ("low*2, medium*2, and high*4"). The paper says 2/2/2 (spec §9.2). */
+export const REFERENCE_CASCADE: readonly Effort[] = ['low', 'low', 'medium', 'medium', 'high', 'high', 'high', 'high'];
+
+export const FilterCascade = z.object({
+  passes: z
+    .array(FilterPass)
+    .min(1)
+    .default(() => REFERENCE_CASCADE.map((effort) => ({ effort }))),
+});
+export type FilterCascade = z.infer<typeof FilterCascade>;
 
 export const TaskQueues = z.object({
   workflows: z.string().default('cm2-workflows').describe('Task queue of the workflow workers (orchestration only).'),

@@ -22,7 +22,7 @@ import { createEvalActivities, type EvalBfclInput, type EvalBfclSummary } from '
 import { loadChatTokenizer } from '../../src/chat/tokenize';
 import { stringifyPyJson } from '../../src/stages/eval/bfcl/pyValue';
 import { referenceCalls } from '../../src/stages/eval/bfcl/reference';
-import { defaultDataDir, loadCategory } from '../../src/stages/eval/bfcl/runner';
+import { loadCategory } from '../../src/stages/eval/bfcl/runner';
 import { BfclResults } from '../../src/stages/eval/bfcl/score';
 import { writeCheckpoint } from '../../src/storage/checkpoints';
 import { runKey } from '../../src/run/layout';
@@ -34,6 +34,7 @@ import { replies, startFakeOpenAI } from '../helpers/fakeOpenAI';
 import { writeConfigFile } from '../helpers/processes';
 import { TINY_POLICY } from '../helpers/rlFixture';
 import { serializeSafetensors } from '../../src/model/safetensorsWrite';
+import { bfclDataDir } from '../../src/infra/binaries';
 
 const root = path.resolve(__dirname, '..', '..');
 const run = promisify(execFile);
@@ -83,7 +84,7 @@ describe('evalBfcl', () => {
   const cfg = testConfig(uniqueId('bfcl'));
   const store = testStore(cfg);
   const activities = createEvalActivities({ store, log: quiet });
-  const dataDir = defaultDataDir();
+  const dataDir = bfclDataDir();
   /** Runs the activity in an activity context (heartbeats go to `env`). */
   const evalBfcl = (input: EvalBfclInput, env = new MockActivityEnvironment()): Promise<EvalBfclSummary> =>
     env.run(activities.evalBfcl as (i: EvalBfclInput) => Promise<EvalBfclSummary>, input);

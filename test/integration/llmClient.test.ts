@@ -9,11 +9,11 @@ import { ApplicationFailure } from '@temporalio/common';
 import { LlmConfig, type LlmRoleConfigInput } from '../../src/llm/config';
 import { LlmClient, LlmFatalError, LlmRetryableError, classifyLlmError, parseRetryAfter, type ResponseCache } from '../../src/llm/client';
 import { toTemporalFailure, LLM_FATAL_TYPE, LLM_RETRYABLE_TYPE } from '../../src/llm/temporal';
-import { CompressorRole, LlmFilterRole, makeDataRoles } from '../../src/llm/roles';
 import { FILTER_JSON_SCHEMA } from '../../src/stages/prepare/llmFilter';
 import type { DataRoles } from '../../src/kernel/roles';
 import type { Example } from '../../src/kernel/schema';
 import { replies, startFakeOpenAI, type Behaviour, type FakeOpenAI } from '../helpers/fakeOpenAI';
+import { CompressorRole, LlmFilterRole, makeDataRoles } from '../../src/stages/prepare/roles';
 
 const servers: FakeOpenAI[] = [];
 after(async () => {

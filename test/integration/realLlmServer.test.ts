@@ -30,6 +30,7 @@ import { tinyRl, writeRlFixture } from '../helpers/rlFixture';
 import { EndpointConfig, EndpointPolicy, evaluateBfcl } from '../../src/stages/eval/bfcl/runner';
 import type { BfclExample } from '../../src/stages/eval/bfcl/data';
 import { llamaServerUnavailable, startLlamaServer, type LlamaServer } from '../helpers/llamaServer';
+import { bfclDataDir } from '../../src/infra/binaries';
 
 let server: LlamaServer | undefined;
 let skip: string | undefined;
@@ -244,7 +245,7 @@ test('real server: native tool_calls from a tool-call chat template are decoded 
       }
     }
     const policy = new ForcedCalls(EndpointConfig.parse({ baseUrl: tools.url, model: tools.model, maxTokens: 160, timeoutMs: 120_000, maxTransportRetries: 1, concurrency: 1 }));
-    const res = await evaluateBfcl(policy, { categories: ['simple_python'], limit: 3 });
+    const res = await evaluateBfcl(policy, { categories: ['simple_python'], limit: 3, dataDir: bfclDataDir() });
     const examples = res.examples;
     t.diagnostic(`tool_calls: ${JSON.stringify(examples.map((e) => ({ id: e.id, calls: e.calls, valid: e.valid, reason: e.reason })))}`);
     assert.equal(examples.length, 3);

@@ -11,10 +11,11 @@ import type { BfclExample } from '../../src/stages/eval/bfcl/data';
 import { convertJava, convertJs } from '../../src/stages/eval/bfcl/languages';
 import { parsePyJson, PyFloat, pyEquals, pyType, standardizeString, stringifyPyJson, toPyValue } from '../../src/stages/eval/bfcl/pyValue';
 import { referenceCalls } from '../../src/stages/eval/bfcl/reference';
-import { availableCategories, defaultDataDir, loadCategory } from '../../src/stages/eval/bfcl/runner';
+import { availableCategories, loadCategory } from '../../src/stages/eval/bfcl/runner';
 import { scoreExample } from '../../src/stages/eval/bfcl/score';
+import { bfclDataDir } from '../../src/infra/binaries';
 
-const dataDir = defaultDataDir();
+const dataDir = bfclDataDir();
 const haveData = existsSync(dataDir);
 
 /**

@@ -14,9 +14,10 @@ import { decodeAnswerResult, decodeOpenAiMessage, decodeQwenText } from '../../s
 import { parsePyJson, PyFloat, stringifyPyJson } from '../../src/stages/eval/bfcl/pyValue';
 import { referenceCalls } from '../../src/stages/eval/bfcl/reference';
 import { evalBfclCommand, parseEndpointSpec, parseS3Ref } from '../../src/cli/evalCommand';
-import { AnswersPolicy, defaultDataDir, evaluateBfcl, loadCategory } from '../../src/stages/eval/bfcl/runner';
+import { AnswersPolicy, evaluateBfcl, loadCategory } from '../../src/stages/eval/bfcl/runner';
 import { BfclResults, formatSummary, scoreExample } from '../../src/stages/eval/bfcl/score';
 import { exampleMessages, exampleTools, languageSpecificDocs, toOpenAiTools } from '../../src/stages/eval/bfcl/tools';
+import { bfclDataDir } from '../../src/infra/binaries';
 
 const q = (id: string, fn: unknown = { name: 'f', description: 'F.', parameters: { type: 'dict', properties: { x: { type: 'integer' } }, required: ['x'] } }) =>
   JSON.stringify({ id, question: [[{ role: 'user', content: `question ${id}` }]], function: [fn] });
@@ -233,9 +234,9 @@ describe('cm2 eval bfcl (command)', () => {
     assert.deepEqual(parseS3Ref('s3://cm2/runs/demo/sft/final/'), { bucket: 'cm2', prefix: 'runs/demo/sft/final' });
     assert.throws(() => parseS3Ref('s3://cm2'), /s3:\/\/BUCKET\/PREFIX/);
   });
-  test('--answers scores a file of reference answers; the results file keeps float literals', { skip: existsSync(defaultDataDir()) ? false : 'no BFCL data' }, async () => {
+  test('--answers scores a file of reference answers; the results file keeps float literals', { skip: existsSync(bfclDataDir()) ? false : 'no BFCL data' }, async () => {
     const dir = mkdtempSync(path.join(tmpdir(), 'bfcl-cli-'));
-    const lines = ['simple_python', 'parallel', 'irrelevance'].flatMap((c) => loadCategory(defaultDataDir(), c, 4)).map((ex) => stringifyPyJson({ id: ex.id, result: referenceCalls(ex) }));
+    const lines = ['simple_python', 'parallel', 'irrelevance'].flatMap((c) => loadCategory(bfclDataDir(), c, 4)).map((ex) => stringifyPyJson({ id: ex.id, result: referenceCalls(ex) }));
     writeFileSync(path.join(dir, 'answers.jsonl'), `${lines.join('\n')}\n{"id": "simple_java_0", "result": []}\n`);
     const out = path.join(dir, 'results.json');
     const log = console.log;
@@ -253,7 +254,7 @@ describe('cm2 eval bfcl (command)', () => {
     // The recorded calls read back with their Python types and score the same (they can be re-scored as answers).
     const typed = parsePyJson(written) as unknown as { examples: { id: string; category: string; calls: DecodedCall[] }[] };
     for (const e of typed.examples) {
-      const ex = loadCategory(defaultDataDir(), e.category, 4).find((x) => x.id === e.id)!;
+      const ex = loadCategory(bfclDataDir(), e.category, 4).find((x) => x.id === e.id)!;
       assert.equal(scoreExample(ex, { calls: e.calls }).valid, true, e.id);
     }
     await assert.rejects(evalBfclCommand({ policy: 'openai:m@http://x', answers: 'a.jsonl', quiet: true }, () => { throw new Error('unused'); }), /exactly one of --policy/);

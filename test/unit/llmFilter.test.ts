@@ -1,18 +1,8 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import type { Example } from '../../src/kernel/schema';
-import {
-  buildFilterMessages,
-  cascadeDecision,
-  cascadeOf,
-  FILTER_JSON_SCHEMA,
-  FILTER_SYSTEM_PROMPT,
-  filterCacheSalt,
-  FilterCascade,
-  parseFilterVerdict,
-  REFERENCE_CASCADE,
-  type PassOutcome,
-} from '../../src/stages/prepare/llmFilter';
+import { buildFilterMessages, cascadeDecision, cascadeOf, FILTER_JSON_SCHEMA, FILTER_SYSTEM_PROMPT, filterCacheSalt, parseFilterVerdict, type PassOutcome } from '../../src/stages/prepare/llmFilter';
+import { FilterCascade, REFERENCE_CASCADE } from '../../src/run/config';
 
 const example: Example = {
   uuid: 'u1',

@@ -14,9 +14,9 @@ import { ChatTokenizer, loadChatTokenizer } from '../../chat/tokenize';
 import { DEFAULT_CATEGORIES } from './bfcl/categories';
 import { BfclDataError, BfclInputError } from './bfcl/data';
 import { stringifyPyJson } from './bfcl/pyValue';
-import { defaultDataDir, EndpointConfig, EndpointPolicy, evaluateBfcl, ModelPolicy, type Policy } from './bfcl/runner';
+import { EndpointConfig, EndpointPolicy, evaluateBfcl, ModelPolicy, type Policy } from './bfcl/runner';
 import { Accuracy, formatSummary } from './bfcl/score';
-import { projectRoot } from '../../infra/binaries';
+import { bfclDataDir, projectRoot } from '../../infra/binaries';
 import { ifExists, NotFoundError, storeCache, type ObjectStore } from '../../storage/store';
 import { evalKeys } from '../../run/layout';
 import { selectBackend, backendPrefs, type BackendPref } from '../../model/backend';
@@ -144,7 +144,7 @@ export function createEvalActivities(deps: EvalDeps) {
           const results = await evaluateBfcl(policy, {
             categories: input.categories,
             ...(input.limit !== undefined ? { limit: input.limit } : {}),
-            dataDir: input.dataDir ?? defaultDataDir(),
+            dataDir: input.dataDir ?? bfclDataDir(),
             onProgress: (category, done, total) => heartbeat({ category, done, total }),
             log: (l) => log(`${label}: ${l}`),
             ...(signal ? { signal } : {}),

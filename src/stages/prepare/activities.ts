@@ -19,12 +19,12 @@ import { harderSampleDrop, seededSplit } from './split';
 import { computeStats } from './stats';
 import { DataSource } from '../../run/config';
 import { LlmConfig } from '../../llm/config';
-import { makeDataRoles } from '../../llm/roles';
 import { type ObjectStore, storeCache } from '../../storage/store';
 import { prepareKeys } from '../../run/layout';
 import { generateDemoDataset } from '../../demo/generator';
 import { offlineDataRoles } from '../../demo/offline';
 import { heartbeat, mapWithHeartbeat, once, parseInput, readShard, ShardRef, shardName, writeShard } from '../activityKit';
+import { makeDataRoles } from './roles';
 
 // ---------- import ----------
 

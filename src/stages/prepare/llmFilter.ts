@@ -7,10 +7,10 @@
  * previous pass kept; an example survives only if every pass says "no error". The reference `run.sh`
  * runs low, low, medium, medium, high, high, high, high.
  */
-import { z } from 'zod';
 import type { DropReason, Example } from '../../kernel/schema';
 import type { Effort, FilterVerdict } from '../../kernel/roles';
 import { extractJson } from '../../kernel/jsonExtract';
+import { FilterCascade } from '../../run/config';
 
 /**
  * Our wording of the reference prompt's intent: simulated dialogue, candidate tools, hidden thinking to
@@ -97,22 +97,6 @@ export function parseFilterVerdict(text: string): FilterParse {
 
 // ---------------------------------------------------------------------------------------------------
 // Cascade
-
-export const FilterEffort = z.enum(['low', 'medium', 'high']);
-
-export const FilterPass = z.object({ effort: FilterEffort });
-export type FilterPass = z.infer<typeof FilterPass>;
-
-/** The reference `run.sh` cascade ("low*2, medium*2, and high*4"). The paper says 2/2/2 (spec §9.2). */
-export const REFERENCE_CASCADE: readonly Effort[] = ['low', 'low', 'medium', 'medium', 'high', 'high', 'high', 'high'];
-
-export const FilterCascade = z.object({
-  passes: z
-    .array(FilterPass)
-    .min(1)
-    .default(() => REFERENCE_CASCADE.map((effort) => ({ effort }))),
-});
-export type FilterCascade = z.infer<typeof FilterCascade>;
 
 /** Cascade from a list of efforts, e.g. `cascadeOf(['low', 'medium', 'high'])`. */
 export const cascadeOf = (efforts: readonly Effort[]): FilterCascade => FilterCascade.parse({ passes: efforts.map((effort) => ({ effort })) });

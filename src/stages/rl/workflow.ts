@@ -32,7 +32,7 @@ import { takeBatch, type DataCursor } from '../../kernel/dataOrder';
 import type { ActivityTimeouts } from '../../run/types';
 import { pauseSignal, resumeSignal, stopSignal } from '../../run/control';
 import { beginStage, endStage, stageActivities } from '../../run/workflowUtil';
-import { type PolicyRef } from '../../model/policyStore';
+import type { PolicyRef } from '../../model/policyStore';
 
 export interface RlEvalPoint {
   step: number;

@@ -23,7 +23,6 @@ import type { ChatCompletionCreateParamsNonStreaming } from 'openai/resources/ch
 import { z } from 'zod';
 import { promptIds, type ChatTokenizer } from '../../../chat/tokenize';
 import type { Message } from '../../../kernel/schema';
-import { projectRoot } from '../../../infra/binaries';
 import { canonicalJson, classifyLlmError, LlmFatalError, PLACEHOLDER_API_KEY, Semaphore, type ResponseCache } from '../../../llm/client';
 import { LlmRoleConfig } from '../../../llm/config';
 import { generateAsync } from '../../../model/generate';
@@ -37,17 +36,6 @@ import { exampleMessages, exampleTools } from './tools';
 
 // ---------------------------------------------------------------------------------------------------------------
 // Data
-
-/**
- * The default BFCL data folder: `$CM2_BFCL_DIR`, else `shared/benchmarks/bfcl` in the checkout or next to it
- * (the shared folder of this project).
- */
-export function defaultDataDir(env: NodeJS.ProcessEnv = process.env): string {
-  if (env['CM2_BFCL_DIR']) return env['CM2_BFCL_DIR'];
-  // A checkout next to the shared benchmark folder uses it; otherwise the copy vendored in assets/bfcl (same files).
-  const candidates = [path.join(projectRoot, 'shared', 'benchmarks', 'bfcl'), path.join(projectRoot, '..', 'shared', 'benchmarks', 'bfcl'), path.join(projectRoot, 'assets', 'bfcl')];
-  return candidates.find((d) => existsSync(d)) ?? candidates[2]!;
-}
 
 /** The categories a data folder can evaluate. */
 export function availableCategories(dir: string): string[] {
@@ -352,7 +340,8 @@ export class ReferencePolicy implements Policy {
 export interface EvaluateOptions {
   categories: readonly string[];
   limit?: number;
-  dataDir?: string;
+  /** The BFCL data folder (the default: bfclDataDir() in src/infra/binaries.ts). */
+  dataDir: string;
   /** Progress: category, examples done in it, its total. Also called while a batch is being generated. */
   onProgress?: (category: string, done: number, total: number) => void;
   log?: (line: string) => void;
@@ -362,7 +351,7 @@ export interface EvaluateOptions {
 /** Runs `policy` on every chosen category and scores it. Data errors are thrown before anything runs. */
 export async function evaluateBfcl(policy: Policy, opts: EvaluateOptions): Promise<BfclResults> {
   const t0 = Date.now();
-  const dataDir = opts.dataDir ?? defaultDataDir();
+  const dataDir = opts.dataDir;
   const log = opts.log ?? (() => undefined);
   // Load (and validate) everything first: a bad file fails fast, before any generation.
   const sets = opts.categories.map((c) => ({ category: c, examples: loadCategory(dataDir, c, opts.limit) }));
