@@ -11,6 +11,7 @@
  */
 import { z } from 'zod';
 import type { Example } from './schema';
+import { addCounts } from './counts';
 
 export type Effort = 'low' | 'medium' | 'high';
 
@@ -37,16 +38,7 @@ export const UsageSchema = z.object({
 
 export const zeroUsage = (): Usage => ({ calls: 0, promptTokens: 0, cachedPromptTokens: 0, completionTokens: 0, costUsd: 0, cacheHits: 0 });
 
-export function addUsage(a: Usage, b: Usage): Usage {
-  return {
-    calls: a.calls + b.calls,
-    promptTokens: a.promptTokens + b.promptTokens,
-    cachedPromptTokens: a.cachedPromptTokens + b.cachedPromptTokens,
-    completionTokens: a.completionTokens + b.completionTokens,
-    costUsd: a.costUsd + b.costUsd,
-    cacheHits: a.cacheHits + b.cacheHits,
-  };
-}
+export const addUsage = (a: Usage, b: Usage): Usage => addCounts(a, b);
 
 export type RoleOutcome<T> =
   | { ok: true; value: T; usage: Usage; attempts: number }

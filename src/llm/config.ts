@@ -98,3 +98,12 @@ export const defaultLlmConfig = (): LlmConfig => LlmConfig.parse({});
 
 /** True when the role talks to an endpoint rather than using its offline implementation. */
 export const isOnline = (role: LlmRoleConfig): role is LlmRoleConfig & { baseUrl: string } => role.baseUrl !== undefined;
+
+/** `config` with `role`'s unset temperature / top_p / max tokens set to `defaults` (a role's reference sampling). */
+export function withSamplingDefaults(config: LlmConfig, role: RoleName, defaults: { temperature: number; topP: number; maxTokens: number }): LlmConfig {
+  const r = config.roles[role];
+  return {
+    ...config,
+    roles: { ...config.roles, [role]: { ...r, temperature: r.temperature ?? defaults.temperature, topP: r.topP ?? defaults.topP, maxTokens: r.maxTokens ?? defaults.maxTokens } },
+  };
+}

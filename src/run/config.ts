@@ -16,6 +16,10 @@ import YAML from 'yaml';
 import { LlmConfig } from '../llm/config';
 import type { Effort } from '../kernel/roles';
 
+/** Reward assignment granularity (spec §6.7). */
+export const Granularity = z.enum(['trajectory', 'turn', 'step']);
+export type Granularity = z.infer<typeof Granularity>;
+
 /** The LLM filter's passes (spec §2.2): one reasoning effort per pass. */
 export const FilterEffort = z.enum(['low', 'medium', 'high']);
 
@@ -227,7 +231,7 @@ export const RlHyperparameters = z.object({
   klCoef: z.number().min(0).max(10).default(1e-4)
     .describe('KL coefficient β to the frozen reference policy (reference 1e-4, paper 1e-3); 0 skips the reference model.'),
   /** Reward assignment (spec §6.7): trajectory = stock GRPO (the final CM2 model), turn, step. */
-  granularity: z.enum(['trajectory', 'turn', 'step']).default('trajectory')
+  granularity: Granularity.default('trajectory')
     .describe('Reward assignment (spec §6.7): `trajectory` = stock GRPO (the final CM2 model), `turn`, `step`.'),
 });
 export type RlHyperparameters = z.infer<typeof RlHyperparameters>;

@@ -23,7 +23,7 @@ import { AnnotatedExample, type ChecklistVariant } from '../checklist/schema';
 import type { Example } from '../../kernel/schema';
 import { projectRoot } from '../../infra/binaries';
 import { stepFolder, CheckpointManifest } from '../../storage/checkpoints';
-import { RlConfig, RlHyperparameters } from '../../run/config';
+import { Granularity, RlConfig, RlHyperparameters } from '../../run/config';
 import { LlmConfig, isOnline } from '../../llm/config';
 import { LlmClient, canonicalJson } from '../../llm/client';
 import { ifExists, type ObjectStore, storeCache, storeVerdictCache } from '../../storage/store';
@@ -36,12 +36,13 @@ import { Judge, JudgeConfig, judgeConfigOf, withJudgeDefaults } from './judge/ju
 import { judgePending, type StepJudgeStats } from './judge/phase';
 import { advanceRollouts, applyTurnDecisions, initRollouts, type RolloutLimits } from './rollout';
 import { ToolEnvironment } from './env/toolEnv';
-import { Granularity, Rollout } from './types';
+import { Rollout } from './types';
 import { loadPolicy, PolicyCache, PolicyRef, saveTrainingCheckpoint } from '../../model/policyStore';
 import { asTemporalFailure, cancellationSignal, heapGuard, heartbeat, once, parseInput } from '../activityKit';
 import { demoWorldExecutables } from '../../demo/executables';
 import { withSimulatorDefaults } from './env/simulator';
 import { Counts, countsOf, summariseBatch } from './batch';
+import { type JudgeTotals, zeroJudgeTotals } from '../../kernel/counts';
 
 // ---------------------------------------------------------------------------------------------------------------
 // Shapes
@@ -81,7 +82,7 @@ export const PhaseResult = z.object({
   counts: Counts,
   seconds: z.number(),
   generatedTokens: z.number().int().optional(),
-  judge: z.object({ calls: z.number(), cacheHits: z.number(), offline: z.number(), shortcut: z.number(), failed: z.number(), promptTokens: z.number(), completionTokens: z.number(), costUsd: z.number() }).optional(),
+  judge: z.object(Object.fromEntries(Object.keys(zeroJudgeTotals()).map((k) => [k, z.number()])) as Record<keyof JudgeTotals, z.ZodNumber>).optional(),
 });
 export type PhaseResult = z.infer<typeof PhaseResult>;
 

@@ -41,7 +41,8 @@
  */
 import type { ChecklistVariant, StoredItem } from '../checklist/schema';
 import { trajectoryReward, turnRewards } from './rewards';
-import type { Granularity, RolloutVerdicts, Verdict } from './types';
+import type { RolloutVerdicts, Verdict } from './types';
+import { type Granularity } from '../../run/config';
 
 /** One group member as the estimators need it. */
 export interface GroupMember {

@@ -8,7 +8,8 @@ import type { ChecklistVariant } from '../checklist/schema';
 import { computeAdvantages } from './advantages';
 import { promptMeanStats } from './heldOut';
 import { addPassByFocus, rolloutFailed, trajectoryReward } from './rewards';
-import { Granularity, type Rollout } from './types';
+import { type Rollout } from './types';
+import { Granularity } from '../../run/config';
 
 /** Rollouts by status. */
 export const Counts = z.object({ generate: z.number().int(), judge: z.number().int(), done: z.number().int() });

@@ -22,6 +22,7 @@
  */
 import * as tf from '@tensorflow/tfjs';
 import { AdamW, type AdamWState } from '../../model/optim/adamw';
+import { accumulateGradients, yieldToEventLoop } from '../../model/optim/accumulate';
 
 /** What the update needs of a policy (QwenModel satisfies it). */
 export interface PolicyModel {
@@ -192,16 +193,9 @@ export class GrpoTrainer {
       pgTotal += pgV;
       klTotal += klV;
       clippedTotal += clV;
-      for (const [name, v] of this.params) {
-        const g = grads[v.name];
-        if (!g) continue;
-        const prev = sums.get(name);
-        sums.set(name, prev ? tf.tidy(() => tf.add(prev, g)) : tf.clone(g));
-        prev?.dispose();
-      }
-      for (const g of Object.values(grads)) g.dispose();
+      accumulateGradients(sums, this.params, grads);
       onMicro?.(k + 1, chunks);
-      await new Promise((r) => setImmediate(r));
+      await yieldToEventLoop();
     }
     let gradNorm = 0;
     if (sums.size > 0) gradNorm = this.optimizer.apply(sums, cfg.lr, cfg.maxGradNorm);

@@ -82,6 +82,3 @@ export const Rollout = z.object({
 });
 export type Rollout = z.infer<typeof Rollout>;
 
-/** Reward assignment granularity (spec §6.7). */
-export const Granularity = z.enum(['trajectory', 'turn', 'step']);
-export type Granularity = z.infer<typeof Granularity>;

@@ -33,6 +33,7 @@ import type { ActivityTimeouts } from '../../run/types';
 import { pauseSignal, resumeSignal, stopSignal } from '../../run/control';
 import { beginStage, endStage, stageActivities } from '../../run/workflowUtil';
 import type { PolicyRef } from '../../model/policyStore';
+import { addCounts, zeroJudgeTotals } from '../../kernel/counts';
 
 export interface RlEvalPoint {
   step: number;
@@ -184,7 +185,7 @@ export async function rlWorkflow(input: RlWorkflowInput): Promise<RlResult> {
   /** Rollouts then judge, turn by turn, until every episode is done. Returns the last phase and the time per kind. */
   const episodes = async (folder: string, policy: PolicyRef, init: { indices: number[]; groupSize: number }, seed: number, temperature?: number) => {
     const time = { rollout: 0, judge: 0 };
-    const judgeStats = { calls: 0, cacheHits: 0, offline: 0, shortcut: 0, failed: 0, promptTokens: 0, completionTokens: 0, costUsd: 0 };
+    let judgeStats = zeroJudgeTotals();
     let generated = 0;
     let p = 0;
     let r: PhaseResult = await gpu.rlRollout({ runId: input.runId, folder, phase: 0, dataKey: state.data.key, tokenizerDir: input.tokenizerDir, policy, rl, init, seed, llm: input.llm, ...(temperature !== undefined ? { temperature } : {}) });
@@ -195,7 +196,7 @@ export async function rlWorkflow(input: RlWorkflowInput): Promise<RlResult> {
       p++;
       const j = await api.rlJudge({ runId: input.runId, folder, phase: p, dataKey: state.data.key, rl, llm: input.llm });
       time.judge += j.seconds;
-      for (const k of Object.keys(judgeStats) as (keyof typeof judgeStats)[]) judgeStats[k] += j.judge?.[k] ?? 0;
+      judgeStats = addCounts(judgeStats, j.judge);
       if (j.counts.generate === 0) break;
       p++;
       r = await gpu.rlRollout({ runId: input.runId, folder, phase: p, dataKey: state.data.key, tokenizerDir: input.tokenizerDir, policy, rl, seed, llm: input.llm, ...(temperature !== undefined ? { temperature } : {}) });

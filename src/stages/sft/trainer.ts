@@ -10,6 +10,7 @@ import * as tf from '@tensorflow/tfjs';
 import { AdamW, type AdamWState } from '../../model/optim/adamw';
 import { lrAt, warmupStepsOf } from '../../model/optim/schedule';
 import { Rng, takeBatch, type DataCursor } from '../../kernel/dataOrder';
+import { accumulateGradients, yieldToEventLoop } from '../../model/optim/accumulate';
 
 /** What the trainer needs from a model. */
 export interface TrainableModel {
@@ -140,18 +141,11 @@ export class SftTrainer {
       const { value, grads } = tf.variableGrads(() => this.model.loss(batch.ids, batch.targets, batch.mask), [...this.params.values()]);
       lossSum += value.dataSync()[0]!;
       value.dispose();
-      for (const [name, v] of this.params) {
-        const g = grads[v.name];
-        if (!g) continue;
-        const prev = sums.get(name);
-        sums.set(name, prev ? tf.tidy(() => tf.add(prev, g)) : tf.clone(g));
-        prev?.dispose();
-      }
-      for (const g of Object.values(grads)) g.dispose();
+      accumulateGradients(sums, this.params, grads);
       micro++;
       tokens += batch.tokens;
       onMicro?.(k + 1, cfg.gradAccum);
-      await new Promise((r) => setImmediate(r));
+      await yieldToEventLoop();
     }
     let gradNorm = 0;
     if (micro > 0) {

@@ -1,7 +1,7 @@
 /** The tool simulator's prompt, sampling defaults and answer parsing (spec §6.3 step 5). */
 import { isPyObject, parsePyJson, pyDumps, type PyJson, pyTypeName } from '../../../kernel/pyjson';
 import { stripLoneSurrogates } from '../../../chat/toolCalls';
-import { LlmConfig } from '../../../llm/config';
+import { LlmConfig, withSamplingDefaults } from '../../../llm/config';
 /** Our wording of the paper's "Prompt for Tool Simulation" (§6.3). */
 export const SIMULATOR_SYSTEM_PROMPT = [
   'You stand in for a software tool: you produce the result the tool would return for a call, learning how the tool behaves from recorded calls.',
@@ -62,21 +62,7 @@ export const SIMULATION_JSON_SCHEMA = {
 export const SIMULATOR_SAMPLING = { temperature: 0.6, topP: 0.8, maxTokens: 8000 } as const;
 
 /** `config` with the simulator role's unset temperature / top_p / max tokens set to the reference values. */
-export function withSimulatorDefaults(config: LlmConfig): LlmConfig {
-  const sim = config.roles.simulator;
-  return {
-    ...config,
-    roles: {
-      ...config.roles,
-      simulator: {
-        ...sim,
-        temperature: sim.temperature ?? SIMULATOR_SAMPLING.temperature,
-        topP: sim.topP ?? SIMULATOR_SAMPLING.topP,
-        maxTokens: sim.maxTokens ?? SIMULATOR_SAMPLING.maxTokens,
-      },
-    },
-  };
-}
+export const withSimulatorDefaults = (config: LlmConfig): LlmConfig => withSamplingDefaults(config, 'simulator', SIMULATOR_SAMPLING);
 
 /**
  * The tool text of a simulator answer: `json.dumps(answer["execution_result"], ensure_ascii=True)`. The answer

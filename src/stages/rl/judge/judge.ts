@@ -58,12 +58,13 @@ import { evaluateCheck, type JudgeView } from '../../checklist/check';
 import type { StoredItem } from '../../checklist/schema';
 import { addUsage, UsageSchema, zeroUsage } from '../../../kernel/roles';
 import { canonicalJson, LlmFatalError, type LlmClient } from '../../../llm/client';
-import { isOnline, type LlmConfig } from '../../../llm/config';
+import { isOnline, type LlmConfig, withSamplingDefaults } from '../../../llm/config';
 import { attemptSalt } from '../../../llm/roles';
 import type { Verdict } from '../types';
 import { batchItemIds, isPlainObject, JUDGE_JSON_SCHEMA, judgeBatchJsonSchema, judgeBatchPrompt, judgePrompt, parseJudgeAnswer, parseJudgeBatchAnswer } from './prompt';
 import { type RenderedView, renderJudgeView } from './render';
 import { RlConfig } from '../../../run/config';
+import { addCounts } from '../../../kernel/counts';
 
 // ---------------------------------------------------------------------------------------------------------------
 // Configuration and stats
@@ -75,21 +76,7 @@ export const JUDGE_PROMPT_VERSION = 'cm2-judge-v1';
 export const JUDGE_SAMPLING = { temperature: 0.6, topP: 0.8, maxTokens: 6000 } as const;
 
 /** `config` with the judge role's unset temperature / top_p / max tokens set to the reference values. */
-export function withJudgeDefaults(config: LlmConfig): LlmConfig {
-  const judge = config.roles.judge;
-  return {
-    ...config,
-    roles: {
-      ...config.roles,
-      judge: {
-        ...judge,
-        temperature: judge.temperature ?? JUDGE_SAMPLING.temperature,
-        topP: judge.topP ?? JUDGE_SAMPLING.topP,
-        maxTokens: judge.maxTokens ?? JUDGE_SAMPLING.maxTokens,
-      },
-    },
-  };
-}
+export const withJudgeDefaults = (config: LlmConfig): LlmConfig => withSamplingDefaults(config, 'judge', JUDGE_SAMPLING);
 
 export const JudgeConfig = z.object({
   /** Items of one step judged in one call; 1 = the reference (one item per call). */
@@ -124,14 +111,9 @@ export type JudgeStats = z.infer<typeof JudgeStats>;
 export const zeroJudgeStats = (): JudgeStats => ({ calls: 0, cacheHits: 0, offline: 0, shortcut: 0, failed: 0, usage: zeroUsage() });
 
 export function addJudgeStats(a: JudgeStats, b: JudgeStats): JudgeStats {
-  return {
-    calls: a.calls + b.calls,
-    cacheHits: a.cacheHits + b.cacheHits,
-    offline: a.offline + b.offline,
-    shortcut: a.shortcut + b.shortcut,
-    failed: a.failed + b.failed,
-    usage: addUsage(a.usage, b.usage),
-  };
+  const { usage: ua, ...ca } = a;
+  const { usage: ub, ...cb } = b;
+  return { ...addCounts(ca, cb), usage: addUsage(ua, ub) };
 }
 
 /** Where final verdicts are kept (an S3 prefix in production, a Map in tests). */

@@ -7,18 +7,10 @@ import type { ChecklistVariant, StoredItem } from '../../checklist/schema';
 import { judgeViewAt, type JudgeView } from '../../checklist/check';
 import { turnSpans } from '../../checklist/steps';
 import type { Rollout, TurnVerdicts, Verdict } from '../types';
+import { addCounts, type JudgeTotals, zeroJudgeTotals } from '../../../kernel/counts';
 
-export interface StepJudgeStats {
-  calls: number;
-  cacheHits: number;
-  offline: number;
-  shortcut: number;
-  failed: number;
-  /** LLM tokens of the judge calls (0 offline). */
-  promptTokens: number;
-  completionTokens: number;
-  costUsd: number;
-}
+/** What judging a phase took. */
+export type StepJudgeStats = JudgeTotals;
 
 /** What one judged step reports (src/stages/rl/judge/judge.ts's JudgeStats fits). */
 export interface JudgeStepStats {
@@ -86,16 +78,14 @@ export async function judgePending(
 ): Promise<StepJudgeStats> {
   const tasks = pendingJudgements(rollouts, checklists);
   const results = new Array<Verdict[]>(tasks.length);
-  const stats: StepJudgeStats = { calls: 0, cacheHits: 0, offline: 0, shortcut: 0, failed: 0, promptTokens: 0, completionTokens: 0, costUsd: 0 };
+  let stats: StepJudgeStats = zeroJudgeTotals();
   let done = 0;
   await pool(tasks, opts.concurrency, async (t, i) => {
     const view = judgeViewAt(t.rollout.messages, t.turn, t.offset);
     const out = await judge.judgeStep(view, t.items, { salt: `${opts.salt}/${t.rollout.id}/v${t.variant}/t${t.turn}/s${t.step}` });
     results[i] = out.verdicts;
-    for (const k of ['calls', 'cacheHits', 'offline', 'shortcut', 'failed'] as const) stats[k] += out.stats[k];
-    stats.promptTokens += out.stats.usage?.promptTokens ?? 0;
-    stats.completionTokens += out.stats.usage?.completionTokens ?? 0;
-    stats.costUsd += out.stats.usage?.costUsd ?? 0;
+    const { usage, ...counts } = out.stats;
+    stats = addCounts(stats, { ...counts, promptTokens: usage?.promptTokens ?? 0, completionTokens: usage?.completionTokens ?? 0, costUsd: usage?.costUsd ?? 0 });
     opts.onProgress?.(++done, tasks.length);
   });
   // Assemble in task order (deterministic regardless of completion order).
