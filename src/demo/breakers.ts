@@ -13,17 +13,10 @@ import { ACCOUNT_IDS, CITY_NAMES, DAYS, EVENT_TITLES, NEW_EVENT_TITLES, PEOPLE, 
 import { GroundingContext, isFactToken, tokensOf, visibleReply } from '../kernel/grounding';
 import type { Rng } from './random';
 import { executeTool, toolResultText, WORLD_TOOLS } from './tools';
+import { DEFAULT_ENABLED_FILTERS } from '../stages/prepare/filters';
 
-export const RULE_BROKEN_CODES = [
-  'tool_schema',
-  'role_order',
-  'tool_call_response_match',
-  'no_tool_response_in_assistant_message',
-  'tool_response_json_valid',
-  'duplicate_tools_by_name',
-  'non_empty_content',
-  'think_tags',
-] as const;
+/** The defects the generator plants: one per filter the reference enables, so that each is caught by the filter named. */
+export const RULE_BROKEN_CODES = DEFAULT_ENABLED_FILTERS;
 export type RuleBrokenCode = (typeof RULE_BROKEN_CODES)[number];
 export type BrokenCode = RuleBrokenCode | 'llm_filter';
 export const BROKEN_CODES: readonly BrokenCode[] = [...RULE_BROKEN_CODES, 'llm_filter'];

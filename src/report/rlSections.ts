@@ -11,18 +11,10 @@ export function rlSection(d: ReportData): string {
   const parts: string[] = [];
   parts.push(
     figure(
-      lineChart({
-        title: 'Training reward per RL step (mean ± std over rollouts)',
-        xLabel: 'RL step',
-        yLabel: 'mean checklist reward',
-        yMin: 0,
-        yMax: 1,
-        series: groups.map((g) => ({
-          name: g.name,
-          points: g.rows.map((r) => [r.step, r.rewardMean] as const),
-          band: g.rows.map((r) => [r.step, r.rewardMean - r.rewardStd, r.rewardMean + r.rewardStd] as const),
-        })),
-      }),
+      rewardChart(
+        'Training reward per RL step (mean ± std over rollouts)',
+        groups.map((g) => ({ name: g.name, rows: g.rows.map((r) => ({ step: r.step, mean: r.rewardMean, spread: r.rewardStd })) })),
+      ),
     ),
   );
   const optional = (key: 'kl' | 'loss', title: string, yLabel: string): void => {
@@ -109,19 +101,11 @@ export function heldOutSection(d: ReportData): string {
   const evals = d.rl?.evals ?? [];
   if (evals.length === 0) return section('heldout', 'Held-out evaluations', NO_DATA);
   const groups = bySeries(evals);
-  const chart = lineChart({
-    title: 'Held-out mean checklist reward (step 0 = SFT policy)',
-    xLabel: 'RL step',
-    yLabel: 'mean checklist reward',
-    yMin: 0,
-    yMax: 1,
-    series: groups.map((g) => ({
-      name: g.name,
-      points: g.rows.map((e) => [e.step, e.rewardMean] as const),
-      // ± one standard error across prompts, where known.
-      ...(g.rows.some((e) => e.rewardSe !== undefined) ? { band: g.rows.filter((e) => e.rewardSe !== undefined).map((e) => [e.step, e.rewardMean - e.rewardSe!, e.rewardMean + e.rewardSe!] as const) } : {}),
-    })),
-  });
+  // ± one standard error across prompts, where known.
+  const chart = rewardChart(
+    'Held-out mean checklist reward (step 0 = SFT policy)',
+    groups.map((g) => ({ name: g.name, rows: g.rows.map((e) => ({ step: e.step, mean: e.rewardMean, ...(e.rewardSe !== undefined ? { spread: e.rewardSe } : {}) })) })),
+  );
   const withSe = evals.some((e) => e.rewardSe !== undefined);
   const rows = groups.map((g) => {
     const first = g.rows[0]!;
@@ -160,4 +144,20 @@ export function judgeSection(d: ReportData): string {
       ['all', formatInt(passed), formatInt(total), pct(ratio(passed, total))],
     )}`,
   );
+}
+
+/** Mean checklist reward per RL step on [0, 1], one line per series, with a band of ± `spread` where it is given. */
+function rewardChart(title: string, series: { name: string; rows: { step: number; mean: number; spread?: number }[] }[]): string {
+  return lineChart({
+    title,
+    xLabel: 'RL step',
+    yLabel: 'mean checklist reward',
+    yMin: 0,
+    yMax: 1,
+    series: series.map((g) => ({
+      name: g.name,
+      points: g.rows.map((r) => [r.step, r.mean] as const),
+      ...(g.rows.some((r) => r.spread !== undefined) ? { band: g.rows.filter((r) => r.spread !== undefined).map((r) => [r.step, r.mean - r.spread!, r.mean + r.spread!] as const) } : {}),
+    })),
+  });
 }

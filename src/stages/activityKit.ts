@@ -168,3 +168,12 @@ export async function heapGuard<T>(activity: string, log: (l: string) => void, f
     );
   }
 }
+
+/** What every stage's activities are built with: the run's object store and, optionally, where log lines go. */
+export interface ActivityDeps {
+  store: ObjectStore;
+  log?: (line: string) => void;
+}
+
+/** `deps.log`, else console lines tagged with the stage (`[rl] …`). */
+export const stageLog = (deps: ActivityDeps, stage: string): ((line: string) => void) => deps.log ?? ((l: string) => console.log(`[${stage}] ${l}`));

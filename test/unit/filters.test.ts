@@ -30,8 +30,8 @@ describe('registry', () => {
 
   test('defaults are the reference run: all but duplicate_tools_by_schema (and our opt-in type check)', () => {
     assert.equal(DEFAULT_ENABLED_FILTERS.length, 8);
-    assert.ok(!DEFAULT_ENABLED_FILTERS.includes('duplicate_tools_by_schema'));
-    assert.ok(!DEFAULT_ENABLED_FILTERS.includes('tool_argument_types'));
+    assert.ok(!(DEFAULT_ENABLED_FILTERS as readonly string[]).includes('duplicate_tools_by_schema'));
+    assert.ok(!(DEFAULT_ENABLED_FILTERS as readonly string[]).includes('tool_argument_types'));
   });
 
   test('a good trajectory passes every filter, opt-in ones included', () => {

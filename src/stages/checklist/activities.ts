@@ -18,10 +18,10 @@ import { addUsage, UsageSchema, zeroUsage, type Usage } from '../../kernel/roles
 import { Example } from '../../kernel/schema';
 import { LlmClient, canonicalJson } from '../../llm/client';
 import { isOnline, LlmConfig } from '../../llm/config';
-import { storeCache, type ObjectStore } from '../../storage/store';
+import { storeCache } from '../../storage/store';
 import { checklistKeys } from '../../run/layout';
 import { offlineChecklist, OFFLINE_ANNOTATOR } from '../../demo/checklist';
-import { cancellationSignal, heartbeat, mapWithHeartbeat, once, parseInput, readShard, shardName, ShardRef, writeShard } from '../activityKit';
+import { type ActivityDeps, cancellationSignal, heartbeat, mapWithHeartbeat, once, parseInput, readShard, shardName, ShardRef, writeShard } from '../activityKit';
 
 export const ChecklistInputArgs = z.object({ runId: z.string(), sourceKey: z.string().min(1), shardSize: z.number().int().positive() });
 export const ChecklistInputResult = z.object({
@@ -93,10 +93,7 @@ export const FailedAnnotation = z.object({
 });
 export type FailedAnnotation = z.infer<typeof FailedAnnotation>;
 
-/** S3 key of one annotated example (uuids are URI-encoded: they may hold any character). */
-
-export interface ChecklistDeps {
-  store: ObjectStore;
+export interface ChecklistDeps extends ActivityDeps {
   /** Override the annotator (tests); default: LLM when `llm.roles.annotator` has an endpoint, else offline. */
   annotatorFor?: (llm: LlmConfig) => ChecklistAnnotator;
 }

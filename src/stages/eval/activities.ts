@@ -22,7 +22,7 @@ import { evalKeys } from '../../run/layout';
 import { selectBackend, backendPrefs, type BackendPref } from '../../model/backend';
 import { QwenModel } from '../../model/qwen';
 import { BadPolicyError, loadPolicy, PolicyRef } from '../../model/policyStore';
-import { asTemporalFailure, cancellationSignal, heartbeat, once, parseInput } from '../activityKit';
+import { type ActivityDeps, asTemporalFailure, cancellationSignal, heartbeat, once, parseInput, stageLog } from '../activityKit';
 
 /** What to evaluate: an SFT policy folder (`hf`), an RL checkpoint (`ckpt`), or an endpoint. No secrets. */
 export const EvalPolicy = z.discriminatedUnion('kind', [
@@ -113,14 +113,9 @@ async function readStoredModel(store: ObjectStore, ref: z.infer<typeof PolicyRef
   }
 }
 
-export interface EvalDeps {
-  store: ObjectStore;
-  log?: (line: string) => void;
-}
-
-export function createEvalActivities(deps: EvalDeps) {
+export function createEvalActivities(deps: ActivityDeps) {
   const { store } = deps;
-  const log = deps.log ?? ((l: string) => console.log(`[eval] ${l}`));
+  const log = stageLog(deps, 'eval');
   return {
     /** BFCL accuracy of a policy: full results to S3, summary returned. Heartbeats per batch / answered example. */
     async evalBfcl(raw: EvalBfclInput): Promise<EvalBfclSummary> {

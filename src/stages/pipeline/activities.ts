@@ -6,11 +6,11 @@
  * and `report.json` (the data the page was drawn from).
  */
 import { z } from 'zod';
-import { ifExists, type ObjectStore } from '../../storage/store';
+import { ifExists } from '../../storage/store';
 import { pipelineKeys } from '../../run/layout';
 import { collectReport, type StageInfo } from '../../report/collect';
 import { renderReport } from '../../report/html';
-import { parseInput } from '../activityKit';
+import { type ActivityDeps, parseInput } from '../activityKit';
 
 const Stage = z.enum(['prepare', 'checklist', 'sft', 'rl', 'eval']);
 
@@ -41,12 +41,7 @@ export const PipelineReportInput = z.object({
   uiUrl: z.string().optional(),
 });
 
-
-export interface PipelineDeps {
-  store: ObjectStore;
-}
-
-export function createPipelineActivities({ store }: PipelineDeps) {
+export function createPipelineActivities({ store }: ActivityDeps) {
   return {
     /** The marker of a finished stage, or null. */
     async pipelineStageMarker(raw: z.input<typeof StageMarkerInput>): Promise<StageMarker | null> {

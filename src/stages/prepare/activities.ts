@@ -19,11 +19,11 @@ import { harderSampleDrop, seededSplit } from './split';
 import { computeStats } from './stats';
 import { DataSource } from '../../run/config';
 import { LlmConfig } from '../../llm/config';
-import { type ObjectStore, storeCache } from '../../storage/store';
+import { storeCache } from '../../storage/store';
 import { prepareKeys } from '../../run/layout';
 import { generateDemoDataset } from '../../demo/generator';
 import { offlineDataRoles } from '../../demo/offline';
-import { heartbeat, mapWithHeartbeat, once, parseInput, readShard, ShardRef, shardName, writeShard } from '../activityKit';
+import { type ActivityDeps, heartbeat, mapWithHeartbeat, once, parseInput, readShard, shardName, ShardRef, writeShard } from '../activityKit';
 import { makeDataRoles } from './roles';
 
 // ---------- import ----------
@@ -114,8 +114,7 @@ const countReasons = (records: DroppedRecord[]) => {
   return out;
 };
 
-export interface PrepareDeps {
-  store: ObjectStore;
+export interface PrepareDeps extends ActivityDeps {
   /** Builds the roles of a run's LLM config (LLM-backed where an endpoint is configured, else offline). */
   roles?: (llm: LlmConfig) => DataRoles;
 }

@@ -36,7 +36,7 @@ export const RULE_FILTER_NAMES = [
 export type RuleFilterName = (typeof RULE_FILTER_NAMES)[number];
 
 /** What `run.sh` enables: everything except `duplicate_tools_by_schema` (and our opt-in `tool_argument_types`). */
-export const DEFAULT_ENABLED_FILTERS: readonly RuleFilterName[] = [
+export const DEFAULT_ENABLED_FILTERS = [
   'tool_schema',
   'role_order',
   'tool_call_response_match',
@@ -45,7 +45,7 @@ export const DEFAULT_ENABLED_FILTERS: readonly RuleFilterName[] = [
   'duplicate_tools_by_name',
   'non_empty_content',
   'think_tags',
-];
+] as const satisfies readonly RuleFilterName[];
 
 export function isRuleFilterName(name: string): name is RuleFilterName {
   return (RULE_FILTER_NAMES as readonly string[]).includes(name);

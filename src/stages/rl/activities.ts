@@ -26,7 +26,7 @@ import { stepFolder, CheckpointManifest } from '../../storage/checkpoints';
 import { Granularity, RlConfig, RlHyperparameters } from '../../run/config';
 import { LlmConfig, isOnline } from '../../llm/config';
 import { LlmClient, canonicalJson } from '../../llm/client';
-import { ifExists, type ObjectStore, storeCache, storeVerdictCache } from '../../storage/store';
+import { ifExists, storeCache, storeVerdictCache } from '../../storage/store';
 import { rlKeys } from '../../run/layout';
 import { selectBackend } from '../../model/backend';
 import { hfConfigJson } from '../../model/checkpoint';
@@ -38,7 +38,7 @@ import { advanceRollouts, applyTurnDecisions, initRollouts, type RolloutLimits }
 import { ToolEnvironment } from './env/toolEnv';
 import { Rollout } from './types';
 import { loadPolicy, PolicyCache, PolicyRef, saveTrainingCheckpoint } from '../../model/policyStore';
-import { asTemporalFailure, cancellationSignal, heapGuard, heartbeat, once, parseInput } from '../activityKit';
+import { type ActivityDeps, asTemporalFailure, cancellationSignal, heapGuard, heartbeat, once, parseInput, stageLog } from '../activityKit';
 import { demoWorldExecutables } from '../../demo/executables';
 import { withSimulatorDefaults } from './env/simulator';
 import { Counts, countsOf, summariseBatch } from './batch';
@@ -174,14 +174,9 @@ interface Dataset {
   envKey?: string;
 }
 
-export interface RlDeps {
-  store: ObjectStore;
-  log?: (line: string) => void;
-}
-
-export function createRlActivities(deps: RlDeps) {
+export function createRlActivities(deps: ActivityDeps) {
   const { store } = deps;
-  const log = deps.log ?? ((l: string) => console.log(`[rl] ${l}`));
+  const log = stageLog(deps, 'rl');
   const datasets = new Map<string, Dataset>();
   const tokenizers = new Map<string, ChatTokenizer>();
   const clients = new Map<string, LlmClient>();

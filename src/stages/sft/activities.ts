@@ -27,7 +27,7 @@ import { applySpecialTokenInit, SPECIAL_TOKEN_SOURCES } from '../../model/specia
 import { evaluateToolCalls, type ToolCallEval } from './evaluate';
 import { SftTrainer, type TrainerState } from './trainer';
 import { assignFromWeights, loadStoredHfModel, saveTrainingCheckpoint, uploadModelWeights, withCheckpoint } from '../../model/policyStore';
-import { cancellationSignal, heartbeat, once, parseInput } from '../activityKit';
+import { type ActivityDeps, cancellationSignal, heartbeat, once, parseInput } from '../activityKit';
 
 export const SftTrainInput = z.object({ runId: z.string(), sft: SftConfig, sourceKey: z.string().min(1) });
 export const SftTrainResult = z.object({
@@ -247,7 +247,7 @@ export async function runSft(store: ObjectStore, input: z.infer<typeof SftTrainI
   }
 }
 
-export function createSftActivities(deps: { store: ObjectStore }) {
+export function createSftActivities(deps: ActivityDeps) {
   const { store } = deps;
   return {
     /** Cold-start SFT, resumable from its S3 checkpoints. Heartbeats every optimizer step. */
