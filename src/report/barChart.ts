@@ -34,6 +34,24 @@ interface BarLayout {
   legend: readonly LegendItem[];
 }
 
+/** What every bar chart's options say about its frame: value format, orientation, size, axis label. */
+interface BarFrame {
+  title: string;
+  valueFormat?: ValueFormat;
+  horizontal?: boolean;
+  valueLabel?: string;
+  width?: number;
+  height?: number;
+}
+
+const frameOf = (o: BarFrame): Pick<BarLayout, 'format' | 'horizontal' | 'width' | 'height' | 'valueLabel'> => ({
+  format: o.valueFormat,
+  horizontal: o.horizontal ?? false,
+  width: o.width ?? 640,
+  height: o.height,
+  valueLabel: o.valueLabel,
+});
+
 function renderBars(L: BarLayout): string {
   const scale = valueScale(L.lo, L.hi, L.format, { target: 5 });
   const tick = axisFormatter(scale, L.format);
@@ -166,11 +184,7 @@ export function barChart(o: BarChartOptions): string {
     endLabels: o.bars.map((b, row) => ({ row, track: 0, at: finite(b.value) ? b.value : 0, text: `${formatValue(b.value, o.valueFormat)}${b.note ? ` (${b.note})` : ''}` })),
     lo: Math.min(0, ...values, o.yMin ?? 0),
     hi: Math.max(0, ...values, o.yMax ?? 0),
-    format: o.valueFormat,
-    horizontal: o.horizontal ?? false,
-    width: o.width ?? 640,
-    height: o.height,
-    valueLabel: o.valueLabel,
+    ...frameOf(o),
     legend: [],
   });
 }
@@ -208,11 +222,7 @@ export function stackedBarChart(o: StackedBarChartOptions): string {
     endLabels: totals.map((t, row) => ({ row, track: 0, at: t, text: formatValue(t, o.valueFormat) })),
     lo: 0,
     hi: Math.max(0, ...totals),
-    format: o.valueFormat,
-    horizontal: o.horizontal ?? false,
-    width: o.width ?? 640,
-    height: o.height,
-    valueLabel: o.valueLabel,
+    ...frameOf(o),
     legend: o.stacks.map((s, k) => ({ name: s.name, color: fillColor(k), kind: 'box' as const })),
   });
 }
@@ -251,11 +261,7 @@ export function groupedBarChart(o: GroupedBarChartOptions): string {
     endLabels: ends,
     lo: Math.min(0, ...values),
     hi: Math.max(0, ...values, o.yMax ?? 0),
-    format: o.valueFormat,
-    horizontal: o.horizontal ?? false,
-    width: o.width ?? 640,
-    height: o.height,
-    valueLabel: o.valueLabel,
+    ...frameOf(o),
     legend: o.groups.length > 1 ? o.groups.map((g, k) => ({ name: g.name, color: fillColor(k), kind: 'box' as const })) : [],
   });
 }

@@ -33,6 +33,9 @@ export const padStep = (step: number): string => String(step).padStart(6, '0');
 export const STAGES = ['prepare', 'checklist', 'sft', 'rl', 'eval'] as const;
 export type StageName = (typeof STAGES)[number];
 
+/** The workflow type of a stage (`prepareWorkflow`, …, `evalWorkflow`: the names the workers register). */
+export const stageWorkflowType = (stage: StageName): string => `${stage}Workflow`;
+
 /** The pipeline workflow of a run. */
 export const pipelineWorkflowId = (runId: string): string => `cm2-${runId}`;
 /** A stage workflow of a run, started alone or as the pipeline's child. */

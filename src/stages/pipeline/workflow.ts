@@ -32,12 +32,12 @@ import {
   type Workflow,
 } from '@temporalio/workflow';
 import type { PipelineActivities, StageMarker } from './activities';
-import { CM2_RUN_ID, CM2_STAGE, CM2_STATE, sftKeys, stageWorkflowId, STAGES, type StageName } from '../../run/layout';
+import { CM2_RUN_ID, CM2_STAGE, CM2_STATE, sftKeys, type StageName, STAGES, stageWorkflowId, stageWorkflowType } from '../../run/layout';
 import type { checklistWorkflow } from '../checklist/workflow';
 import type { prepareWorkflow } from '../prepare/workflow';
 import type { rlWorkflow, RlResult, RlWorkflowInput } from '../rl/workflow';
 import type { sftWorkflow } from '../sft/workflow';
-import type { evalWorkflow, EvalResult, EvalWorkflowInput } from '../eval/workflow';
+import type { EvalResult, EvalWorkflowInput } from '../eval/workflow';
 import { pauseSignal, resumeSignal, stopSignal } from '../../run/control';
 import type { EvalPolicy } from '../eval/activities';
 import type { ActivityTimeouts, ChecklistWorkflowInput, PrepareWorkflowInput, SftWorkflowInput } from '../../run/types';
@@ -279,24 +279,9 @@ export async function cm2Pipeline(input: PipelineInput): Promise<PipelineResult>
         details();
         continue;
       }
-      let result: unknown;
-      switch (stage.name) {
-        case 'prepare':
-          result = await runStage(stage, () => startChild<typeof prepareWorkflow>('prepareWorkflow', { ...childOptions('prepare'), args: [input.stages.prepare!] }));
-          break;
-        case 'checklist':
-          result = await runStage(stage, () => startChild<typeof checklistWorkflow>('checklistWorkflow', { ...childOptions('checklist'), args: [input.stages.checklist!] }));
-          break;
-        case 'sft':
-          result = await runStage(stage, () => startChild<typeof sftWorkflow>('sftWorkflow', { ...childOptions('sft'), args: [input.stages.sft!] }));
-          break;
-        case 'rl':
-          result = await runStage(stage, () => startChild<typeof rlWorkflow>('rlWorkflow', { ...childOptions('rl'), args: [input.stages.rl!] }));
-          break;
-        case 'eval':
-          result = await runStage(stage, () => startChild<typeof evalWorkflow>('evalWorkflow', { ...childOptions('eval'), args: [{ ...input.stages.eval!, policies }] }));
-          break;
-      }
+      // Each stage's workflow type is `<stage>Workflow` (run/layout.ts); the eval stage gets the policies to evaluate.
+      const args = stage.name === 'eval' ? { ...input.stages.eval!, policies } : input.stages[stage.name]!;
+      const result: unknown = await runStage(stage, () => startChild(stageWorkflowType(stage.name), { ...childOptions(stage.name), args: [args] }));
       if (result === undefined) break; // stopped
       stage.summary = summarize(stage.name, result);
       stage.closedAt = Date.now();
