@@ -41,6 +41,9 @@ export function startStage<W extends Workflow>(client: Client, cfg: Cm2Config, w
 
 export const prepareWorkflowId = (runId: string) => stageWorkflowId(runId, 'prepare');
 
+/** Where a stage's activities run and their timeouts: part of every stage's workflow input. */
+const activityPlacement = (cfg: Cm2Config) => ({ taskQueues: { api: cfg.temporal.taskQueues.api, gpu: cfg.temporal.taskQueues.gpu }, activity: cfg.temporal.activity });
+
 /** The workflow input of the prepare stage: the config's data and LLM sections, resolved; no secrets. */
 export function prepareInput(cfg: Cm2Config): PrepareWorkflowInput {
   return {
@@ -48,8 +51,7 @@ export function prepareInput(cfg: Cm2Config): PrepareWorkflowInput {
     data: cfg.data,
     llm: cfg.llm,
     llmFilterPasses: cfg.data.llmFilter.cascade?.passes.map((p) => p.effort) ?? [...REFERENCE_CASCADE],
-    taskQueues: { api: cfg.temporal.taskQueues.api, gpu: cfg.temporal.taskQueues.gpu },
-    activity: cfg.temporal.activity,
+    ...activityPlacement(cfg),
   };
 }
 
@@ -70,8 +72,7 @@ export function checklistInput(cfg: Cm2Config): ChecklistWorkflowInput {
     sourceKey: cfg.checklist.sourceKey ?? prepareKeys.rl(cfg.run.id),
     checklist: cfg.checklist,
     llm: cfg.llm,
-    taskQueues: { api: cfg.temporal.taskQueues.api, gpu: cfg.temporal.taskQueues.gpu },
-    activity: cfg.temporal.activity,
+    ...activityPlacement(cfg),
   };
 }
 
@@ -91,8 +92,7 @@ export function sftInput(cfg: Cm2Config): SftWorkflowInput {
     sft: cfg.sft,
     sourceKey: cfg.sft.sourceKey ?? prepareKeys.coldStart(cfg.run.id),
     evalSourceKey: cfg.sft.evalSourceKey ?? prepareKeys.rl(cfg.run.id),
-    taskQueues: { api: cfg.temporal.taskQueues.api, gpu: cfg.temporal.taskQueues.gpu },
-    activity: cfg.temporal.activity,
+    ...activityPlacement(cfg),
   };
 }
 
@@ -112,8 +112,7 @@ export function rlInput(cfg: Cm2Config): RlWorkflowInput {
     tokenizerDir: cfg.sft.tokenizerDir,
     sourceKey: cfg.rl.sourceKey ?? checklistKeys.annotated(cfg.run.id),
     policyPrefix: cfg.rl.policyPrefix ?? sftKeys.final(cfg.run.id),
-    taskQueues: { api: cfg.temporal.taskQueues.api, gpu: cfg.temporal.taskQueues.gpu },
-    activity: cfg.temporal.activity,
+    ...activityPlacement(cfg),
   };
 }
 

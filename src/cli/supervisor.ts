@@ -84,6 +84,40 @@ export interface SuperviseOptions {
   backoff?: Partial<BackoffOptions>;
 }
 
+/** How a supervisor restarts what it supervises (restartWithBackoff). */
+interface RestartPlan {
+  series: Series;
+  signal: AbortSignal;
+  stopping: () => boolean;
+  log: (line: string) => void;
+  /** How the log names what restarts: 'it' (a process) or 'them' (a set of workers). */
+  what: 'it' | 'them';
+  restarts: () => number;
+  giveUp: (reason: string) => void;
+  /** Starts it again (counting the restart); throws when it cannot, and `reasonOf` names why. */
+  again: () => Promise<void>;
+  reasonOf: (err: unknown) => string;
+}
+
+/** Restarts after a death, with backoff, until a start succeeds; gives up after too many failures in a row. */
+async function restartWithBackoff(p: RestartPlan, why: string, upMs: number): Promise<void> {
+  let delay = p.series.next(upMs);
+  let reason = why;
+  while (!p.stopping()) {
+    if (delay === undefined) return p.giveUp(reason);
+    p.log(`${reason}; restarting ${p.what} in ${(delay / 1000).toFixed(0)}s (restart ${p.restarts() + 1})`);
+    await sleep(delay, p.signal);
+    if (p.stopping()) return;
+    try {
+      await p.again();
+      return;
+    } catch (e) {
+      reason = p.reasonOf(e);
+      delay = p.series.next(0);
+    }
+  }
+}
+
 /**
  * A child process kept running: started once (the returned promise rejects if that first start fails), restarted
  * after it dies unless `stop()` was called.
@@ -187,29 +221,26 @@ export class SupervisedChild {
   }
 
   /** Restarts after a death, with backoff; gives up after too many failures in a row. */
-  private async restart(why: string, upMs: number): Promise<void> {
-    let delay = this.series.next(upMs);
-    let reason = why;
-    while (!this.stopping) {
-      if (delay === undefined) {
+  private restart(why: string, upMs: number): Promise<void> {
+    return restartWithBackoff({
+      series: this.series,
+      signal: this.abort.signal,
+      stopping: () => this.stopping,
+      log: this.opts.log,
+      what: 'it',
+      restarts: () => this.restarts,
+      giveUp: (reason) => {
         const err = new Error(`${reason}; it failed ${this.series.failures - 1} times in a row, giving up. Its last lines:\n${this.lastLines().join('\n')}`);
         this.opts.log(`${this.spec.name}: ${err.message}`);
         this.opts.onGiveUp?.(err);
-        return;
-      }
-      this.opts.log(`${reason}; restarting it in ${(delay / 1000).toFixed(0)}s (restart ${this.restarts + 1})`);
-      await sleep(delay, this.abort.signal);
-      if (this.stopping) return;
-      this.restarts++;
-      try {
+      },
+      again: async () => {
+        this.restarts++;
         await this.spawnOnce();
         this.opts.log(`${this.spec.name} restarted (pid ${this.proc?.pid}); the interrupted activity is retried from its last checkpoint`);
-        return;
-      } catch (e) {
-        reason = (e as Error).message.split('\n')[0]!;
-        delay = this.series.next(0);
-      }
-    }
+      },
+      reasonOf: (e) => (e as Error).message.split('\n')[0]!,
+    }, why, upMs);
   }
 
   /** Stops the child for good: SIGTERM (graceful), SIGKILL after `graceMs`. Never restarts it. */
@@ -280,21 +311,21 @@ export class SupervisedWorkers {
     );
   }
 
-  private async restart(why: string, upMs: number): Promise<void> {
-    let delay = this.series.next(upMs);
-    let reason = why;
-    while (!this.stopping) {
-      if (delay === undefined) {
+  private restart(why: string, upMs: number): Promise<void> {
+    return restartWithBackoff({
+      series: this.series,
+      signal: this.abort.signal,
+      stopping: () => this.stopping,
+      log: this.opts.log,
+      what: 'them',
+      restarts: () => this.restarts,
+      giveUp: (reason) => {
         const err = new Error(`${reason}; it failed ${this.series.failures - 1} times in a row, giving up`);
         this.opts.log(err.message);
         this.opts.onGiveUp?.(err);
-        return;
-      }
-      this.opts.log(`${reason}; restarting them in ${(delay / 1000).toFixed(0)}s (restart ${this.restarts + 1})`);
-      await sleep(delay, this.abort.signal);
-      if (this.stopping) return;
-      this.restarts++;
-      try {
+      },
+      again: async () => {
+        this.restarts++;
         const set = await this.startSet();
         if (this.stopping) {
           await set.shutdown().catch(() => undefined);
@@ -302,12 +333,9 @@ export class SupervisedWorkers {
         }
         this.watch(set);
         this.opts.log(`${this.name} restarted`);
-        return;
-      } catch (e) {
-        reason = `the ${this.name} could not start: ${e instanceof Error ? e.message : String(e)}`;
-        delay = this.series.next(0);
-      }
-    }
+      },
+      reasonOf: (e) => `the ${this.name} could not start: ${e instanceof Error ? e.message : String(e)}`,
+    }, why, upMs);
   }
 
   /** Shuts the workers down (graceful; bounded by `timeoutMs`, after which it returns anyway). */
