@@ -84,36 +84,46 @@ export interface SuperviseOptions {
   backoff?: Partial<BackoffOptions>;
 }
 
-/** How a supervisor restarts what it supervises (restartWithBackoff). */
-interface RestartPlan {
-  series: Series;
-  signal: AbortSignal;
-  stopping: () => boolean;
-  log: (line: string) => void;
-  /** How the log names what restarts: 'it' (a process) or 'them' (a set of workers). */
-  what: 'it' | 'them';
-  restarts: () => number;
-  giveUp: (reason: string) => void;
-  /** Starts it again (counting the restart); throws when it cannot, and `reasonOf` names why. */
-  again: () => Promise<void>;
-  reasonOf: (err: unknown) => string;
-}
+/**
+ * What both supervisors share: restarts after a death with backoff until a start succeeds, giving up after too many
+ * failures in a row, and a stop that prevents any further restart.
+ */
+abstract class Supervisor {
+  protected stopping = false;
+  protected readonly abort = new AbortController();
+  protected readonly series: Series;
+  /** Restarts so far. */
+  restarts = 0;
 
-/** Restarts after a death, with backoff, until a start succeeds; gives up after too many failures in a row. */
-async function restartWithBackoff(p: RestartPlan, why: string, upMs: number): Promise<void> {
-  let delay = p.series.next(upMs);
-  let reason = why;
-  while (!p.stopping()) {
-    if (delay === undefined) return p.giveUp(reason);
-    p.log(`${reason}; restarting ${p.what} in ${(delay / 1000).toFixed(0)}s (restart ${p.restarts() + 1})`);
-    await sleep(delay, p.signal);
-    if (p.stopping()) return;
-    try {
-      await p.again();
-      return;
-    } catch (e) {
-      reason = p.reasonOf(e);
-      delay = p.series.next(0);
+  constructor(protected readonly opts: SuperviseOptions) {
+    this.series = new Series({ ...DEFAULT_BACKOFF, ...opts.backoff });
+  }
+
+  /** How the log names what restarts: 'it' (a process) or 'them' (a set of workers). */
+  protected abstract readonly what: 'it' | 'them';
+  /** Reports giving up (after `series.failures - 1` failures in a row). */
+  protected abstract giveUp(reason: string): void;
+  /** Starts it again; throws when it cannot, and `reasonOf` names why. */
+  protected abstract startAgain(): Promise<void>;
+  protected abstract reasonOf(err: unknown): string;
+
+  /** Restarts after a death (it had been up `upMs`), with backoff. */
+  protected async restart(why: string, upMs: number): Promise<void> {
+    let delay = this.series.next(upMs);
+    let reason = why;
+    while (!this.stopping) {
+      if (delay === undefined) return this.giveUp(reason);
+      this.opts.log(`${reason}; restarting ${this.what} in ${(delay / 1000).toFixed(0)}s (restart ${this.restarts + 1})`);
+      await sleep(delay, this.abort.signal);
+      if (this.stopping) return;
+      this.restarts++;
+      try {
+        await this.startAgain();
+        return;
+      } catch (e) {
+        reason = this.reasonOf(e);
+        delay = this.series.next(0);
+      }
     }
   }
 }
@@ -122,17 +132,13 @@ async function restartWithBackoff(p: RestartPlan, why: string, upMs: number): Pr
  * A child process kept running: started once (the returned promise rejects if that first start fails), restarted
  * after it dies unless `stop()` was called.
  */
-export class SupervisedChild {
+export class SupervisedChild extends Supervisor {
   private proc: ChildProcess | undefined;
-  private stopping = false;
-  private readonly abort = new AbortController();
   private readonly tail: string[] = [];
-  private readonly series: Series;
-  /** Restarts so far. */
-  restarts = 0;
+  protected readonly what = 'it';
 
-  constructor(private readonly spec: ChildSpec, private readonly opts: SuperviseOptions) {
-    this.series = new Series({ ...DEFAULT_BACKOFF, ...opts.backoff });
+  constructor(private readonly spec: ChildSpec, opts: SuperviseOptions) {
+    super(opts);
   }
 
   /** Starts a supervised child; resolves once it is ready, rejects if that first start fails. */
@@ -220,27 +226,19 @@ export class SupervisedChild {
     });
   }
 
-  /** Restarts after a death, with backoff; gives up after too many failures in a row. */
-  private restart(why: string, upMs: number): Promise<void> {
-    return restartWithBackoff({
-      series: this.series,
-      signal: this.abort.signal,
-      stopping: () => this.stopping,
-      log: this.opts.log,
-      what: 'it',
-      restarts: () => this.restarts,
-      giveUp: (reason) => {
-        const err = new Error(`${reason}; it failed ${this.series.failures - 1} times in a row, giving up. Its last lines:\n${this.lastLines().join('\n')}`);
-        this.opts.log(`${this.spec.name}: ${err.message}`);
-        this.opts.onGiveUp?.(err);
-      },
-      again: async () => {
-        this.restarts++;
-        await this.spawnOnce();
-        this.opts.log(`${this.spec.name} restarted (pid ${this.proc?.pid}); the interrupted activity is retried from its last checkpoint`);
-      },
-      reasonOf: (e) => (e as Error).message.split('\n')[0]!,
-    }, why, upMs);
+  protected giveUp(reason: string): void {
+    const err = new Error(`${reason}; it failed ${this.series.failures - 1} times in a row, giving up. Its last lines:\n${this.lastLines().join('\n')}`);
+    this.opts.log(`${this.spec.name}: ${err.message}`);
+    this.opts.onGiveUp?.(err);
+  }
+
+  protected async startAgain(): Promise<void> {
+    await this.spawnOnce();
+    this.opts.log(`${this.spec.name} restarted (pid ${this.proc?.pid}); the interrupted activity is retried from its last checkpoint`);
+  }
+
+  protected reasonOf(err: unknown): string {
+    return (err as Error).message.split('\n')[0]!;
   }
 
   /** Stops the child for good: SIGTERM (graceful), SIGKILL after `graceMs`. Never restarts it. */
@@ -271,15 +269,12 @@ export class SupervisedChild {
  * In-process workers kept running: when the set fails (a worker's run() rejects; `startWorkers` then stops the rest),
  * it is started again with backoff.
  */
-export class SupervisedWorkers {
+export class SupervisedWorkers extends Supervisor {
   private current: RunningWorkers | undefined;
-  private stopping = false;
-  private readonly abort = new AbortController();
-  private readonly series: Series;
-  restarts = 0;
+  protected readonly what = 'them';
 
-  constructor(private readonly name: string, private readonly startSet: () => Promise<RunningWorkers>, private readonly opts: SuperviseOptions) {
-    this.series = new Series({ ...DEFAULT_BACKOFF, ...opts.backoff });
+  constructor(private readonly name: string, private readonly startSet: () => Promise<RunningWorkers>, opts: SuperviseOptions) {
+    super(opts);
   }
 
   static async start(name: string, startSet: () => Promise<RunningWorkers>, opts: SuperviseOptions): Promise<SupervisedWorkers> {
@@ -311,31 +306,24 @@ export class SupervisedWorkers {
     );
   }
 
-  private restart(why: string, upMs: number): Promise<void> {
-    return restartWithBackoff({
-      series: this.series,
-      signal: this.abort.signal,
-      stopping: () => this.stopping,
-      log: this.opts.log,
-      what: 'them',
-      restarts: () => this.restarts,
-      giveUp: (reason) => {
-        const err = new Error(`${reason}; it failed ${this.series.failures - 1} times in a row, giving up`);
-        this.opts.log(err.message);
-        this.opts.onGiveUp?.(err);
-      },
-      again: async () => {
-        this.restarts++;
-        const set = await this.startSet();
-        if (this.stopping) {
-          await set.shutdown().catch(() => undefined);
-          return;
-        }
-        this.watch(set);
-        this.opts.log(`${this.name} restarted`);
-      },
-      reasonOf: (e) => `the ${this.name} could not start: ${e instanceof Error ? e.message : String(e)}`,
-    }, why, upMs);
+  protected giveUp(reason: string): void {
+    const err = new Error(`${reason}; it failed ${this.series.failures - 1} times in a row, giving up`);
+    this.opts.log(err.message);
+    this.opts.onGiveUp?.(err);
+  }
+
+  protected async startAgain(): Promise<void> {
+    const set = await this.startSet();
+    if (this.stopping) {
+      await set.shutdown().catch(() => undefined);
+      return;
+    }
+    this.watch(set);
+    this.opts.log(`${this.name} restarted`);
+  }
+
+  protected reasonOf(err: unknown): string {
+    return `the ${this.name} could not start: ${err instanceof Error ? err.message : String(err)}`;
   }
 
   /** Shuts the workers down (graceful; bounded by `timeoutMs`, after which it returns anyway). */
