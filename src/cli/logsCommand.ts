@@ -6,6 +6,7 @@ import { pipelineWorkflowId, stageOfWorkflowId, STAGES, stageWorkflowId } from '
 import { connect } from './pipelineCommand';
 import { failureText } from './watch';
 import { describeWorkflow, fmtSeconds } from './runStatus';
+
 export const HistoryEvent = z.looseObject({ eventId: z.unknown(), eventTime: z.unknown() });
 export const tsMs = (t: unknown): number => {
   const o = t as { seconds?: number | { toNumber(): number } | string; nanos?: number } | null;

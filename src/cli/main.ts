@@ -19,6 +19,7 @@ import { Command, InvalidArgumentError, Option } from 'commander';
 import { ConfigError, loadConfig, type Cm2Config } from '../run/config';
 import { defaultInfraDir, useLocalInfraEnv } from '../infra/localInfra';
 import { InfraNotRunningError } from '../infra/temporal';
+
 // Command modules are required on use, so `cm2 filter` does not pay for loading the Temporal worker.
 
 

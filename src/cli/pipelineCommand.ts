@@ -24,7 +24,6 @@ import { formatProgress, pipelineInput, pipelineWorkflowId, resultOf, sleep, sta
 import { failureText, rootCauseText, RunWatch, withHeartbeatCount } from './watch';
 import { describeWorkflow, fmtSeconds, fmtValue, formatStatus, heldOutLine, iso, quickQuery, runStatus } from './runStatus';
 
-
 /** Temporal client and S3 store, with a clear message when either server is not running. */
 export async function connect(cfg: Cm2Config): Promise<{ client: Client; store: ObjectStore }> {
   const client = await connectClient(cfg);

@@ -16,6 +16,7 @@ import { failureText } from './watch';
 import { formatProgress } from './stages';
 import { stageProgressQuery } from '../run/workflowUtil';
 import { formatMeanSe } from '../stages/rl/heldOut';
+
 /** A query answered within `ms` (a closed workflow with no worker never answers), else undefined. */
 export async function quickQuery<T>(handle: WorkflowHandle, query: string | { name: string }, ms = 3000): Promise<T | undefined> {
   let timer: NodeJS.Timeout | undefined;

@@ -249,6 +249,13 @@ export function costUsd(pricing: LlmRoleConfig['pricing'], promptTokens: number,
 
 type OnlineRoleConfig = LlmRoleConfig & { baseUrl: string };
 
+/**
+ * What a role's method needs of an LLM: the role's settings and one call. Every LLM-backed role (the prepare stage's
+ * filter and compressor, the checklist annotator, the RL judge and tool simulator) is written against it; `LlmClient`
+ * is the implementation, tests and other transports can pass their own.
+ */
+export type LlmAsk = Pick<LlmClient, 'chat' | 'roleConfig'>;
+
 /** What the client has learned about one role's endpoint, plus its concurrency bound. */
 interface RoleState {
   readonly cfg: OnlineRoleConfig;

@@ -11,7 +11,7 @@
  * answer from the cache, while a retried activity replays every attempt it already paid for.
  */
 import { addUsage, zeroUsage, type RoleOutcome } from '../kernel/roles';
-import { LlmClient, type ChatRequest } from './client';
+import type { ChatRequest, LlmAsk } from './client';
 
 type Parsed<T> = { ok: true; value: T } | { ok: false; error: string };
 
@@ -23,7 +23,7 @@ export const attemptSalt = (salt: string, attempt: number): string => (attempt <
  * summed. Transport errors from the client propagate.
  */
 export async function withParseRetries<T>(
-  client: LlmClient,
+  client: LlmAsk,
   maxAttempts: number,
   request: Omit<ChatRequest, 'cacheSalt'> & { cacheSalt: string },
   parse: (text: string) => Parsed<T>,

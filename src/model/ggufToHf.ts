@@ -9,6 +9,7 @@ import { HF_ARCHITECTURES } from './checkpoint';
 import { parseQwenConfig, type QwenConfig, qwenDims } from './config';
 import { type TensorSource } from './safetensors';
 import { paramSpecs } from './params';
+
 /** The model types an import accepts (HF's `model_type`). */
 export type ModelType = keyof typeof HF_ARCHITECTURES;
 

@@ -1,6 +1,7 @@
 /** Bar charts for the run report (simple, stacked, grouped): one layout, both orientations (see svg.ts). */
 import { AXIS, CHAR, escapeXml, fillColor, finite, GRID, legend, type LegendItem, line, PALETTE, svgOpen, text, textWidth, truncate } from './svg';
 import { axisFormatter, c, formatValue, type ValueFormat, valueScale } from './format';
+
 interface Segment {
   row: number;
   track: number;

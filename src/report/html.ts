@@ -19,7 +19,6 @@ import { formatInt, formatNumber, formatSeconds, formatValue } from './format';
 import { bySeries, distinct, figure, NO_DATA, pct, ratio, reward, section, seText, signed, sum, table, usd } from './htmlParts';
 import { heldOutSection, judgeSection, rlSection } from './rlSections';
 
-
 // ---------------------------------------------------------------------------------------------------------------
 // Sections
 

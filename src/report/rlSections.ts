@@ -4,6 +4,7 @@ import type { ReportData, ReportRlStep } from './types';
 import { barChart } from './barChart';
 import { formatInt, formatNumber } from './format';
 import { escapeXml as esc, lineChart } from './svg';
+
 export function rlSection(d: ReportData): string {
   const steps = d.rl?.steps ?? [];
   if (steps.length === 0) return section('rl', 'RL training', NO_DATA);

@@ -7,9 +7,10 @@ import { Context } from '@temporalio/activity';
 import { ApplicationFailure } from '@temporalio/common';
 import { z } from 'zod';
 import { Example } from '../kernel/schema';
-import { LlmFatalError, LlmRetryableError } from '../llm/client';
+import { canonicalJson, LlmClient, LlmFatalError, LlmRetryableError } from '../llm/client';
 import { toTemporalFailure } from '../llm/temporal';
-import { ObjectRef, type ObjectStore } from '../storage/store';
+import { ObjectRef, type ObjectStore, storeCache } from '../storage/store';
+import { LlmConfig } from '../llm/config';
 
 /** A shard of examples in S3: the claim check passed between activities. */
 export const ShardRef = ObjectRef.extend({
@@ -177,3 +178,17 @@ export interface ActivityDeps {
 
 /** `deps.log`, else console lines tagged with the stage (`[rl] …`). */
 export const stageLog = (deps: ActivityDeps, stage: string): ((line: string) => void) => deps.log ?? ((l: string) => console.log(`[${stage}] ${l}`));
+
+/**
+ * A worker's LLM clients, one per distinct LLM config (so that a role's concurrency bound holds per process), each
+ * answering from and filling the response cache in the run's bucket.
+ */
+export function llmClients(store: ObjectStore): (llm: LlmConfig) => LlmClient {
+  const clients = new Map<string, LlmClient>();
+  return (llm) => {
+    const key = canonicalJson(llm);
+    let c = clients.get(key);
+    if (!c) clients.set(key, (c = new LlmClient(llm, { cache: storeCache(store) })));
+    return c;
+  };
+}

@@ -16,12 +16,10 @@ import { CHECKLIST_JSON_SCHEMA } from './prompt';
 import { AnnotatedExample } from './schema';
 import { addUsage, UsageSchema, zeroUsage, type Usage } from '../../kernel/roles';
 import { Example } from '../../kernel/schema';
-import { LlmClient, canonicalJson } from '../../llm/client';
 import { isOnline, LlmConfig } from '../../llm/config';
-import { storeCache } from '../../storage/store';
 import { checklistKeys } from '../../run/layout';
 import { offlineChecklist, OFFLINE_ANNOTATOR } from '../../demo/checklist';
-import { type ActivityDeps, cancellationSignal, heartbeat, mapWithHeartbeat, once, parseInput, readShard, shardName, ShardRef, writeShard } from '../activityKit';
+import { type ActivityDeps, cancellationSignal, heartbeat, llmClients, mapWithHeartbeat, once, parseInput, readShard, shardName, ShardRef, writeShard } from '../activityKit';
 
 export const ChecklistInputArgs = z.object({ runId: z.string(), sourceKey: z.string().min(1), shardSize: z.number().int().positive() });
 export const ChecklistInputResult = z.object({
@@ -102,18 +100,11 @@ const reasonKey = (reason: string) => reason.replace(/:.*$/s, '').slice(0, 80);
 
 export function createChecklistActivities(deps: ChecklistDeps) {
   const { store } = deps;
-  // One client per distinct LLM config per worker process, so the annotator's concurrency bound is per process.
-  const clients = new Map<string, LlmClient>();
+  const clientFor = llmClients(store);
   const defaultAnnotator = (llm: LlmConfig): ChecklistAnnotator => {
     const role = llm.roles.annotator;
     if (!isOnline(role)) return new OfflineChecklistAnnotator(OFFLINE_ANNOTATOR, offlineChecklist);
-    const key = canonicalJson(llm);
-    let client = clients.get(key);
-    if (!client) {
-      client = new LlmClient(llm, { cache: storeCache(store) });
-      clients.set(key, client);
-    }
-    const c = client;
+    const c = clientFor(llm);
     return new LlmChecklistAnnotator(role.model, async (messages, cacheSalt) => {
       const signal = cancellationSignal();
       const res = await c.chat({ role: 'annotator', messages, jsonSchema: CHECKLIST_JSON_SCHEMA, cacheSalt, ...(signal ? { signal } : {}) });

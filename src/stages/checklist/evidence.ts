@@ -6,6 +6,7 @@
 import { EvidenceFrom } from './schema';
 import { Message } from '../../kernel/schema';
 import { normaliseWs, partTexts, rawPartTexts, type TurnSpan } from './steps';
+
 /** Variants of a snippet worth trying: as written, and with JSON string escapes undone. */
 export function snippetCandidates(snippet: string): string[] {
   const out = [snippet];

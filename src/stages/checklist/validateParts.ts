@@ -2,6 +2,7 @@
 import type { z } from 'zod';
 import { Message } from '../../kernel/schema';
 import { type Violation } from './validate';
+
 export function isPlainObject(v: unknown): v is Record<string, unknown> {
   return typeof v === 'object' && v !== null && !Array.isArray(v);
 }

@@ -4,6 +4,7 @@
  * the JSON-schema check shared by tool_schema and tool_argument_types.
  */
 import { Example } from '../../kernel/schema';
+
 // ---------------------------------------------------------------------------------------------------------------
 // Defensive accessors: filters receive typed Examples, but rows may come from anywhere; never trust the shape.
 

@@ -6,12 +6,13 @@ import { buildCompressionMessages, COMPRESSION_JSON_SCHEMA, countAssistantMessag
 import { type CompressorRole as CompressorContract, type DataRoles, type Effort, type FilterVerdict, type LlmFilterRole as FilterContract, type RoleOutcome, zeroUsage } from '../../kernel/roles';
 import { Example } from '../../kernel/schema';
 import { buildFilterMessages, FILTER_JSON_SCHEMA, filterCacheSalt, parseFilterVerdict } from './llmFilter';
-import { LlmClient, type ResponseCache } from '../../llm/client';
+import { LlmClient, type LlmAsk, type ResponseCache } from '../../llm/client';
 import { isOnline, LlmConfig } from '../../llm/config';
 import { withParseRetries } from '../../llm/roles';
+
 /** Stage 1b judge on an LLM endpoint (spec §2.2). */
 export class LlmFilterRole implements FilterContract {
-  constructor(private readonly client: LlmClient) {}
+  constructor(private readonly client: LlmAsk) {}
 
   judge(example: Example, opts: { pass: number; effort: Effort }): Promise<RoleOutcome<FilterVerdict>> {
     return withParseRetries(
@@ -31,7 +32,7 @@ export class LlmFilterRole implements FilterContract {
 
 /** Stage 2b CoT compressor on an LLM endpoint (spec §3.2); effort comes from the role config. */
 export class CompressorRole implements CompressorContract {
-  constructor(private readonly client: LlmClient) {}
+  constructor(private readonly client: LlmAsk) {}
 
   async compress(example: Example): Promise<RoleOutcome<string[]>> {
     const expected = countAssistantMessages(example);

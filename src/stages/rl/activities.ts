@@ -25,8 +25,8 @@ import { projectRoot } from '../../infra/binaries';
 import { stepFolder, CheckpointManifest } from '../../storage/checkpoints';
 import { Granularity, RlConfig, RlHyperparameters } from '../../run/config';
 import { LlmConfig, isOnline } from '../../llm/config';
-import { LlmClient, canonicalJson } from '../../llm/client';
-import { ifExists, storeCache, storeVerdictCache } from '../../storage/store';
+import { canonicalJson } from '../../llm/client';
+import { ifExists, storeVerdictCache } from '../../storage/store';
 import { rlKeys } from '../../run/layout';
 import { selectBackend } from '../../model/backend';
 import { hfConfigJson } from '../../model/checkpoint';
@@ -38,7 +38,7 @@ import { advanceRollouts, applyTurnDecisions, initRollouts, type RolloutLimits }
 import { ToolEnvironment } from './env/toolEnv';
 import { Rollout } from './types';
 import { loadPolicy, PolicyCache, PolicyRef, saveTrainingCheckpoint } from '../../model/policyStore';
-import { type ActivityDeps, asTemporalFailure, cancellationSignal, heapGuard, heartbeat, once, parseInput, stageLog } from '../activityKit';
+import { type ActivityDeps, asTemporalFailure, cancellationSignal, heapGuard, heartbeat, llmClients, once, parseInput, stageLog } from '../activityKit';
 import { demoWorldExecutables } from '../../demo/executables';
 import { withSimulatorDefaults } from './env/simulator';
 import { Counts, countsOf, summariseBatch } from './batch';
@@ -179,7 +179,6 @@ export function createRlActivities(deps: ActivityDeps) {
   const log = stageLog(deps, 'rl');
   const datasets = new Map<string, Dataset>();
   const tokenizers = new Map<string, ChatTokenizer>();
-  const clients = new Map<string, LlmClient>();
   /** Loaded policies. The policy being trained is taken OUT of the cache while it is mutated. */
   const policies = new PolicyCache(store);
 
@@ -188,12 +187,7 @@ export function createRlActivities(deps: ActivityDeps) {
     if (!t) tokenizers.set(dir, (t = loadChatTokenizer(resolveDir(dir))));
     return t;
   };
-  const llmClient = (llm: LlmConfig): LlmClient => {
-    const key = canonicalJson(llm);
-    let c = clients.get(key);
-    if (!c) clients.set(key, (c = new LlmClient(llm, { cache: storeCache(store) })));
-    return c;
-  };
+  const llmClient = llmClients(store);
   const dataset = async (key: string): Promise<Dataset> => {
     let d = datasets.get(key);
     if (!d) {

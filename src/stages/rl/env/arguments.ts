@@ -3,6 +3,7 @@
  * check of them (`_validate_parameters_against_schema`, spec §6.3 step 3).
  */
 import { fromJs, hasOwn, isPyObject, isRecord, parsePyJson, pyDumps, pyEquals, PyFloat, PyInt, type PyJson, type PyObject, pyStr, truthy } from '../../../kernel/pyjson';
+
 /**
  * Arguments as JSON text, parsed losslessly (Python semantics: `1.0` stays a float). A class rather than a
  * `{raw}` object so that it can never be confused with real arguments that happen to have a `raw` key.

@@ -2,6 +2,7 @@
 import { isPyObject, parsePyJson, pyDumps, type PyJson, pyTypeName } from '../../../kernel/pyjson';
 import { stripLoneSurrogates } from '../../../chat/toolCalls';
 import { LlmConfig, withSamplingDefaults } from '../../../llm/config';
+
 /** Our wording of the paper's "Prompt for Tool Simulation" (§6.3). */
 export const SIMULATOR_SYSTEM_PROMPT = [
   'You stand in for a software tool: you produce the result the tool would return for a call, learning how the tool behaves from recorded calls.',

@@ -33,7 +33,7 @@
 import { zeroUsage, type Usage } from '../../../kernel/roles';
 import type { Example } from '../../../kernel/schema';
 import { stripLoneSurrogates } from '../../../chat/toolCalls';
-import type { LlmClient } from '../../../llm/client';
+import type { LlmAsk } from '../../../llm/client';
 import { isOnline } from '../../../llm/config';
 import { withParseRetries } from '../../../llm/roles';
 import { canonical, fromJs, hasOwn, isPyObject, isRecord, pyDumps, type PyJson, type PyObject, pyTypeName, toJs } from '../../../kernel/pyjson';
@@ -57,7 +57,7 @@ export type Executable = (args: Record<string, unknown>) => string;
 
 export interface ToolEnvironmentOptions {
   /** Client for the `simulator` role; without it (or with the role offline) non-executable calls fail. */
-  llm?: LlmClient;
+  llm?: LlmAsk;
   /** Tools executed for real, by name (used after replay and the schema check). */
   executables?: Readonly<Record<string, Executable>>;
 }
@@ -140,7 +140,7 @@ const failureText = (message: string): string => `{"error": ${message}}`;
 export class ToolEnvironment {
   private readonly samples = new Map<string, SampleIndex>();
   private readonly executables: Map<string, Executable>;
-  private readonly llm: LlmClient | undefined;
+  private readonly llm: LlmAsk | undefined;
 
   constructor(examples: readonly Example[], opts: ToolEnvironmentOptions = {}) {
     this.llm = opts.llm;

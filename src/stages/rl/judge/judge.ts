@@ -57,7 +57,7 @@ import { z } from 'zod';
 import { evaluateCheck, type JudgeView } from '../../checklist/check';
 import type { StoredItem } from '../../checklist/schema';
 import { addUsage, UsageSchema, zeroUsage } from '../../../kernel/roles';
-import { canonicalJson, LlmFatalError, type LlmClient } from '../../../llm/client';
+import { canonicalJson, LlmFatalError, type LlmAsk } from '../../../llm/client';
 import { isOnline, type LlmConfig, withSamplingDefaults } from '../../../llm/config';
 import { attemptSalt } from '../../../llm/roles';
 import type { Verdict } from '../types';
@@ -148,7 +148,7 @@ export function judgedStepHasToolCallError(view: JudgeView): boolean {
 
 export interface JudgeDeps {
   /** The judge role's client; absent (or a role without `baseUrl`) = offline judge. */
-  llm?: LlmClient;
+  llm?: LlmAsk;
   cache?: VerdictCache;
   /** Where warnings go (verdict cache write failures). Default: console.warn. */
   log?: (message: string) => void;
@@ -176,7 +176,7 @@ function chunk<T>(xs: readonly T[], size: number): T[][] {
 
 export class Judge {
   readonly cfg: JudgeConfig;
-  private readonly llm: LlmClient | undefined;
+  private readonly llm: LlmAsk | undefined;
   private readonly cache: VerdictCache | undefined;
   private readonly log: (message: string) => void;
   /** Verdict cache key → the verdict being worked out by some `judgeStep` of this judge. */

@@ -8,6 +8,7 @@ import { type RenderedView, renderJudgeView } from './render';
 import { StoredItem } from '../../checklist/schema';
 import { extractJson } from '../../../kernel/jsonExtract';
 import { fromJs, pyDumps } from '../../../kernel/pyjson';
+
 /** The five fields of one verdict, in order (the reference's output keys). */
 export const VERDICT_FIELDS = [
   'high_level_understanding_of_the_question',

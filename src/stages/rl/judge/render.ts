@@ -5,6 +5,7 @@
 import { type JudgeView } from '../../checklist/check';
 import { Message, ToolCall } from '../../../kernel/schema';
 import { fromJs, parsePyJson, pyDumps, type PyJson, type PyObject } from '../../../kernel/pyjson';
+
 export interface RenderJudgeOptions {
   /** Number shown for the slice's first user message. Default 0: the reference's quirk (numbering restarts per slice). */
   firstTurn?: number;
