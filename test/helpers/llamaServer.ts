@@ -64,6 +64,11 @@ export async function startLlamaServer(opts: { ctxSize?: number; parallel?: numb
   }
   const pid = child.pid;
   if (!pid) throw new Error(`could not start ${bin}`);
+  // The server must not outlive this test process, however it ends: a test file killed at its timeout runs no
+  // `after` hook, and an orphaned server kept two cores busy under every later test. A detached watchdog kills it
+  // within 2 s of this process's death (and ends by itself once the server is gone).
+  const watchdog = spawn('sh', ['-c', `while kill -0 ${process.pid} 2>/dev/null && kill -0 ${pid} 2>/dev/null; do sleep 2; done; kill -9 ${pid} 2>/dev/null`], { stdio: 'ignore', detached: true });
+  watchdog.unref();
   let exited: number | null | undefined;
   child.once('exit', (code) => (exited = code));
   const url = `http://127.0.0.1:${port}`;
@@ -78,6 +83,7 @@ export async function startLlamaServer(opts: { ctxSize?: number; parallel?: numb
     }
     if (Date.now() > deadline) {
       child.kill('SIGKILL');
+      watchdog.kill();
       throw new Error(`llama-server did not become healthy in 120 s (log: ${logFile})`);
     }
     await new Promise((r) => setTimeout(r, 250));
@@ -89,6 +95,7 @@ export async function startLlamaServer(opts: { ctxSize?: number; parallel?: numb
     logFile,
     close: () =>
       new Promise<void>((resolve) => {
+        watchdog.kill();
         if (exited !== undefined) return resolve();
         child.once('exit', () => resolve());
         child.kill('SIGTERM');
