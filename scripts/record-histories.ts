@@ -1,5 +1,5 @@
 /**
- * Records workflow histories from the Temporal server as replay fixtures (test/unit/workflowReplay.test.ts):
+ * Records workflow histories from the Temporal server as replay fixtures (test/unit/run/workflowReplay.test.ts):
  *
  *   npx tsx scripts/record-histories.ts <workflow id>...     (the local infrastructure's server, or TEMPORAL_ADDRESS)
  *

@@ -1,6 +1,6 @@
 /**
  * The configuration reference of the README, generated from the zod schema so that it never drifts
- * (`npm run docs:config` writes it, `npm run docs:config -- --check` and test/unit/configReference.test.ts
+ * (`npm run docs:config` writes it, `npm run docs:config -- --check` and test/unit/cli/configReference.test.ts
  * check it).
  *
  * Pure: walks `schema._zod.def` (not the JSON Schema, which loses prefaults, refinements and schema identity)

@@ -11,7 +11,7 @@
  *   is what Temporal does with a plain Error anyway.
  */
 import { ApplicationFailure, ApplicationFailureCategory } from '@temporalio/common';
-import { LlmFatalError, LlmRetryableError } from './client';
+import { LlmFatalError, LlmRetryableError } from './errors';
 
 /** ApplicationFailure `type`s, for `nonRetryableErrorTypes` lists and for tests. */
 export const LLM_RETRYABLE_TYPE = 'LlmRetryableError';

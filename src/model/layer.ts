@@ -8,7 +8,7 @@
  *   (tfjs would keep every saved tensor and every intermediate gradient until the whole backward pass ends);
  * - uses one q|k|v matmul, BatchMatMulV2's transpose flags, the attention scale folded into q's RoPE tables, and
  *   softmax's backward as P·(dP − D) with D = rowsum(dO·O) computed on [.., d] rows instead of [.., S] rows.
- * The math is HF's Qwen2/Qwen3 decoder layer; test/unit/modelNative.test.ts compares its gradients with tf's own.
+ * The math is HF's Qwen2/Qwen3 decoder layer; test/unit/model/native.test.ts compares its gradients with tf's own.
  */
 import * as tf from '@tensorflow/tfjs';
 import { attr, nativeOp } from './native';

@@ -7,10 +7,11 @@ import { Context } from '@temporalio/activity';
 import { ApplicationFailure } from '@temporalio/common';
 import { z } from 'zod';
 import { Example } from '../kernel/schema';
-import { canonicalJson, LlmClient, LlmFatalError, LlmRetryableError } from '../llm/client';
+import { canonicalJson, LlmClient } from '../llm/client';
 import { toTemporalFailure } from '../llm/temporal';
 import { ObjectRef, type ObjectStore, storeCache } from '../storage/store';
 import { LlmConfig } from '../llm/config';
+import { LlmFatalError, LlmRetryableError } from '../llm/errors';
 
 /** A shard of examples in S3: the claim check passed between activities. */
 export const ShardRef = ObjectRef.extend({

@@ -15,7 +15,7 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { z } from 'zod';
 import { LlmConfig } from '../../src/llm/config';
-import { LlmClient, LlmFatalError, LlmRetryableError } from '../../src/llm/client';
+import { LlmClient } from '../../src/llm/client';
 import { FILTER_JSON_SCHEMA } from '../../src/stages/prepare/llmFilter';
 import { ToolEnvironment } from '../../src/stages/rl/env/toolEnv';
 import { generateDemoDataset } from '../../src/demo/generator';
@@ -31,6 +31,7 @@ import { EndpointConfig, EndpointPolicy, evaluateBfcl } from '../../src/stages/e
 import type { BfclExample } from '../../src/stages/eval/bfcl/data';
 import { llamaServerUnavailable, startLlamaServer, type LlamaServer } from '../helpers/llamaServer';
 import { bfclDataDir } from '../../src/infra/binaries';
+import { LlmFatalError, LlmRetryableError } from '../../src/llm/errors';
 
 let server: LlamaServer | undefined;
 let skip: string | undefined;

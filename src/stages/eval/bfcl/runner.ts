@@ -23,7 +23,7 @@ import type { ChatCompletionCreateParamsNonStreaming } from 'openai/resources/ch
 import { z } from 'zod';
 import { promptIds, type ChatTokenizer } from '../../../chat/tokenize';
 import type { Message } from '../../../kernel/schema';
-import { canonicalJson, classifyLlmError, LlmFatalError, PLACEHOLDER_API_KEY, Semaphore, type ResponseCache } from '../../../llm/client';
+import { canonicalJson, PLACEHOLDER_API_KEY, Semaphore, type ResponseCache } from '../../../llm/client';
 import { LlmRoleConfig } from '../../../llm/config';
 import { generateAsync } from '../../../model/generate';
 import type { QwenModel } from '../../../model/qwen';
@@ -33,6 +33,7 @@ import { decodeAnswerResult, decodeOpenAiMessage, decodeQwenText, type Decoded, 
 import { referenceCalls } from './reference';
 import { aggregate, exampleResult, scoreExample, type BfclResults, type ExampleResult } from './score';
 import { exampleMessages, exampleTools } from './tools';
+import { classifyLlmError, LlmFatalError } from '../../../llm/errors';
 
 // ---------------------------------------------------------------------------------------------------------------
 // Data

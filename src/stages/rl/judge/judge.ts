@@ -57,7 +57,7 @@ import { z } from 'zod';
 import { evaluateCheck, type JudgeView } from '../../checklist/check';
 import type { StoredItem } from '../../checklist/schema';
 import { addUsage, UsageSchema, zeroUsage } from '../../../kernel/roles';
-import { canonicalJson, LlmFatalError, type LlmAsk } from '../../../llm/client';
+import { canonicalJson, type LlmAsk } from '../../../llm/client';
 import { isOnline, type LlmConfig, withSamplingDefaults } from '../../../llm/config';
 import { attemptSalt } from '../../../llm/roles';
 import type { Verdict } from '../types';
@@ -65,6 +65,7 @@ import { batchItemIds, isPlainObject, JUDGE_JSON_SCHEMA, judgeBatchJsonSchema, j
 import { type RenderedView, renderJudgeView } from './render';
 import { RlConfig } from '../../../run/config';
 import { addCounts } from '../../../kernel/counts';
+import { LlmFatalError } from '../../../llm/errors';
 
 // ---------------------------------------------------------------------------------------------------------------
 // Configuration and stats

@@ -1,0 +1,116 @@
+/**
+ * Held-out means with their standard errors (prompts are the unit) in `cm2 status --json`, the run's end line and the
+ * report; and the report's data table, where each step is compared with its own input (selection runs on the RL
+ * split, not on compression's output: the `−103 dropped` of issue 12).
+ */
+import { describe, test } from 'node:test';
+import assert from 'node:assert/strict';
+import { buildReport, heldOutSummary, type RlRow, type RunSources } from '../../../../src/report/collect';
+import { renderReport } from '../../../../src/report/html';
+import { ReportData } from '../../../../src/report/types';
+import { formatMeanSe, promptMeanStats } from '../../../../src/stages/rl/heldOut';
+import { summarize } from '../../../../src/stages/pipeline/workflow';
+import { heldOutLine } from '../../../../src/cli/runStatus';
+
+const close = (a: number | null, b: number, tol = 1e-12) => assert.ok(a !== null && Math.abs(a - b) < tol, `${a} ≉ ${b}`);
+
+describe('promptMeanStats', () => {
+  test('one sample per prompt: the usual standard error of the mean (sample sd / √n)', () => {
+    const r = [0, 0.5, 1, 0.25];
+    const s = promptMeanStats(r, [0, 1, 2, 3]);
+    const mean = 0.4375;
+    const sd = Math.sqrt(r.reduce((a, x) => a + (x - mean) ** 2, 0) / 3);
+    assert.equal(s.n, 4);
+    close(s.mean, mean);
+    close(s.sd, sd);
+    close(s.se, sd / 2);
+  });
+
+  test('several samples per prompt are averaged first: the spread is across prompts', () => {
+    // Prompt a: 0, 1 (mean 0.5); prompt b: 1, 1 (mean 1); prompt c: 0, 0 (mean 0).
+    const s = promptMeanStats([0, 1, 1, 1, 0, 0], ['a', 'a', 'b', 'b', 'c', 'c']);
+    assert.equal(s.n, 3);
+    close(s.mean, 0.5);
+    close(s.sd, 0.5);
+    close(s.se, 0.5 / Math.sqrt(3));
+  });
+
+  test('fewer than two prompts: no standard error; mismatched input is an error', () => {
+    assert.deepEqual(promptMeanStats([0.3, 0.5], [7, 7]), { n: 1, mean: 0.4, sd: null, se: null });
+    assert.deepEqual(promptMeanStats([], []), { n: 0, mean: 0, sd: null, se: null });
+    assert.throws(() => promptMeanStats([1], []), /1 rewards but 0 group labels/);
+    assert.equal(formatMeanSe(0.05591, 0.01234, 32), '0.0559 ± 0.0123 (n=32)');
+    assert.equal(formatMeanSe(0.05, null), '0.0500');
+    assert.equal(formatMeanSe(undefined, 0.1), '–');
+  });
+});
+
+const rows: RlRow[] = [
+  { kind: 'eval', step: 0, rewardMean: 0.05, rewardSe: 0.01, prompts: 32, rollouts: 32 },
+  { kind: 'step', step: 1, granularity: 'trajectory', reward: { mean: 0.1, std: 0.1 }, failedSamples: 0, rollouts: 16 },
+  { kind: 'eval', step: 5, rewardMean: 0.08, rewardSe: 0.012, prompts: 32, rollouts: 32 },
+  { kind: 'eval', step: 10, rewardMean: 0.1, rewardSe: 0.015, prompts: 32, rollouts: 32 },
+];
+
+describe('held-out summary (cm2 status --json, the run end line)', () => {
+  test('SFT = step 0, RL = the latest evaluation, each with its standard error; z of the difference', () => {
+    const h = heldOutSummary(rows);
+    assert.equal(h.sft, 0.05);
+    assert.equal(h.sftSe, 0.01);
+    assert.equal(h.rl, 0.1);
+    assert.equal(h.rlSe, 0.015);
+    assert.equal(h.rlStep, 10);
+    assert.equal(h.prompts, 32);
+    close(h.z, 0.05 / Math.sqrt(0.01 ** 2 + 0.015 ** 2));
+    assert.deepEqual(h.evals.map((e) => [e.step, e.mean, e.se, e.n]), [[0, 0.05, 0.01, 32], [5, 0.08, 0.012, 32], [10, 0.1, 0.015, 32]]);
+    assert.equal(heldOutLine(h), 'held-out mean checklist reward: SFT 0.0500 ± 0.0100 → RL 0.1000 ± 0.0150 (step 10; 32 prompts, ± one standard error; difference +2.8 standard errors)');
+  });
+
+  test('rows of older runs (no standard error) still give the means', () => {
+    const h = heldOutSummary([{ kind: 'eval', step: 0, rewardMean: 0.2 }, { kind: 'eval', step: 3, rewardMean: 0.3 }]);
+    assert.deepEqual({ sft: h.sft, sftSe: h.sftSe, rl: h.rl, rlSe: h.rlSe, z: h.z, prompts: h.prompts }, { sft: 0.2, sftSe: null, rl: 0.3, rlSe: null, z: null, prompts: null });
+    assert.equal(heldOutLine(h), 'held-out mean checklist reward: SFT 0.2000 → RL 0.3000 (step 3)');
+    assert.deepEqual(heldOutSummary([]).evals, []);
+  });
+
+  test('the pipeline carries the standard errors from the RL result into its status', () => {
+    const s = summarize('rl', { steps: 10, evals: [{ step: 0, rewardMean: 0.05, rewardSe: 0.01, prompts: 32 }, { step: 10, rewardMean: 0.1, rewardSe: 0.015, prompts: 32 }] });
+    assert.deepEqual(s, { steps: 10, heldOutSft: 0.05, heldOutSftSe: 0.01, heldOutRl: 0.1, heldOutRlSe: 0.015, heldOutStep: 10, heldOutPrompts: 32 });
+  });
+});
+
+describe('report', () => {
+  const usage = { calls: 0, promptTokens: 0, completionTokens: 0, costUsd: 0 };
+  const step = (name: string, input: number, kept: number) => ({ name, in: input, kept, failed: 0, reasons: {}, usage });
+  // The demo's shape: 1200 imported → filters → split 30/70 → compression (cold start) ∥ selection (RL split).
+  const sources: RunSources = {
+    prepare: { total: 1200, importErrors: 0, steps: [step('rule_filter', 1200, 1020), step('llm_filter_pass0', 1020, 990), step('compression', 297, 297), step('selection', 693, 590)], coldStart: { count: 297 }, rl: { count: 590 } },
+    rl: [{ runId: 'r', rows }],
+    bfcl: [],
+  };
+
+  test('each preparation step is compared with its own input (no negative "dropped")', () => {
+    const data = buildReport('r', sources, { stages: [], generatedAt: '2026-01-01T00:00:00Z' });
+    assert.deepEqual(data.data!.funnel.map((f) => [f.step, f.in, f.kept]), [['imported', undefined, 1200], ['rule_filter', 1200, 1020], ['llm_filter_pass0', 1020, 990], ['compression', 297, 297], ['selection', 693, 590]]);
+    const html = renderReport(data);
+    const table = /<section id="data">[\s\S]*?<\/section>/.exec(html)![0];
+    const cells = [...table.matchAll(/<tr><td>([^<]+)<\/td><td class="num">([^<]*)<\/td><td class="num">([^<]*)<\/td><td class="num">[^<]*<\/td><td class="num">([^<]*)<\/td><\/tr>/g)].map((m) => [m[1], m[2], m[3], m[4]]);
+    assert.deepEqual(cells, [['imported', '', '1,200', ''], ['rule_filter', '1,200', '1,020', '180'], ['llm_filter_pass0', '1,020', '990', '30'], ['compression', '297', '297', '0'], ['selection', '693', '590', '103']]);
+    assert.ok(!/−\d|-\d{2,}/.test(table.replace(/<svg[\s\S]*?<\/svg>/g, '')), 'no negative counts');
+  });
+
+  test('held-out means with their standard errors: headline, table, shaded band', () => {
+    const data = buildReport('r', sources, { stages: [], generatedAt: '2026-01-01T00:00:00Z' });
+    assert.deepEqual(data.heldOut, { sft: 0.05, sftSe: 0.01, rl: 0.1, rlSe: 0.015, prompts: 32 });
+    assert.deepEqual(data.rl!.evals.map((e) => [e.step, e.rewardMean, e.rewardSe, e.prompts]), [[0, 0.05, 0.01, 32], [5, 0.08, 0.012, 32], [10, 0.1, 0.015, 32]]);
+    ReportData.parse(data);
+    const html = renderReport(data);
+    assert.match(html, /<span class="big">0\.0500<\/span> <span class="se">± 0\.0100<\/span>[\s\S]*<span class="big">0\.1000<\/span> <span class="se">± 0\.0150<\/span>/);
+    assert.match(html, /= 2\.8 standard errors of the difference/);
+    assert.match(html, /± one standard error across 32 held-out prompts/);
+    const heldout = /<section id="heldout">[\s\S]*?<\/section>/.exec(html)![0];
+    assert.match(heldout, /shaded: ± one standard error across held-out prompts/);
+    assert.match(heldout, /<td class="num">10<\/td><td class="num">0\.1000<\/td><td class="num">0\.0150<\/td><td class="num">32<\/td>/);
+    assert.ok(!html.includes('NaN'));
+  });
+});
