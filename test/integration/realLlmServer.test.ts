@@ -147,7 +147,7 @@ test('real server: prepare (filter, compressor) and checklist (annotator) stages
   const cfg = testConfig(uniqueId('realllm'), {
     data: { source: { kind: 'demo', count: 6, seed: 31, brokenRate: 0 }, shardSize: 4, llmFilter: { enabled: true, cascade: { passes: [{ effort: 'low' }] } }, split: { seed: 42, coldStart: 0.5 } },
     checklist: { variants: 1, shardSize: 4, maxAttempts: 2 },
-    llm: { roles: { filter: role(s, { maxTokens: 128 }), compressor: role(s, { maxTokens: 128 }), annotator: role(s, { maxTokens: 384, maxParseAttempts: 1 }) } },
+    llm: { roles: { filter: role(s, { maxTokens: 128 }), compressor: role(s, { maxTokens: 128 }), annotator: role(s, { maxTokens: 256, maxParseAttempts: 1 }) } },
   });
   const store = testStore(cfg);
   const workers = await startWorkers(cfg);
@@ -192,7 +192,7 @@ test('real server: RL with every checklist item judged by the LLM — the judge 
   if (!s) return;
   const cfg = testConfig(uniqueId('realjudge'), {
     rl: tinyRl({ steps: 1, promptsPerStep: 1, groupSize: 2, eval: { prompts: 0 }, judge: { offlineChecks: 'never', batchItems: 4, concurrency: 2 } }),
-    llm: { roles: { judge: role(s, { maxTokens: 400, maxParseAttempts: 1 }) } },
+    llm: { roles: { judge: role(s, { maxTokens: 200, maxParseAttempts: 1 }) } },
     temporal: { activity: { heartbeatTimeout: '60s', maxRetryInterval: '1s' } },
   });
   const store = testStore(cfg);
