@@ -12,7 +12,7 @@ Phases (each timed as a whole):
             backward, clip_grad_norm_(max_grad_norm), torch.optim.AdamW(lr, (0.9, 0.999), 1e-8, weight_decay)
   save      save_pretrained (F32 safetensors) + torch.save(optimizer.state_dict())   (what HF Trainer saves)
   load ckpt from_pretrained(saved) + optimizer.load_state_dict(torch.load(...)) (+ the reference model when kl_coef > 0)
-  RL        per step: GRPO token-mean loss as src/rl/grpo.ts (ratio = 1, PPO clip, dual clip c=3, low-variance KL to the
+  RL        per step: GRPO token-mean loss as src/stages/rl/grpo.ts (ratio = 1, PPO clip, dual clip c=3, low-variance KL to the
             reference), micro-batched with gradients accumulated, clip, AdamW
 """
 import json

@@ -1,6 +1,6 @@
 /**
- * Stage 5 activities: RL with checklist rewards. Thin adapters over src/rl (rollout loop, judge phase, rewards,
- * advantages, GRPO) and src/model.
+ * Stage 5 activities: RL with checklist rewards. Thin adapters over this folder's method modules (rollout loop,
+ * judge phase, rewards, advantages, batch summary, GRPO) and src/model.
  *
  * - gpu queue: `rlRollout` (advance every live episode of a step by one turn: batched generation + tool calls),
  *   `rlTrain` (one GRPO update → checkpoint).
