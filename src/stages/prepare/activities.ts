@@ -3,9 +3,9 @@
  * cold-start / RL split, CoT compression, harder-sample selection, report.
  *
  * Each activity validates its input, calls the stage's pure method modules (this folder) and the demo world's
- * offline roles, reads and writes S3, heartbeats, and is idempotent: its small result object is written last under `.../result-*.json`,
- * and a retry or re-run that finds it returns it without redoing the work. Within a shard, LLM answers are
- * cached by request hash as soon as they arrive, so a crash mid-shard never pays for a call twice.
+ * offline roles, reads and writes S3, heartbeats, and is idempotent: its small result object is written last under
+ * `.../result-*.json`, and a retry or re-run that finds it returns it without redoing the work. Within a shard, LLM
+ * answers are cached by request hash as soon as they arrive, so a crash mid-shard never pays for a call twice.
  */
 import { readFile } from 'node:fs/promises';
 import { z } from 'zod';
