@@ -19,6 +19,8 @@ const ENV_VAR: Record<BinaryName, string> = { temporal: 'CM2_TEMPORAL_BIN', mini
 
 /** The project root (the folder holding package.json). */
 export const projectRoot = path.resolve(__dirname, '..', '..');
+/** A path from config or input: absolute as given, else relative to the project root. */
+export const resolveFromRoot = (p: string): string => (path.isAbsolute(p) ? p : path.join(projectRoot, p));
 export const cacheBinDir = path.join(projectRoot, '.cm2', 'bin');
 
 function isExecutable(file: string): boolean {

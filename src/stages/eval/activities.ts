@@ -7,7 +7,6 @@
  * as it is (`once`), so a retried or replayed activity does not evaluate twice; endpoint answers are cached under
  * `cache/llm/` by request hash, so an attempt that died halfway does not pay twice either.
  */
-import path from 'node:path';
 import { ApplicationFailure } from '@temporalio/common';
 import { z } from 'zod';
 import { ChatTokenizer, loadChatTokenizer } from '../../chat/tokenize';
@@ -16,7 +15,7 @@ import { BfclDataError, BfclInputError } from './bfcl/data';
 import { stringifyPyJson } from './bfcl/pyValue';
 import { EndpointConfig, EndpointPolicy, evaluateBfcl, ModelPolicy, type Policy } from './bfcl/runner';
 import { Accuracy, formatSummary } from './bfcl/score';
-import { bfclDataDir, projectRoot } from '../../infra/binaries';
+import { bfclDataDir, resolveFromRoot } from '../../infra/binaries';
 import { ifExists, NotFoundError, storeCache, type ObjectStore } from '../../storage/store';
 import { evalKeys } from '../../run/layout';
 import { selectBackend, backendPrefs, type BackendPref } from '../../model/backend';
@@ -74,7 +73,6 @@ export function policyLabel(policy: EvalPolicy): string {
   return parts.at(-1) === 'final' && parts.length >= 2 ? slug(parts.at(-2)!) : slug(parts.slice(-2).join('-'));
 }
 
-const resolveDir = (dir: string) => (path.isAbsolute(dir) ? dir : path.join(projectRoot, dir));
 
 const optionalJson = (store: ObjectStore, key: string) => ifExists(async () => JSON.parse(await store.getText(key)) as Record<string, unknown>);
 
@@ -104,7 +102,7 @@ async function readStoredModel(store: ObjectStore, ref: z.infer<typeof PolicyRef
     }
     if (!tok) {
       if (!tokenizerDir) throw ApplicationFailure.nonRetryable('the policy folder has no tokenizer.json: give tokenizerDir', 'BadInput');
-      tok = loadChatTokenizer(resolveDir(tokenizerDir));
+      tok = loadChatTokenizer(resolveFromRoot(tokenizerDir));
     }
     return { model, tok };
   } catch (e) {

