@@ -30,14 +30,14 @@ import { WorkflowNotFoundError, type Client, type WorkflowHandle } from '@tempor
 import { defaultPayloadConverter } from '@temporalio/common';
 import type { EvalBfclSummary, EvalPolicy } from '../src/stages/eval/activities';
 import { connect } from '../src/cli/pipelineCommand';
-import { rlWorkflowId, startRl, startStage } from '../src/cli/stages';
+import { startRl, startStage } from '../src/cli/stages';
 import { DEFAULT_CATEGORIES } from '../src/stages/eval/bfcl/categories';
 import { projectRoot } from '../src/infra/binaries';
 import { loadConfig, type Cm2Config } from '../src/run/config';
 import { canonicalJson } from '../src/llm/client';
 import { useLocalInfraEnv } from '../src/infra/localInfra';
 import { type ObjectStore } from '../src/storage/store';
-import { checklistKeys, runKey, sftKeys } from '../src/run/layout';
+import { checklistKeys, runKey, sftKeys, stageWorkflowId } from '../src/run/layout';
 import { heldOutSummary, readRlRows } from '../src/report/collect';
 import { renderReport } from '../src/report/html';
 import { StudyResult, studyMarkdown, studyReportData, upsertStudyBlock, type StudyPolicy } from '../src/report/study';
@@ -94,7 +94,7 @@ async function closedStatus(handle: WorkflowHandle): Promise<string | undefined>
 
 /** The RL run's result: taken from a finished workflow, or started (attached to when running) and awaited. */
 async function runRl(client: Client, p: Planned): Promise<RlResult> {
-  const existing = client.workflow.getHandle(rlWorkflowId(p.runId));
+  const existing = client.workflow.getHandle(stageWorkflowId(p.runId, 'rl'));
   if ((await closedStatus(existing)) === 'COMPLETED') return (await existing.result()) as RlResult;
   log(`${p.label}: run ${p.runId} (${p.cfg.rl.steps} RL steps, ${p.cfg.rl.hp.granularity}, seed ${p.cfg.rl.seed})`);
   const handle = await startRl(client, p.cfg);
@@ -119,12 +119,12 @@ const trainingSettings = (rl: Cm2Config['rl']) => {
 
 /** A finished RL run taken as the study's run of `p.label`: its recorded settings must equal the planned ones. */
 async function adoptRun(client: Client, p: Planned, runId: string): Promise<RlResult> {
-  const handle = client.workflow.getHandle(rlWorkflowId(runId));
+  const handle = client.workflow.getHandle(stageWorkflowId(runId, 'rl'));
   if ((await closedStatus(handle)) !== 'COMPLETED') throw new Error(`--adopt ${p.label}=${runId}: run ${runId} has no completed RL workflow`);
   const history = await handle.fetchHistory();
   const payload = history.events?.[0]?.workflowExecutionStartedEventAttributes?.input?.payloads?.[0];
   const input = payload ? (defaultPayloadConverter.fromPayload(payload) as RlWorkflowInput) : undefined;
-  if (!input) throw new Error(`--adopt ${p.label}=${runId}: no workflow input in the history of ${rlWorkflowId(runId)}`);
+  if (!input) throw new Error(`--adopt ${p.label}=${runId}: no workflow input in the history of ${stageWorkflowId(runId, 'rl')}`);
   const want = { ...trainingSettings(p.cfg.rl), sourceKey: p.cfg.rl.sourceKey, policyPrefix: p.cfg.rl.policyPrefix };
   const got = { ...trainingSettings(input.rl), sourceKey: input.sourceKey, policyPrefix: input.policyPrefix };
   if (canonicalJson(want) !== canonicalJson(got)) throw new Error(`--adopt ${p.label}=${runId}: its RL settings differ from the study's:\n  run:   ${canonicalJson(got)}\n  study: ${canonicalJson(want)}`);

@@ -35,12 +35,23 @@ const program = new Command('cm2')
 
 const pipelineCmd = () => require('./pipelineCommand') as typeof import('./pipelineCommand');
 
-program.command('run')
-  .description('start a whole CM2 run (prepare → checklist → SFT → RL) as the cm2Pipeline workflow, and follow it')
-  .requiredOption('-c, --config <file>', 'config file')
-  .option('--run <id>', 'run id (overrides run.id of the config)')
-  .option('--no-wait', 'start (or attach to) the run and return')
-  .action(async (opts: { config: string; run?: string; wait: boolean }) => pipelineCmd().runCommand(commandConfig(opts.config, opts.run), opts.wait));
+/** A command that starts (or attaches to) one stage's workflow of a run (or the whole run): `-c`, `--run`, `--no-wait`. */
+function stageRunCommand(
+  command: Command,
+  description: string,
+  run: (cfg: Cm2Config, wait: boolean) => Promise<void>,
+  noWait = 'start (or attach to) the workflow and return its id',
+): void {
+  command
+    .description(description)
+    .requiredOption('-c, --config <file>', 'config file')
+    .option('--run <id>', 'run id (overrides run.id of the config)')
+    .option('--no-wait', noWait)
+    .action(async (opts: { config: string; run?: string; wait: boolean }) => run(commandConfig(opts.config, opts.run), opts.wait));
+}
+
+stageRunCommand(program.command('run'), 'start a whole CM2 run (prepare → checklist → SFT → RL) as the cm2Pipeline workflow, and follow it',
+  (cfg, wait) => pipelineCmd().runCommand(cfg, wait), 'start (or attach to) the run and return');
 
 program.command('resume')
   .description('start a stopped, failed or interrupted run again from its recorded input (finished stages are skipped)')
@@ -92,21 +103,12 @@ program.command('worker')
   .addOption(new Option('--queues <list>', 'comma-separated: workflows,api,gpu').default('workflows,api,gpu'))
   .action(async (opts: { config: string; queues: string }) => (require('./workerCommand') as typeof import('./workerCommand')).workerCommand(commandConfig(opts.config, 'worker'), opts.queues));
 
-program.command('prepare')
-  .description('run the data-preparation stage (filters, split, CoT compression, selection) on Temporal')
-  .requiredOption('-c, --config <file>', 'config file')
-  .option('--run <id>', 'run id (overrides run.id of the config)')
-  .option('--no-wait', 'start (or attach to) the workflow and return its id')
-  .action(async (opts: { config: string; run?: string; wait: boolean }) => (require('./prepareCommand') as typeof import('./prepareCommand')).prepareCommand(commandConfig(opts.config, opts.run), opts.wait));
+stageRunCommand(program.command('prepare'), 'run the data-preparation stage (filters, split, CoT compression, selection) on Temporal',
+  (cfg, wait) => (require('./prepareCommand') as typeof import('./prepareCommand')).prepareCommand(cfg, wait));
 
 const checklist = program.command('checklist').description('checklist annotation (CM2 stage 4)');
-checklist.command('run')
-  .description('annotate the run\'s RL split with checklists on Temporal (idempotent per example)')
-  .requiredOption('-c, --config <file>', 'config file')
-  .option('--run <id>', 'run id (overrides run.id of the config)')
-  .option('--no-wait', 'start (or attach to) the workflow and return its id')
-  .action(async (opts: { config: string; run?: string; wait: boolean }) =>
-    (require('./checklistCommand') as typeof import('./checklistCommand')).checklistRunCommand(commandConfig(opts.config, opts.run), opts.wait));
+stageRunCommand(checklist.command('run'), 'annotate the run\'s RL split with checklists on Temporal (idempotent per example)',
+  (cfg, wait) => (require('./checklistCommand') as typeof import('./checklistCommand')).checklistRunCommand(cfg, wait));
 checklist.command('validate')
   .description('check a JSON/JSONL file of annotated examples; prints every violation, exit code 1 if any error')
   .argument('<file>')
@@ -125,22 +127,12 @@ checklist.command('show')
   });
 
 const sft = program.command('sft').description('cold-start SFT of the policy (CM2 stage 3)');
-sft.command('run')
-  .description('train the policy on the run\'s cold-start split on Temporal (resumable from S3 checkpoints)')
-  .requiredOption('-c, --config <file>', 'config file')
-  .option('--run <id>', 'run id (overrides run.id of the config)')
-  .option('--no-wait', 'start (or attach to) the workflow and return its id')
-  .action(async (opts: { config: string; run?: string; wait: boolean }) =>
-    (require('./sftCommand') as typeof import('./sftCommand')).sftRunCommand(commandConfig(opts.config, opts.run), opts.wait));
+stageRunCommand(sft.command('run'), 'train the policy on the run\'s cold-start split on Temporal (resumable from S3 checkpoints)',
+  (cfg, wait) => (require('./sftCommand') as typeof import('./sftCommand')).sftRunCommand(cfg, wait));
 
 const rl = program.command('rl').description('RL with checklist rewards (CM2 stage 5)');
-rl.command('run')
-  .description('RL from the SFT policy on the run\'s annotated examples, on Temporal (resumable, steerable)')
-  .requiredOption('-c, --config <file>', 'config file')
-  .option('--run <id>', 'run id (overrides run.id of the config)')
-  .option('--no-wait', 'start (or attach to) the workflow and return its id')
-  .action(async (opts: { config: string; run?: string; wait: boolean }) =>
-    (require('./rlCommand') as typeof import('./rlCommand')).rlRunCommand(commandConfig(opts.config, opts.run), opts.wait));
+stageRunCommand(rl.command('run'), 'RL from the SFT policy on the run\'s annotated examples, on Temporal (resumable, steerable)',
+  (cfg, wait) => (require('./rlCommand') as typeof import('./rlCommand')).rlRunCommand(cfg, wait));
 for (const action of ['status', 'pause', 'resume', 'stop'] as const) {
   rl.command(action)
     .description(action === 'status' ? 'step, hyperparameters, held-out rewards of a running RL workflow' : `${action} the RL workflow of a run (signal)`)

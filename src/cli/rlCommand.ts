@@ -7,7 +7,8 @@ import { connectClient } from '../infra/temporal';
 import { rlStatusQuery, setHyperparametersUpdate, type RlStatus } from '../stages/rl/workflow';
 import { pauseSignal, resumeSignal, stopSignal } from '../run/control';
 import type { RlHyperparameters } from '../run/config';
-import { type RlResult, rlWorkflowId, runStageCommand, startRl } from './stages';
+import { type RlResult, runStageCommand, startRl } from './stages';
+import { stageWorkflowId } from '../run/layout';
 
 export function rlRunCommand(cfg: Cm2Config, wait: boolean): Promise<void> {
   return runStageCommand<RlResult>(cfg, wait, startRl, printRlResult);
@@ -23,7 +24,7 @@ export function printRlResult(result: RlResult, cfg: Cm2Config): void {
 
 export async function rlControlCommand(cfg: Cm2Config, action: 'status' | 'pause' | 'resume' | 'stop' | 'set', patch?: Partial<RlHyperparameters>): Promise<void> {
   const client = await connectClient(cfg);
-  const handle = client.workflow.getHandle(rlWorkflowId(cfg.run.id));
+  const handle = client.workflow.getHandle(stageWorkflowId(cfg.run.id, 'rl'));
   if (action === 'pause') await handle.signal(pauseSignal);
   else if (action === 'resume') await handle.signal(resumeSignal);
   else if (action === 'stop') await handle.signal(stopSignal);

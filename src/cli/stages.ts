@@ -39,8 +39,6 @@ export function startStage<W extends Workflow>(client: Client, cfg: Cm2Config, w
   } as unknown as WorkflowStartOptions<W>);
 }
 
-export const prepareWorkflowId = (runId: string) => stageWorkflowId(runId, 'prepare');
-
 /** Where a stage's activities run and their timeouts: part of every stage's workflow input. */
 const activityPlacement = (cfg: Cm2Config) => ({ taskQueues: { api: cfg.temporal.taskQueues.api, gpu: cfg.temporal.taskQueues.gpu }, activity: cfg.temporal.activity });
 
@@ -55,16 +53,6 @@ export function prepareInput(cfg: Cm2Config): PrepareWorkflowInput {
   };
 }
 
-/**
- * Starts the prepare workflow of a run, or attaches to it when it is already running (same workflow id:
- * starting twice never runs the stage twice; a finished run is re-entered idempotently).
- */
-export function startPrepare(client: Client, cfg: Cm2Config): Promise<WorkflowHandle<typeof prepareWorkflow>> {
-  return startStage(client, cfg, prepareWorkflow, 'prepare', [prepareInput(cfg)], 'CM2 data preparation');
-}
-
-export const checklistWorkflowId = (runId: string) => stageWorkflowId(runId, 'checklist');
-
 /** The workflow input of the checklist stage; the source defaults to the prepare stage's RL split. */
 export function checklistInput(cfg: Cm2Config): ChecklistWorkflowInput {
   return {
@@ -76,15 +64,6 @@ export function checklistInput(cfg: Cm2Config): ChecklistWorkflowInput {
   };
 }
 
-/** Starts the checklist workflow of a run, or attaches to it when it is already running. */
-export function startChecklist(client: Client, cfg: Cm2Config): Promise<WorkflowHandle<typeof checklistWorkflow>> {
-  return startStage(client, cfg, checklistWorkflow, 'checklist', [checklistInput(cfg)], 'CM2 checklist annotation');
-}
-
-export type { ChecklistReport, SftReport };
-
-export const sftWorkflowId = (runId: string) => stageWorkflowId(runId, 'sft');
-
 /** The workflow input of the SFT stage: trains on the cold-start split, checks the format on the RL split. */
 export function sftInput(cfg: Cm2Config): SftWorkflowInput {
   return {
@@ -95,13 +74,6 @@ export function sftInput(cfg: Cm2Config): SftWorkflowInput {
     ...activityPlacement(cfg),
   };
 }
-
-/** Starts the SFT workflow of a run, or attaches to it when it is already running. */
-export function startSft(client: Client, cfg: Cm2Config): Promise<WorkflowHandle<typeof sftWorkflow>> {
-  return startStage(client, cfg, sftWorkflow, 'sft', [sftInput(cfg)], 'CM2 cold-start SFT');
-}
-
-export const rlWorkflowId = (runId: string) => stageWorkflowId(runId, 'rl');
 
 /** The workflow input of the RL stage: the checklist stage's annotated examples, starting from the SFT policy. */
 export function rlInput(cfg: Cm2Config): RlWorkflowInput {
@@ -116,12 +88,20 @@ export function rlInput(cfg: Cm2Config): RlWorkflowInput {
   };
 }
 
-/** Starts the RL workflow of a run, or attaches to it when it is already running. */
-export function startRl(client: Client, cfg: Cm2Config): Promise<WorkflowHandle<typeof rlWorkflow>> {
-  return startStage(client, cfg, rlWorkflow, 'rl', [rlInput(cfg)], 'CM2 RL with checklist rewards');
-}
+/**
+ * Start the workflow of a stage of a run, or attach to it when it is already running (same workflow id: starting
+ * twice never runs the stage twice; a finished run is re-entered idempotently).
+ */
+export const startPrepare = (client: Client, cfg: Cm2Config) =>
+  startStage(client, cfg, prepareWorkflow, 'prepare', [prepareInput(cfg)], 'CM2 data preparation');
+export const startChecklist = (client: Client, cfg: Cm2Config) =>
+  startStage(client, cfg, checklistWorkflow, 'checklist', [checklistInput(cfg)], 'CM2 checklist annotation');
+export const startSft = (client: Client, cfg: Cm2Config) =>
+  startStage(client, cfg, sftWorkflow, 'sft', [sftInput(cfg)], 'CM2 cold-start SFT');
+export const startRl = (client: Client, cfg: Cm2Config) =>
+  startStage(client, cfg, rlWorkflow, 'rl', [rlInput(cfg)], 'CM2 RL with checklist rewards');
 
-export type { RlResult };
+export type { ChecklistReport, RlResult, SftReport };
 
 /** A count fit for display: a finite, non-negative integer (anything else shows as 0). */
 const countOf = (v: unknown): number => (typeof v === 'number' && Number.isFinite(v) && v > 0 ? Math.floor(v) : 0);

@@ -36,6 +36,7 @@ import type { ChecklistItem, ChecklistOutput, Evidence, ItemCheck, TurnBlock } f
 import { replyPart, turnSpans, type TurnSpan } from '../stages/checklist/steps';
 import type { WorldExpectedCall, WorldMeta, WorldTurn } from './generator';
 import { GroundingContext } from '../kernel/grounding';
+import { isPlainObject, parametersOfTools } from './types';
 
 /** Annotator name stored in `annotation.annotator`. */
 export const OFFLINE_ANNOTATOR = 'offline:demo-world';
@@ -318,20 +319,9 @@ function assemble(turn: number, drafts: readonly Draft[]): TurnBlock {
 // ---------------------------------------------------------------------------------------------------------------
 // Locating the reference calls
 
-const isPlainObject = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v);
-
-/** Parameter defaults by tool name, read defensively from the candidate tools. */
+/** Parameter defaults by tool name (a name listed twice: the last one), read defensively from the candidate tools. */
 function parameterDefaults(tools: readonly unknown[]): Map<string, Record<string, unknown>> {
-  const out = new Map<string, Record<string, unknown>>();
-  for (const tool of tools) {
-    if (!isPlainObject(tool) || !isPlainObject(tool.function) || typeof tool.function.name !== 'string') continue;
-    const params = isPlainObject(tool.function.parameters) ? tool.function.parameters : {};
-    const props = isPlainObject(params.properties) ? params.properties : {};
-    const defaults: Record<string, unknown> = {};
-    for (const [key, schema] of Object.entries(props)) if (isPlainObject(schema) && 'default' in schema) defaults[key] = schema.default;
-    out.set(tool.function.name, defaults);
-  }
-  return out;
+  return new Map(parametersOfTools(tools, (schema) => ('default' in schema ? schema.default : undefined)));
 }
 
 /**

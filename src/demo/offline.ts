@@ -12,6 +12,7 @@
 import { decodeArguments, type Example, type Message } from '../kernel/schema';
 import { zeroUsage, type CompressorRole, type DataRoles, type Effort, type FilterVerdict, type LlmFilterRole, type RoleOutcome } from '../kernel/roles';
 import { GroundingContext, isFactToken, thinkingOf, tokensOf, visibleReply } from '../kernel/grounding';
+import { isPlainObject, parametersOfTools } from './types';
 
 // ---------------------------------------------------------------------------------------------------------------
 // LLM filter
@@ -21,22 +22,11 @@ interface ParamInfo {
   default?: unknown;
 }
 
-const isPlainObject = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v);
-
-/** Parameter schemas by tool name, read defensively from the candidate tool list. */
+/** Parameter schemas by tool name (a name listed twice: its parameters merged), read defensively from the candidate tool list. */
 function parameterInfo(tools: readonly unknown[]): Map<string, Record<string, ParamInfo>> {
   const out = new Map<string, Record<string, ParamInfo>>();
-  for (const tool of tools) {
-    if (!isPlainObject(tool) || !isPlainObject(tool.function) || typeof tool.function.name !== 'string') continue;
-    const params = isPlainObject(tool.function.parameters) ? tool.function.parameters : {};
-    const props = isPlainObject(params.properties) ? params.properties : {};
-    const info: Record<string, ParamInfo> = {};
-    for (const [key, schema] of Object.entries(props)) {
-      if (!isPlainObject(schema)) continue;
-      info[key] = { ...(Array.isArray(schema.enum) ? { enum: schema.enum } : {}), ...('default' in schema ? { default: schema.default } : {}) };
-    }
-    out.set(tool.function.name, { ...(out.get(tool.function.name) ?? {}), ...info });
-  }
+  const read = (schema: Record<string, unknown>): ParamInfo => ({ ...(Array.isArray(schema.enum) ? { enum: schema.enum } : {}), ...('default' in schema ? { default: schema.default } : {}) });
+  for (const [name, info] of parametersOfTools(tools, read)) out.set(name, { ...(out.get(name) ?? {}), ...info });
   return out;
 }
 

@@ -11,7 +11,7 @@
  *
  * The stream is cm2's one mulberry32 (src/kernel/rng.ts).
  */
-import { mulberry32 } from '../kernel/rng';
+import { fmix32, mulberry32 } from '../kernel/rng';
 
 export { mulberry32 };
 
@@ -26,12 +26,7 @@ export function hash32(...parts: readonly (string | number)[]): number {
     h ^= text.charCodeAt(i);
     h = Math.imul(h, 0x01000193);
   }
-  h ^= h >>> 16;
-  h = Math.imul(h, 0x85ebca6b);
-  h ^= h >>> 13;
-  h = Math.imul(h, 0xc2b2ae35);
-  h ^= h >>> 16;
-  return h >>> 0;
+  return fmix32(h);
 }
 
 /** A uniform number in [0, 1) that depends only on the key. */

@@ -1,6 +1,7 @@
 /**
- * Shared types of the demo tool world: JSON values, OpenAI function-tool schemas, tool outcomes, and the generic
- * argument validation every tool runs before its own logic.
+ * Shared types of the demo tool world: JSON values, OpenAI function-tool schemas, tool outcomes, the way domain
+ * modules define their tools (`defineTools`), the generic argument validation every tool runs before its own logic,
+ * and a defensive reader of an example's candidate tool schemas (`parametersOfTools`).
  */
 
 export type JsonValue = string | number | boolean | null | JsonValue[] | { [key: string]: JsonValue };
@@ -64,10 +65,60 @@ export function functionSchema(
   return { type: 'function', function: { name, description, parameters: { type: 'object', properties, required } } };
 }
 
+/** One tool as a domain module writes it: what its schema says, and what it does. */
+export interface ToolSpec {
+  description: string;
+  /** Every parameter without a `default` is required, except those in `optional`. */
+  parameters: Record<string, ParamSchema>;
+  /** Parameters without a default that a call may leave out. */
+  optional?: readonly string[];
+  execute: WorldTool['execute'];
+}
+
+/** A domain's tools by name; each schema is named after its key, so a tool's name and its schema's never differ. */
+export function defineTools(domain: Domain, specs: Record<string, ToolSpec>): Record<string, WorldTool> {
+  return Object.fromEntries(
+    Object.entries(specs).map(([name, spec]) => {
+      const required = Object.keys(spec.parameters).filter((key) => spec.parameters[key]?.default === undefined && !spec.optional?.includes(key));
+      return [name, { domain, schema: functionSchema(name, spec.description, spec.parameters, required), execute: spec.execute }];
+    }),
+  );
+}
+
+/** A string parameter. */
+export const stringParam = (description: string): ParamSchema => ({ type: 'string', description });
+
 export const fail = (code: ToolError['code'], message: string): ToolOutcome => ({ ok: false, error: { code, message } });
 export const ok = (result: JsonValue): ToolOutcome => ({ ok: true, result });
 
-const isPlainObject = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v);
+/** The error for a `day` argument that names no day of the week. */
+export const notADay = (day: unknown): ToolOutcome => fail('invalid_arguments', `"${String(day)}" is not a day of the week`);
+/** The error for an id or name the world does not know (`what`: "account", "city", …). */
+export const notFound = (what: string, id: unknown): ToolOutcome => fail('not_found', `unknown ${what} "${String(id)}"`);
+
+export const isPlainObject = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v);
+
+/**
+ * What `read` makes of each parameter schema of each candidate tool, as `[tool name, values by parameter]` in list
+ * order (a name may repeat), read defensively (an example's tools may come from anywhere): entries that are not
+ * function tools with a name are skipped, missing or malformed `parameters`/`properties` read as no parameters, and
+ * parameter schemas that are not objects, or that `read` returns undefined for, are left out.
+ */
+export function parametersOfTools<T>(tools: readonly unknown[], read: (schema: Record<string, unknown>) => T | undefined): [string, Record<string, T>][] {
+  const out: [string, Record<string, T>][] = [];
+  for (const tool of tools) {
+    if (!isPlainObject(tool) || !isPlainObject(tool.function) || typeof tool.function.name !== 'string') continue;
+    const params = isPlainObject(tool.function.parameters) ? tool.function.parameters : {};
+    const props = isPlainObject(params.properties) ? params.properties : {};
+    const values: Record<string, T> = {};
+    for (const [key, schema] of Object.entries(props)) {
+      const value = isPlainObject(schema) ? read(schema) : undefined;
+      if (value !== undefined) values[key] = value;
+    }
+    out.push([tool.function.name, values]);
+  }
+  return out;
+}
 
 /**
  * Validate arguments against a tool's parameter schema, the way a strict tool server would: the arguments must be

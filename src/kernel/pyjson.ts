@@ -84,6 +84,26 @@ export function parsePyJson(text: string): PyJson {
       i++;
     }
   };
+  /** The members of an object or array whose opening bracket is at `i`, read by `member`, up to `close`. */
+  const members = (close: string, member: () => void): void => {
+    i++;
+    ws();
+    if (text[i] === close) {
+      i++;
+      return;
+    }
+    for (;;) {
+      member();
+      ws();
+      if (text[i] === close) {
+        i++;
+        return;
+      }
+      if (text[i] !== ',') fail("Expecting ',' delimiter");
+      i++;
+      ws();
+    }
+  };
   const value = (): PyJson => {
     const c = text[i];
     if (c === '"') {
@@ -91,14 +111,8 @@ export function parsePyJson(text: string): PyJson {
       return str();
     }
     if (c === '{') {
-      i++;
       const obj: PyObject = new Map();
-      ws();
-      if (text[i] === '}') {
-        i++;
-        return obj;
-      }
-      for (;;) {
+      members('}', () => {
         if (text[i] !== '"') fail('Expecting property name enclosed in double quotes');
         i++;
         const key = str();
@@ -107,35 +121,13 @@ export function parsePyJson(text: string): PyJson {
         i++;
         ws();
         obj.set(key, value()); // a duplicate key keeps its first position and takes the last value, like a dict
-        ws();
-        if (text[i] === '}') {
-          i++;
-          return obj;
-        }
-        if (text[i] !== ',') fail("Expecting ',' delimiter");
-        i++;
-        ws();
-      }
+      });
+      return obj;
     }
     if (c === '[') {
-      i++;
       const arr: PyJson[] = [];
-      ws();
-      if (text[i] === ']') {
-        i++;
-        return arr;
-      }
-      for (;;) {
-        ws();
-        arr.push(value());
-        ws();
-        if (text[i] === ']') {
-          i++;
-          return arr;
-        }
-        if (text[i] !== ',') fail("Expecting ',' delimiter");
-        i++;
-      }
+      members(']', () => arr.push(value()));
+      return arr;
     }
     for (const [word, v] of [['null', null], ['true', true], ['false', false]] as const) {
       if (text.startsWith(word, i)) {

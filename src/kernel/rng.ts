@@ -25,3 +25,23 @@ export function mulberry32(seed: number): () => number {
     return mulberry32Value(state);
   };
 }
+
+/**
+ * The xorshift–multiply finaliser that murmur3 and "lowbias32" share: `x ^= x >>> 16; x *= m1; x ^= x >>> s;
+ * x *= m2; x ^= x >>> 16` (32-bit), a bijection that spreads every input bit over the output.
+ */
+function finalise32(x: number, m1: number, s: number, m2: number): number {
+  let h = x >>> 0;
+  h ^= h >>> 16;
+  h = Math.imul(h, m1);
+  h ^= h >>> s;
+  h = Math.imul(h, m2);
+  h ^= h >>> 16;
+  return h >>> 0;
+}
+
+/** murmur3's 32-bit finaliser (`fmix32`). */
+export const fmix32 = (x: number): number => finalise32(x, 0x85ebca6b, 13, 0xc2b2ae35);
+
+/** The "lowbias32" integer hash (Chris Wellons), a finaliser with lower bias than murmur3's. */
+export const lowbias32 = (x: number): number => finalise32(x, 0x7feb352d, 15, 0x846ca68b);

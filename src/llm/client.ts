@@ -27,10 +27,9 @@ import { classifyLlmError, LlmFatalError } from './errors';
 // ---------------------------------------------------------------------------------------------------
 // Public types
 
-export interface ChatMessage {
-  role: 'system' | 'user' | 'assistant';
-  content: string;
-}
+import type { ChatMessage } from './prompting';
+
+export type { ChatMessage };
 
 /**
  * A JSON schema for structured output. With `strict` (the default) `schema` must be strict-mode compatible for

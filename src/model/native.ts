@@ -151,10 +151,14 @@ export class RawOps {
 
   /** A kept int32 constant (shapes, axes, sizes), created once per distinct value. */
   ints(values: number[]): tf.Tensor {
-    const key = `i${values.join(',')}`;
+    return this.kept(`i${values.join(',')}`, () => tf.tensor1d(values, 'int32'));
+  }
+
+  /** The kept constant under `key`, made by `make` the first time. */
+  private kept(key: string, make: () => tf.Tensor): tf.Tensor {
     let t = this.consts.get(key);
     if (!t) {
-      t = tf.keep(tf.tensor1d(values, 'int32'));
+      t = tf.keep(make());
       this.consts.set(key, t);
     }
     return t;
@@ -162,13 +166,7 @@ export class RawOps {
 
   /** A kept float32 scalar, created once per value. */
   scalar(value: number): tf.Tensor {
-    const key = `f${value}`;
-    let t = this.consts.get(key);
-    if (!t) {
-      t = tf.keep(tf.scalar(value, 'float32'));
-      this.consts.set(key, t);
-    }
-    return t;
+    return this.kept(`f${value}`, () => tf.scalar(value, 'float32'));
   }
 
   private one(name: string, attrs: OpAttr[], inputs: tf.Tensor[]): tf.Tensor {
@@ -239,13 +237,7 @@ export class RawOps {
 
   /** A kept int32 scalar. */
   axis(a: number): tf.Tensor {
-    const key = `a${a}`;
-    let t = this.consts.get(key);
-    if (!t) {
-      t = tf.keep(tf.scalar(a, 'int32'));
-      this.consts.set(key, t);
-    }
-    return t;
+    return this.kept(`a${a}`, () => tf.scalar(a, 'int32'));
   }
 
   /**

@@ -16,7 +16,7 @@ import { escapeXml as esc, lineChart, type LineSeries } from './svg';
 import type { ReportData } from './types';
 import { barChart, groupedBarChart, stackedBarChart } from './barChart';
 import { formatInt, formatNumber, formatSeconds, formatValue } from './format';
-import { bySeries, distinct, figure, NO_DATA, pct, ratio, reward, section, seText, signed, sum, table, usd } from './htmlParts';
+import { bySeries, distinct, figure, NO_DATA, numCols, pct, ratio, reward, section, seText, signed, sum, table, textCols, usd } from './htmlParts';
 import { heldOutSection, judgeSection, rlSection } from './rlSections';
 
 // ---------------------------------------------------------------------------------------------------------------
@@ -100,7 +100,7 @@ function studySection(d: ReportData): string {
   return section(
     'study',
     'Study: base, SFT and RL policies',
-    `${figure(chart)}\n${table([{ head: 'policy' }, { head: 'kind' }, { head: 'granularity' }, { head: 'seed', num: true }, { head: 'RL steps', num: true }, { head: 'held-out reward', num: true }, { head: 'SE above SFT', num: true }], rows)}` +
+    `${figure(chart)}\n${table([...textCols('policy', 'kind', 'granularity'), ...numCols('seed', 'RL steps', 'held-out reward', 'SE above SFT')], rows)}` +
       (settings ? `\n<ul class="reasons">\n${settings}\n</ul>` : ''),
   );
 }
@@ -114,7 +114,7 @@ function stagesSection(d: ReportData): string {
     s.workflowId ? `<code>${esc(s.workflowId)}</code>` : '',
     s.detail ? esc(s.detail) : '',
   ]);
-  return section('stages', 'Stages', table([{ head: 'stage' }, { head: 'state' }, { head: 'time', num: true }, { head: 'workflow' }, { head: 'detail' }], rows));
+  return section('stages', 'Stages', table([...textCols('stage', 'state'), ...numCols('time'), ...textCols('workflow', 'detail')], rows));
 }
 
 function dataSection(d: ReportData): string {
@@ -144,7 +144,7 @@ function dataSection(d: ReportData): string {
     const input = f.in ?? (i > 0 ? data.funnel[i - 1]!.kept : undefined);
     return [esc(f.step), input === undefined ? '' : formatInt(input), formatInt(f.kept), pct(ratio(f.kept, data.imported)), input === undefined ? '' : formatInt(input - f.kept)];
   });
-  return section('data', 'Data', `${stats}\n${figure(chart)}\n${table([{ head: 'step' }, { head: 'in', num: true }, { head: 'kept', num: true }, { head: 'of imported', num: true }, { head: 'dropped', num: true }], rows)}`);
+  return section('data', 'Data', `${stats}\n${figure(chart)}\n${table([...textCols('step'), ...numCols('in', 'kept', 'of imported', 'dropped')], rows)}`);
 }
 
 function sftSection(d: ReportData): string {
@@ -172,7 +172,7 @@ function sftSection(d: ReportData): string {
     };
     parts.push(
       `<h3>Tool calls on held-out prompts</h3>\n${table(
-        [{ head: 'share' }, { head: 'base model', num: true }, { head: 'SFT policy', num: true }, { head: 'change', num: true }],
+        [...textCols('share'), ...numCols('base model', 'SFT policy', 'change')],
         [row('well-formed tool calls', 'wellFormedShare'), row('correct tool name', 'correctNameShare')],
       )}`,
     );
@@ -195,7 +195,7 @@ function failuresSection(d: ReportData): string {
         : '';
       return [esc(f.stage), formatInt(f.count), list + examples];
     });
-    parts.push(table([{ head: 'stage' }, { head: 'failed', num: true }, { head: 'reasons' }], rows));
+    parts.push(table([...textCols('stage'), ...numCols('failed'), ...textCols('reasons')], rows));
   }
   parts.push('<h3>Failed samples per RL step</h3>');
   if (steps.length === 0) parts.push(NO_DATA);
@@ -235,7 +235,7 @@ function usageSection(d: ReportData): string {
     'usage',
     'LLM usage and cost',
     `${figure(cost)}\n${figure(tokens)}\n${table(
-      [{ head: 'stage' }, { head: 'role' }, { head: 'calls', num: true }, { head: 'prompt tokens', num: true }, { head: 'completion tokens', num: true }, { head: 'cost', num: true }],
+      [...textCols('stage', 'role'), ...numCols('calls', 'prompt tokens', 'completion tokens', 'cost')],
       rows,
       ['total', '', formatInt(total('calls')), formatInt(total('promptTokens')), formatInt(total('completionTokens')), usd(total('costUsd'))],
     )}`,
@@ -259,7 +259,7 @@ function timeSection(d: ReportData): string {
   return section(
     'time',
     'Time per phase',
-    `${figure(chart)}\n${table([{ head: 'stage' }, { head: 'phase' }, { head: 'time', num: true }, { head: 'share of stage', num: true }], rows, ['total', '', esc(formatSeconds(sum(d.phases.map((p) => p.seconds)))), ''])}`,
+    `${figure(chart)}\n${table([...textCols('stage', 'phase'), ...numCols('time', 'share of stage')], rows, ['total', '', esc(formatSeconds(sum(d.phases.map((p) => p.seconds)))), ''])}`,
   );
 }
 

@@ -30,6 +30,12 @@ export interface Column {
   num?: boolean;
 }
 
+/** Text columns (left-aligned) with these headings. */
+export const textCols = (...heads: string[]): Column[] => heads.map((head) => ({ head }));
+
+/** Number columns (right-aligned) with these headings. */
+export const numCols = (...heads: string[]): Column[] => heads.map((head) => ({ head, num: true }));
+
 /** A table; cells are already-escaped HTML. */
 export function table(columns: readonly Column[], rows: readonly (readonly string[])[], foot?: readonly string[]): string {
   const cell = (tag: 'td' | 'th', col: Column | undefined, html: string): string => `<${tag}${col?.num ? ' class="num"' : ''}>${html}</${tag}>`;

@@ -1,5 +1,5 @@
 /** The RL sections of the report page (src/report/html.ts): training curves and steps, held-out evaluations, judge. */
-import { bySeries, figure, NO_DATA, pct, ratio, reward, section, seText, signed, sum, table } from './htmlParts';
+import { bySeries, figure, NO_DATA, numCols, pct, ratio, reward, section, seText, signed, sum, table, textCols } from './htmlParts';
 import type { ReportData, ReportRlStep } from './types';
 import { barChart } from './barChart';
 import { formatInt, formatNumber } from './format';
@@ -48,19 +48,7 @@ export function rlSection(d: ReportData): string {
   });
   parts.push(
     table(
-      [
-        { head: 'series' },
-        { head: 'steps', num: true },
-        { head: 'last step', num: true },
-        { head: 'first reward', num: true },
-        { head: 'last reward', num: true },
-        { head: 'best reward', num: true },
-        { head: 'rollouts', num: true },
-        { head: 'failed samples', num: true },
-        { head: 'judge calls', num: true },
-        { head: 'cache hits', num: true },
-        { head: 'generated tokens', num: true },
-      ],
+      [...textCols('series'), ...numCols('steps', 'last step', 'first reward', 'last reward', 'best reward', 'rollouts', 'failed samples', 'judge calls', 'cache hits', 'generated tokens')],
       summary,
     ),
   );
@@ -79,19 +67,7 @@ export function rlSection(d: ReportData): string {
   ];
   parts.push(
     `<details>\n<summary>All ${formatInt(steps.length)} RL steps</summary>\n${table(
-      [
-        { head: 'series' },
-        { head: 'step', num: true },
-        { head: 'reward', num: true },
-        { head: 'std', num: true },
-        { head: 'rollouts', num: true },
-        { head: 'failed', num: true },
-        { head: 'KL', num: true },
-        { head: 'loss', num: true },
-        { head: 'judge calls', num: true },
-        { head: 'cache hits', num: true },
-        { head: 'tokens', num: true },
-      ],
+      [...textCols('series'), ...numCols('step', 'reward', 'std', 'rollouts', 'failed', 'KL', 'loss', 'judge calls', 'cache hits', 'tokens')],
       groups.flatMap((g) => g.rows.map(stepRow)),
     )}\n</details>`,
   );
@@ -118,8 +94,8 @@ export function heldOutSection(d: ReportData): string {
   return section(
     'heldout',
     'Held-out evaluations',
-    `${figure(chart, withSe ? 'shaded: ± one standard error across held-out prompts' : undefined)}\n${table([{ head: 'series' }, { head: 'evaluations', num: true }, { head: 'first', num: true }, { head: 'latest', num: true }, { head: 'change', num: true }], rows)}` +
-      (withSe ? `\n<details><summary>every evaluation</summary>\n${table([{ head: 'series' }, { head: 'step', num: true }, { head: 'mean', num: true }, { head: 'standard error', num: true }, { head: 'prompts', num: true }], every)}\n</details>` : ''),
+    `${figure(chart, withSe ? 'shaded: ± one standard error across held-out prompts' : undefined)}\n${table([...textCols('series'), ...numCols('evaluations', 'first', 'latest', 'change')], rows)}` +
+      (withSe ? `\n<details><summary>every evaluation</summary>\n${table([...textCols('series'), ...numCols('step', 'mean', 'standard error', 'prompts')], every)}\n</details>` : ''),
   );
 }
 
@@ -140,7 +116,7 @@ export function judgeSection(d: ReportData): string {
     'judge',
     'Judge pass rate per focus_on',
     `${figure(chart, 'Summed over the training steps of all series.')}\n${table(
-      [{ head: 'focus_on' }, { head: 'passed', num: true }, { head: 'judged', num: true }, { head: 'pass rate', num: true }],
+      [...textCols('focus_on'), ...numCols('passed', 'judged', 'pass rate')],
       rows,
       ['all', formatInt(passed), formatInt(total), pct(ratio(passed, total))],
     )}`,

@@ -17,6 +17,12 @@ import { LlmConfig } from '../llm/config';
 import type { Effort } from '../kernel/roles';
 
 /** Reward assignment granularity (spec §6.7). */
+
+/** An optional S3 key or prefix of a config (the stage falls back to its default source). */
+const optionalS3Key = (description: string) => z.string().min(1).optional().describe(description);
+
+/** A switch that is on unless the config turns it off. */
+const onByDefault = (description: string) => z.boolean().default(true).describe(description);
 export const Granularity = z.enum(['trajectory', 'turn', 'step']);
 export type Granularity = z.infer<typeof Granularity>;
 
@@ -101,7 +107,7 @@ export const DataConfig = z.object({
       .describe('Rule filter codes to run; default: the set of the reference run.sh (every filter but `duplicate_tools_by_schema` and the opt-in `tool_argument_types`).'),
   }).prefault({}).describe('The rule filters, the first step after the import.'),
   llmFilter: z.object({
-    enabled: z.boolean().default(true).describe('Run the LLM filter cascade (role `filter`) after the rule filters.'),
+    enabled: onByDefault('Run the LLM filter cascade (role `filter`) after the rule filters.'),
     cascade: FilterCascade.optional()
       .describe('Filter passes, run in order, each one `filter` call at its reasoning `effort` (`low`, `medium` or `high`); the first pass that judges an error or gives no verdict drops the example. Default: the reference cascade low, low, medium, medium, high, high, high, high.'),
   }).prefault({}).describe('The LLM filter cascade.'),
@@ -111,10 +117,10 @@ export const DataConfig = z.object({
     coldStart: z.number().positive().default(0.3).refine((v) => v < 1 || Number.isInteger(v), 'a share in (0, 1) or a whole count >= 1')
       .describe('Cold-start share when < 1, else an absolute count (paper: 8k of 30k); the rest is the RL split.'),
   }).prefault({}).describe('The cold-start / RL split of the kept examples.'),
-  compression: z.object({ enabled: z.boolean().default(true).describe('Compress the reasoning of the cold-start split.') }).prefault({})
+  compression: z.object({ enabled: onByDefault('Compress the reasoning of the cold-start split.') }).prefault({})
     .describe('Chain-of-thought compression of the cold-start split (role `compressor`); `enabled: false` keeps the reasoning as it is.'),
   selection: z.object({
-    enabled: z.boolean().default(true).describe('Run the selection; off keeps the whole RL split.'),
+    enabled: onByDefault('Run the selection; off keeps the whole RL split.'),
     seed: z.number().int().default(42).describe('Seed of the random drop decisions.'),
   }).prefault({})
     .describe('Harder-sample selection of the RL split (spec §5.1): easy examples are dropped at random, with metric-based probabilities.'),
@@ -125,8 +131,7 @@ export const ChecklistConfig = z.object({
    * Examples to annotate: an S3 key of a JSONL file (`runs/<id>/…` or any key in the bucket). Default: the RL split
    * written by the prepare stage, `runs/<run.id>/data/rl.jsonl`.
    */
-  sourceKey: z.string().min(1).optional()
-    .describe('S3 key of a JSONL file of examples to annotate (`runs/<id>/...` or any key in the bucket); default: the RL split of the prepare stage, `runs/<run.id>/data/rl.jsonl`.'),
+  sourceKey: optionalS3Key('S3 key of a JSONL file of examples to annotate (`runs/<id>/...` or any key in the bucket); default: the RL split of the prepare stage, `runs/<run.id>/data/rl.jsonl`.'),
   /** Checklist variants per example (reference `--num_checklists`; the released setup uses 1). */
   variants: z.number().int().min(1).max(16).default(1)
     .describe('Checklist variants per example (reference `--num_checklists`; the released setup uses 1).'),
@@ -172,13 +177,11 @@ export const SftBase = z.discriminatedUnion('kind', [
 
 /** Cold-start SFT (spec §4.3; defaults sized for the demo model on 2 CPU cores). */
 export const SftConfig = z.object({
-  enabled: z.boolean().default(true).describe('Run the SFT stage in the pipeline.'),
+  enabled: onByDefault('Run the SFT stage in the pipeline.'),
   /** JSONL of training dialogues; default: the prepare stage's cold-start split `runs/<id>/data/cold_start.jsonl`. */
-  sourceKey: z.string().min(1).optional()
-    .describe('S3 key of the JSONL training dialogues; default: the cold-start split of the prepare stage, `runs/<run.id>/data/cold_start.jsonl`.'),
+  sourceKey: optionalS3Key('S3 key of the JSONL training dialogues; default: the cold-start split of the prepare stage, `runs/<run.id>/data/cold_start.jsonl`.'),
   /** Held-out dialogues for the format check; default: the RL split `runs/<id>/data/rl.jsonl` (never trained on here). */
-  evalSourceKey: z.string().min(1).optional()
-    .describe('S3 key of held-out dialogues for the format check; default: the RL split `runs/<run.id>/data/rl.jsonl` (never trained on here).'),
+  evalSourceKey: optionalS3Key('S3 key of held-out dialogues for the format check; default: the RL split `runs/<run.id>/data/rl.jsonl` (never trained on here).'),
   /** Folder with tokenizer.json (+ tokenizer_config.json), readable by the gpu workers. */
   tokenizerDir: z.string().min(1).default('assets/demo-tokenizer')
     .describe('Folder with tokenizer.json (+ tokenizer_config.json), readable by the gpu workers.'),
@@ -237,13 +240,11 @@ export const RlHyperparameters = z.object({
 export type RlHyperparameters = z.infer<typeof RlHyperparameters>;
 
 export const RlConfig = z.object({
-  enabled: z.boolean().default(true).describe('Run the RL stage in the pipeline (it needs the SFT stage or `policyPrefix`).'),
+  enabled: onByDefault('Run the RL stage in the pipeline (it needs the SFT stage or `policyPrefix`).'),
   /** Annotated examples (stored checklist form); default: `runs/<id>/checklists/annotated.jsonl`. */
-  sourceKey: z.string().min(1).optional()
-    .describe('S3 key of the annotated examples (stored checklist form); default: `runs/<run.id>/checklists/annotated.jsonl`.'),
+  sourceKey: optionalS3Key('S3 key of the annotated examples (stored checklist form); default: `runs/<run.id>/checklists/annotated.jsonl`.'),
   /** S3 prefix of the initial policy (HF layout: config.json + model.safetensors); default: `runs/<id>/sft/final`. */
-  policyPrefix: z.string().min(1).optional()
-    .describe('S3 prefix of the initial policy (HF layout: config.json + model.safetensors); default: `runs/<run.id>/sft/final`.'),
+  policyPrefix: optionalS3Key('S3 prefix of the initial policy (HF layout: config.json + model.safetensors); default: `runs/<run.id>/sft/final`.'),
   /** Optimizer steps of the run; 0 = an evaluation-only run. */
   steps: z.number().int().min(0).default(20).describe('Optimizer steps of the run; 0 = only evaluate the policy on the held-out prompts.'),
   promptsPerStep: z.number().int().positive().default(4).describe('Prompts per optimizer step, each rolled out `groupSize` times.'),
@@ -324,7 +325,7 @@ export type RlConfig = z.infer<typeof RlConfig>;
 
 /** The evaluation stage of a run: BFCL accuracy of the SFT and RL policies (the `cm2 eval bfcl` harness as an activity). */
 export const EvalConfig = z.object({
-  enabled: z.boolean().default(true).describe('Evaluate the SFT and the final RL policy on BFCL at the end of `cm2 run`.'),
+  enabled: onByDefault('Evaluate the SFT and the final RL policy on BFCL at the end of `cm2 run`.'),
   bfcl: z.object({
     categories: z.array(z.string().min(1)).min(1).default(['simple_python', 'multiple', 'irrelevance'])
       .describe('BFCL categories (files `BFCL_v4_<category>.json` in `dataDir`).'),

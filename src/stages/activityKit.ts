@@ -75,6 +75,12 @@ export async function once<T>(store: ObjectStore, resultKey: string, schema: z.Z
   return result;
 }
 
+/** Writes a stage's report (one whole-object write, so readers see all of it or none) and returns it. */
+export async function saveReport<T>(store: ObjectStore, key: string, report: T): Promise<T> {
+  await store.putJson(key, report);
+  return report;
+}
+
 /** Heartbeats if running inside an activity (no-op in plain function calls, e.g. from the CLI). */
 export function heartbeat(details?: unknown): void {
   try {

@@ -8,12 +8,13 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { writeFileSync } from 'node:fs';
 import { z } from 'zod';
-import { sftWorkflowId } from '../../src/cli/stages';
+
 import { connectClient } from '../../src/infra/temporal';
 import { testConfig, uniqueId } from '../helpers/env';
 import { allGone, eventually, startDemo } from '../helpers/demoProcess';
 import { cm2, tinyPipeline } from '../helpers/pipelineFixture';
 import { writeConfigFile } from '../helpers/processes';
+import { stageWorkflowId } from '../../src/run/layout';
 
 const Status = z.object({ stages: z.array(z.object({ name: z.string(), state: z.string(), summary: z.record(z.string(), z.union([z.number(), z.string()])) })) });
 
@@ -29,7 +30,7 @@ test('the gpu worker SIGKILLed during SFT is restarted with a message; the progr
     const [, pid] = await demo.waitFor(/gpu worker started \(pid (\d+)\)/);
     // Training is under way: sftTrain runs and has heartbeated a few steps.
     await eventually('sftTrain past step 5', async () => {
-      const pending = (await client.workflow.getHandle(sftWorkflowId(runId)).describe()).raw.pendingActivities ?? [];
+      const pending = (await client.workflow.getHandle(stageWorkflowId(runId, 'sft')).describe()).raw.pendingActivities ?? [];
       const train = pending.find((p) => p.activityType?.name === 'sftTrain');
       const data = train?.heartbeatDetails?.payloads?.[0]?.data;
       const step = data ? Number((JSON.parse(Buffer.from(data).toString()) as { step?: number }).step) : 0;

@@ -6,10 +6,10 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { createHash } from 'node:crypto';
 import { connectClient } from '../../src/infra/temporal';
-import { startPrepare, prepareWorkflowId } from '../../src/cli/stages';
+import { startPrepare } from '../../src/cli/stages';
 import type { PrepareReport } from '../../src/stages/prepare/activities';
 import type { DroppedRecord, Example } from '../../src/kernel/schema';
-import { runKey } from '../../src/run/layout';
+import { runKey, stageWorkflowId } from '../../src/run/layout';
 import { startWorkers } from '../../src/worker';
 import { replies, startFakeOpenAI } from '../helpers/fakeOpenAI';
 import { testConfig, testStore, uniqueId } from '../helpers/env';
@@ -129,7 +129,7 @@ test('an LLM endpoint that answers 503 for a while delays the stage but loses no
     assert.equal(pass.dropped, 0);
     assert.ok(fake.requests.some((r) => r.index >= 9) && Date.now() - t0 >= 4000, 'the outage happened and was waited out');
     assert.equal(fake.counts.size, pass.in);
-    const history = await client.workflow.getHandle(prepareWorkflowId(cfg.run.id)).fetchHistory();
+    const history = await client.workflow.getHandle(stageWorkflowId(cfg.run.id, 'prepare')).fetchHistory();
     const failedAttempts = (history.events ?? []).some((e) => e.activityTaskStartedEventAttributes && (e.activityTaskStartedEventAttributes.attempt ?? 1) > 1);
     assert.ok(failedAttempts, 'shard activities were retried by Temporal during the outage');
   } finally {

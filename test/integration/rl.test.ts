@@ -8,11 +8,11 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
 import { z } from 'zod';
-import { rlWorkflowId, startRl } from '../../src/cli/stages';
+import { startRl } from '../../src/cli/stages';
 import { CheckpointManifest, stepFolder } from '../../src/storage/checkpoints';
 import { connectClient } from '../../src/infra/temporal';
 import { type ObjectStore } from '../../src/storage/store';
-import { rlKeys, runKey } from '../../src/run/layout';
+import { rlKeys, runKey, stageWorkflowId } from '../../src/run/layout';
 import { exactnessBackends, testConfig, testStore, uniqueId } from '../helpers/env';
 import { startChildWorker, writeConfigFile } from '../helpers/processes';
 import { tinyRl, writeRlFixture } from '../helpers/rlFixture';
@@ -38,7 +38,7 @@ test('RL workflow: steps across continue-as-new, checkpoints and metrics; steere
     const client = await connectClient(cfg);
     const handle = await startRl(client, cfg);
     const firstRun = (await handle.describe()).runId;
-    const id = rlWorkflowId(cfg.run.id);
+    const id = stageWorkflowId(cfg.run.id, 'rl');
     assert.equal(handle.workflowId, id);
 
     // Pause as soon as it runs; the query shows it; the current step finishes, then nothing moves.

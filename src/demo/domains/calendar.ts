@@ -1,53 +1,42 @@
 /** Calendar domain: list a day's events, find free time, create an event. */
 import { clock, eventsOn, findDay, freeSlots, overlapping, parseClock, WORKDAY_END, WORKDAY_START } from '../catalog';
 import { hash32 } from '../random';
-import { fail, functionSchema, ok, type WorldTool } from '../types';
+import { defineTools, fail, notADay, ok, stringParam } from '../types';
 
-const dayParam = { type: 'string' as const, description: 'Day of the week, for example monday' };
+const dayParam = stringParam('Day of the week, for example monday');
 const durationParam = { type: 'integer' as const, description: 'Length of the event in minutes', minimum: 15, maximum: 240, default: 60 };
-const badDay = (day: unknown) => fail('invalid_arguments', `"${String(day)}" is not a day of the week`);
 
-export const calendarTools: Record<string, WorldTool> = {
+export const calendarTools = defineTools('calendar', {
   list_events: {
-    domain: 'calendar',
-    schema: functionSchema('list_events', 'List the events on the calendar on a day of the week, in time order.', { day: dayParam }, ['day']),
+    description: 'List the events on the calendar on a day of the week, in time order.',
+    parameters: { day: dayParam },
     execute(args, seed) {
       const day = findDay(String(args.day));
-      if (!day) return badDay(args.day);
+      if (!day) return notADay(args.day);
       return ok({ day, events: eventsOn(seed, day).map((e) => ({ ...e })) });
     },
   },
   find_free_slot: {
-    domain: 'calendar',
-    schema: functionSchema(
-      'find_free_slot',
-      `Find free start times on a day, on the hour between ${clock(WORKDAY_START)} and ${clock(WORKDAY_END)}, for an event of the given length. Returns at most 3 times, earliest first.`,
-      { day: dayParam, duration_minutes: durationParam },
-      ['day'],
-    ),
+    description: `Find free start times on a day, on the hour between ${clock(WORKDAY_START)} and ${clock(WORKDAY_END)}, for an event of the given length. Returns at most 3 times, earliest first.`,
+    parameters: { day: dayParam, duration_minutes: durationParam },
     execute(args, seed) {
       const day = findDay(String(args.day));
-      if (!day) return badDay(args.day);
+      if (!day) return notADay(args.day);
       const minutes = Number(args.duration_minutes);
       return ok({ day, duration_minutes: minutes, free_slots: freeSlots(seed, day, minutes) });
     },
   },
   create_event: {
-    domain: 'calendar',
-    schema: functionSchema(
-      'create_event',
-      'Add an event to the calendar. Fails if it overlaps an existing event.',
-      {
-        title: { type: 'string', description: 'Title of the event' },
-        day: dayParam,
-        time: { type: 'string', description: 'Start time as HH:MM, for example 14:00' },
-        duration_minutes: durationParam,
-      },
-      ['title', 'day', 'time'],
-    ),
+    description: 'Add an event to the calendar. Fails if it overlaps an existing event.',
+    parameters: {
+      title: stringParam('Title of the event'),
+      day: dayParam,
+      time: stringParam('Start time as HH:MM, for example 14:00'),
+      duration_minutes: durationParam,
+    },
     execute(args, seed) {
       const day = findDay(String(args.day));
-      if (!day) return badDay(args.day);
+      if (!day) return notADay(args.day);
       const start = parseClock(String(args.time));
       if (start === undefined) return fail('invalid_arguments', `"${String(args.time)}" is not a time like 14:00`);
       const minutes = Number(args.duration_minutes);
@@ -67,4 +56,4 @@ export const calendarTools: Record<string, WorldTool> = {
       });
     },
   },
-};
+});

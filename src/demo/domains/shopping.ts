@@ -9,23 +9,18 @@ import {
   PRODUCTS,
   searchProducts,
 } from '../catalog';
-import { fail, functionSchema, ok, round2, type WorldTool } from '../types';
+import { defineTools, fail, notFound, ok, round2, stringParam } from '../types';
 
-const productIdParam = { type: 'string' as const, description: 'Product id, for example p-101' };
-const unknownProduct = (id: unknown) => fail('not_found', `unknown product "${String(id)}"`);
+const productIdParam = stringParam('Product id, for example p-101');
 
-export const shoppingTools: Record<string, WorldTool> = {
+export const shoppingTools = defineTools('shopping', {
   search_products: {
-    domain: 'shopping',
-    schema: functionSchema(
-      'search_products',
-      'Search the shop for products by name. Returns the matching products, cheapest first, with id, name, price in EUR and stock.',
-      {
-        query: { type: 'string', description: 'Words to search for, for example lamp' },
-        max_price: { type: 'number', description: 'Only return products that cost at most this price in EUR', minimum: 0 },
-      },
-      ['query'],
-    ),
+    description: 'Search the shop for products by name. Returns the matching products, cheapest first, with id, name, price in EUR and stock.',
+    parameters: {
+      query: stringParam('Words to search for, for example lamp'),
+      max_price: { type: 'number', description: 'Only return products that cost at most this price in EUR', minimum: 0 },
+    },
+    optional: ['max_price'],
     execute(args, seed) {
       const maxPrice = typeof args.max_price === 'number' ? args.max_price : undefined;
       const results = searchProducts(seed, String(args.query), maxPrice).map((p) => ({ product_id: p.product_id, name: p.name, price: p.price, stock: p.stock }));
@@ -33,29 +28,24 @@ export const shoppingTools: Record<string, WorldTool> = {
     },
   },
   get_product: {
-    domain: 'shopping',
-    schema: functionSchema('get_product', 'Get the details of one product: name, price in EUR, stock and rating.', { product_id: productIdParam }, ['product_id']),
+    description: 'Get the details of one product: name, price in EUR, stock and rating.',
+    parameters: { product_id: productIdParam },
     execute(args, seed) {
       const p = findProduct(String(args.product_id));
-      if (!p) return unknownProduct(args.product_id);
+      if (!p) return notFound('product', args.product_id);
       const f = productFacts(seed, p);
       return ok({ product_id: f.product_id, name: f.name, price: f.price, stock: f.stock, rating: f.rating });
     },
   },
   place_order: {
-    domain: 'shopping',
-    schema: functionSchema(
-      'place_order',
-      'Order a product. Returns the order id, the total price in EUR and the delivery time in days.',
-      {
-        product_id: productIdParam,
-        quantity: { type: 'integer', description: `How many to order, from 1 to ${MAX_ORDER_QUANTITY}`, minimum: 1, maximum: MAX_ORDER_QUANTITY },
-      },
-      ['product_id', 'quantity'],
-    ),
+    description: 'Order a product. Returns the order id, the total price in EUR and the delivery time in days.',
+    parameters: {
+      product_id: productIdParam,
+      quantity: { type: 'integer', description: `How many to order, from 1 to ${MAX_ORDER_QUANTITY}`, minimum: 1, maximum: MAX_ORDER_QUANTITY },
+    },
     execute(args, seed) {
       const p = findProduct(String(args.product_id));
-      if (!p) return unknownProduct(args.product_id);
+      if (!p) return notFound('product', args.product_id);
       const f = productFacts(seed, p);
       const quantity = Number(args.quantity);
       if (f.stock === 0) return fail('out_of_stock', `product ${f.product_id} is out of stock`);
@@ -73,10 +63,10 @@ export const shoppingTools: Record<string, WorldTool> = {
     },
   },
   get_order_status: {
-    domain: 'shopping',
-    schema: functionSchema('get_order_status', 'Get the status of an order: processing, shipped or delivered, and the days until delivery.', {
-      order_id: { type: 'string', description: 'Order id, for example ord-1234' },
-    }, ['order_id']),
+    description: 'Get the status of an order: processing, shipped or delivered, and the days until delivery.',
+    parameters: {
+      order_id: stringParam('Order id, for example ord-1234'),
+    },
     execute(args, seed) {
       const id = String(args.order_id).trim().toLowerCase();
       const existing = existingOrders(seed).find((o) => o.order_id === id);
@@ -89,7 +79,7 @@ export const shoppingTools: Record<string, WorldTool> = {
           }
         }
       }
-      return fail('not_found', `unknown order "${String(args.order_id)}"`);
+      return notFound('order', args.order_id);
     },
   },
-};
+});

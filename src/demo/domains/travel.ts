@@ -1,32 +1,26 @@
 /** Travel domain: flight search, booking, and flight status. */
 import { CITY_NAMES, findCity, findDay, findFlight, flightsOn, flightStatus } from '../catalog';
 import { hash32 } from '../random';
-import { fail, functionSchema, ok, type WorldTool } from '../types';
+import { defineTools, fail, notADay, notFound, ok, stringParam } from '../types';
 
-const flightIdParam = { type: 'string' as const, description: 'Flight id, for example FL1234' };
-const unknownFlight = (id: unknown) => fail('not_found', `unknown flight "${String(id)}"`);
+const flightIdParam = stringParam('Flight id, for example FL1234');
 
-export const travelTools: Record<string, WorldTool> = {
+export const travelTools = defineTools('travel', {
   search_flights: {
-    domain: 'travel',
-    schema: functionSchema(
-      'search_flights',
-      'Search the flights between two cities on a day of the week. Returns each flight with id, departure and arrival time, price in EUR and free seats.',
-      {
-        origin: { type: 'string', description: `City to fly from, for example ${CITY_NAMES[0]}` },
-        destination: { type: 'string', description: `City to fly to, for example ${CITY_NAMES[2]}` },
-        day: { type: 'string', description: 'Day of the week, for example friday' },
-      },
-      ['origin', 'destination', 'day'],
-    ),
+    description: 'Search the flights between two cities on a day of the week. Returns each flight with id, departure and arrival time, price in EUR and free seats.',
+    parameters: {
+      origin: stringParam(`City to fly from, for example ${CITY_NAMES[0]}`),
+      destination: stringParam(`City to fly to, for example ${CITY_NAMES[2]}`),
+      day: stringParam('Day of the week, for example friday'),
+    },
     execute(args, seed) {
       const origin = findCity(String(args.origin));
-      if (!origin) return fail('not_found', `unknown city "${String(args.origin)}"`);
+      if (!origin) return notFound('city', args.origin);
       const destination = findCity(String(args.destination));
-      if (!destination) return fail('not_found', `unknown city "${String(args.destination)}"`);
+      if (!destination) return notFound('city', args.destination);
       if (origin === destination) return fail('invalid_arguments', 'origin and destination must be different');
       const day = findDay(String(args.day));
-      if (!day) return fail('invalid_arguments', `"${String(args.day)}" is not a day of the week`);
+      if (!day) return notADay(args.day);
       const flights = flightsOn(seed, origin, destination, day).map((f) => ({
         flight_id: f.flight_id,
         depart: f.depart,
@@ -38,19 +32,14 @@ export const travelTools: Record<string, WorldTool> = {
     },
   },
   book_flight: {
-    domain: 'travel',
-    schema: functionSchema(
-      'book_flight',
-      'Book a seat on a flight for one passenger. Returns the booking id, the seat and the price in EUR.',
-      {
-        flight_id: flightIdParam,
-        passenger: { type: 'string', description: 'Full name of the passenger' },
-      },
-      ['flight_id', 'passenger'],
-    ),
+    description: 'Book a seat on a flight for one passenger. Returns the booking id, the seat and the price in EUR.',
+    parameters: {
+      flight_id: flightIdParam,
+      passenger: stringParam('Full name of the passenger'),
+    },
     execute(args, seed) {
       const f = findFlight(seed, String(args.flight_id));
-      if (!f) return unknownFlight(args.flight_id);
+      if (!f) return notFound('flight', args.flight_id);
       if (f.seats_left === 0) return fail('sold_out', `flight ${f.flight_id} has no free seats`);
       const passenger = String(args.passenger);
       const h = hash32(seed, 'booking', f.flight_id, passenger.toLowerCase());
@@ -69,14 +58,14 @@ export const travelTools: Record<string, WorldTool> = {
     },
   },
   get_flight_status: {
-    domain: 'travel',
-    schema: functionSchema('get_flight_status', 'Get the status of a flight today: on time, delayed or boarding, the gate and the delay in minutes.', {
+    description: 'Get the status of a flight today: on time, delayed or boarding, the gate and the delay in minutes.',
+    parameters: {
       flight_id: flightIdParam,
-    }, ['flight_id']),
+    },
     execute(args, seed) {
       const f = findFlight(seed, String(args.flight_id));
-      if (!f) return unknownFlight(args.flight_id);
+      if (!f) return notFound('flight', args.flight_id);
       return ok(flightStatus(seed, f));
     },
   },
-};
+});

@@ -4,7 +4,7 @@ import { bankingScenarios } from './banking';
 import { calendarScenarios } from './calendar';
 import { shoppingScenarios } from './shopping';
 import { travelScenarios } from './travel';
-import type { Scenario } from './types';
+import { noToolTurn, type Scenario } from './types';
 import { weatherScenarios } from './weather';
 
 export * from './types';
@@ -16,16 +16,13 @@ export const closingScenario: Scenario = {
   role: 'closing',
   turns: 1,
   build: (ctx) => [
-    {
+    noToolTurn({
       intent: 'general.thanks',
       goal: 'Answer the thanks politely, without calling a tool and without new facts.',
       user: ctx.rng.pick(['Thanks, that is all.', 'Great, thank you!', 'Perfect, thanks for the help.']),
-      steps: [],
       replyThink: ctx.reflect('The user is done and only says thanks.', 'No tool is needed.'),
       reply: ctx.rng.pick(['You are welcome! Let me know if you need anything else.', 'Glad I could help. Have a nice day!']),
-      answerFacts: [],
-      requiresTool: false,
-    },
+    }),
   ],
 };
 

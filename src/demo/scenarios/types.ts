@@ -108,6 +108,57 @@ export class TurnContext {
   }
 }
 
+/** Writes a scenario's turns. */
+export type BuildTurns = (ctx: TurnContext) => DraftTurn[];
+
+/** A two-turn "ask back, then answer" opener (`ScenarioKit.askBack`): the user leaves out a value a tool needs. */
+export interface AskBack<T> {
+  /** What a correct assistant does in the asking turn. */
+  goal: string;
+  /** What the user may say without the value. */
+  users: readonly string[];
+  /** The thought before asking: why the assistant cannot call the tool yet. */
+  why: readonly string[];
+  reply: string;
+  /** The values the user may mean; one is drawn first, before the asking turn. */
+  values: readonly T[];
+  /** The second turn: the user gives `value` and the assistant does the task. */
+  answer(ctx: TurnContext, value: T): DraftTurn;
+}
+
+/** Scenario records of one domain, so a scenario list says only what differs between its scenarios. */
+export interface ScenarioKit {
+  /** A one-turn scenario that can start a dialogue. */
+  opener(intent: string, build: BuildTurns): Scenario;
+  /** A one-turn scenario that needs what earlier turns put into memory (`applicable`). */
+  followup(intent: string, applicable: (memory: Memory) => boolean, build: BuildTurns): Scenario;
+  /** An opener whose first turn asks the user for a missing value (a no-tool turn of this intent), then answers. */
+  askBack<T>(intent: string, ask: AskBack<T>): Scenario;
+}
+
+export function scenarioKit(domain: Domain): ScenarioKit {
+  return {
+    opener: (intent, build) => ({ intent, domain, role: 'opener', turns: 1, build }),
+    followup: (intent, applicable, build) => ({ intent, domain, role: 'followup', turns: 1, applicable, build }),
+    askBack: (intent, ask) => ({
+      intent,
+      domain,
+      role: 'opener',
+      turns: 2,
+      build(ctx) {
+        const value = ctx.rng.pick(ask.values);
+        const asking = noToolTurn({ intent, goal: ask.goal, user: ctx.rng.pick(ask.users), replyThink: ctx.reflect(...ask.why), reply: ask.reply });
+        return [asking, ask.answer(ctx, value)];
+      },
+    }),
+  };
+}
+
+/** A turn a correct assistant answers without any tool (asking the user back, saying goodbye): no steps, no facts. */
+export function noToolTurn(turn: Pick<DraftTurn, 'intent' | 'goal' | 'user' | 'replyThink' | 'reply'>): DraftTurn {
+  return { intent: turn.intent, goal: turn.goal, user: turn.user, steps: [], replyThink: turn.replyThink, reply: turn.reply, answerFacts: [], requiresTool: false };
+}
+
 /** The result of a call that cannot fail in the scenario that makes it (a catalogue city, an id from a search). */
 export function resultOf<T>(call: ExecutedCall): T {
   if (!call.outcome.ok) throw new Error(`world tool ${call.name} failed unexpectedly: ${call.outcome.error.message}`);

@@ -1,6 +1,6 @@
 /** Weather dialogues: current weather, comparing two cities (parallel calls), forecasts, and asking for the city. */
 import { CITY_NAMES, type CityName } from '../catalog';
-import { listText, resultOf, type DraftTurn, type Scenario, type TurnContext } from './types';
+import { listText, resultOf, scenarioKit, type DraftTurn, type Scenario, type TurnContext } from './types';
 
 interface WeatherResult {
   city: string;
@@ -56,87 +56,52 @@ function forecastTurn(ctx: TurnContext, city: CityName, days: number, user: stri
   };
 }
 
+const { opener, followup, askBack } = scenarioKit('weather');
+
 export const weatherScenarios: Scenario[] = [
-  {
-    intent: 'weather.current',
-    domain: 'weather',
-    role: 'opener',
-    turns: 1,
-    build: (ctx) => [currentTurn(ctx, ctx.rng.pick(CITY_NAMES), ctx.rng.chance(0.25))],
-  },
-  {
-    intent: 'weather.compare',
-    domain: 'weather',
-    role: 'opener',
-    turns: 1,
-    build(ctx) {
-      const [a, b] = ctx.rng.sample(CITY_NAMES, 2) as [CityName, CityName];
-      const calls = [ctx.call('get_weather', { city: a }), ctx.call('get_weather', { city: b })];
-      const [ra, rb] = calls.map((c) => resultOf<WeatherResult>(c)) as [WeatherResult, WeatherResult];
-      const verdict =
-        ra.temperature === rb.temperature
-          ? `Both cities have ${ra.temperature} degrees`
-          : `${ra.temperature > rb.temperature ? a : b} is warmer`;
-      return [
-        {
-          intent: 'weather.compare',
-          goal: `Get the weather in ${a} and in ${b} and tell the user which city is warmer, with both temperatures.`,
-          user: ctx.rng.pick([`Is it warmer in ${a} or in ${b} today?`, `Which is warmer right now, ${a} or ${b}?`]),
-          steps: [
-            {
-              think: ctx.think(`I need the weather in both ${a} and ${b}.`, `The two calls do not depend on each other, so I will call get_weather for ${a} and for ${b} at the same time.`),
-              calls,
-            },
-          ],
-          replyThink: ctx.reflect(`${a} has ${ra.temperature} degrees and ${b} has ${rb.temperature} degrees.`, 'Now I can compare them.'),
-          reply: `${verdict}: ${a} has ${ra.temperature} degrees and is ${ra.condition}, while ${b} has ${rb.temperature} degrees and is ${rb.condition}.`,
-          answerFacts: [String(ra.temperature), String(rb.temperature), ...(ra.temperature === rb.temperature ? [] : [ra.temperature > rb.temperature ? a : b])],
-          requiresTool: true,
-        },
-      ];
-    },
-  },
-  {
-    intent: 'weather.forecast',
-    domain: 'weather',
-    role: 'opener',
-    turns: 1,
-    build(ctx) {
-      const city = ctx.rng.pick(CITY_NAMES);
-      const days = ctx.rng.int(2, 4);
-      return [forecastTurn(ctx, city, days, ctx.rng.pick([`What is the forecast for ${city} for the next ${days} days?`, `Will it be warm in ${city} in the next ${days} days?`]))];
-    },
-  },
-  {
-    intent: 'weather.forecast',
-    domain: 'weather',
-    role: 'followup',
-    turns: 1,
-    applicable: (m) => m.city !== undefined,
-    build(ctx) {
-      const city = ctx.memory.city as CityName;
-      const days = ctx.rng.int(2, 4);
-      return [forecastTurn(ctx, city, days, ctx.rng.pick([`And what about the next ${days} days there?`, `Thanks. What is the forecast there for ${days} days?`]))];
-    },
-  },
-  {
-    intent: 'weather.ask_city',
-    domain: 'weather',
-    role: 'opener',
-    turns: 2,
-    build(ctx) {
-      const city = ctx.rng.pick(CITY_NAMES);
-      const ask: DraftTurn = {
-        intent: 'weather.ask_city',
-        goal: 'Ask the user which city they mean, without calling a tool and without guessing a city.',
-        user: ctx.rng.pick(['What is the weather like today?', 'Is it cold outside today?']),
-        steps: [],
-        replyThink: ctx.reflect('The user did not say which city.', 'get_weather needs a city, so I must ask for it first.'),
-        reply: 'Which city would you like the weather for?',
-        answerFacts: [],
-        requiresTool: false,
-      };
-      return [ask, currentTurn(ctx, city, false, ctx.rng.pick([`In ${city}, please.`, `I mean ${city}.`]))];
-    },
-  },
+  opener('weather.current', (ctx) => [currentTurn(ctx, ctx.rng.pick(CITY_NAMES), ctx.rng.chance(0.25))]),
+  opener('weather.compare', (ctx) => {
+    const [a, b] = ctx.rng.sample(CITY_NAMES, 2) as [CityName, CityName];
+    const calls = [ctx.call('get_weather', { city: a }), ctx.call('get_weather', { city: b })];
+    const [ra, rb] = calls.map((c) => resultOf<WeatherResult>(c)) as [WeatherResult, WeatherResult];
+    const verdict =
+      ra.temperature === rb.temperature
+        ? `Both cities have ${ra.temperature} degrees`
+        : `${ra.temperature > rb.temperature ? a : b} is warmer`;
+    return [
+      {
+        intent: 'weather.compare',
+        goal: `Get the weather in ${a} and in ${b} and tell the user which city is warmer, with both temperatures.`,
+        user: ctx.rng.pick([`Is it warmer in ${a} or in ${b} today?`, `Which is warmer right now, ${a} or ${b}?`]),
+        steps: [
+          {
+            think: ctx.think(`I need the weather in both ${a} and ${b}.`, `The two calls do not depend on each other, so I will call get_weather for ${a} and for ${b} at the same time.`),
+            calls,
+          },
+        ],
+        replyThink: ctx.reflect(`${a} has ${ra.temperature} degrees and ${b} has ${rb.temperature} degrees.`, 'Now I can compare them.'),
+        reply: `${verdict}: ${a} has ${ra.temperature} degrees and is ${ra.condition}, while ${b} has ${rb.temperature} degrees and is ${rb.condition}.`,
+        answerFacts: [String(ra.temperature), String(rb.temperature), ...(ra.temperature === rb.temperature ? [] : [ra.temperature > rb.temperature ? a : b])],
+        requiresTool: true,
+      },
+    ];
+  }),
+  opener('weather.forecast', (ctx) => {
+    const city = ctx.rng.pick(CITY_NAMES);
+    const days = ctx.rng.int(2, 4);
+    return [forecastTurn(ctx, city, days, ctx.rng.pick([`What is the forecast for ${city} for the next ${days} days?`, `Will it be warm in ${city} in the next ${days} days?`]))];
+  }),
+  followup('weather.forecast', (m) => m.city !== undefined, (ctx) => {
+    const city = ctx.memory.city as CityName;
+    const days = ctx.rng.int(2, 4);
+    return [forecastTurn(ctx, city, days, ctx.rng.pick([`And what about the next ${days} days there?`, `Thanks. What is the forecast there for ${days} days?`]))];
+  }),
+  askBack('weather.ask_city', {
+    goal: 'Ask the user which city they mean, without calling a tool and without guessing a city.',
+    users: ['What is the weather like today?', 'Is it cold outside today?'],
+    why: ['The user did not say which city.', 'get_weather needs a city, so I must ask for it first.'],
+    reply: 'Which city would you like the weather for?',
+    values: CITY_NAMES,
+    answer: (ctx, city) => currentTurn(ctx, city, false, ctx.rng.pick([`In ${city}, please.`, `I mean ${city}.`])),
+  }),
 ];

@@ -19,7 +19,7 @@ import { Example } from '../../kernel/schema';
 import { isOnline, LlmConfig } from '../../llm/config';
 import { checklistKeys } from '../../run/layout';
 import { offlineChecklist, OFFLINE_ANNOTATOR } from '../../demo/checklist';
-import { type ActivityDeps, cancellationSignal, heartbeat, llmClients, mapWithHeartbeat, once, parseInput, readShard, shardName, ShardRef, writeShard } from '../activityKit';
+import { type ActivityDeps, cancellationSignal, heartbeat, llmClients, mapWithHeartbeat, once, parseInput, readShard, saveReport, shardName, ShardRef, writeShard } from '../activityKit';
 
 export const ChecklistInputArgs = z.object({ runId: z.string(), sourceKey: z.string().min(1), shardSize: z.number().int().positive() });
 export const ChecklistInputResult = z.object({
@@ -276,8 +276,7 @@ export function createChecklistActivities(deps: ChecklistDeps) {
         failedKey,
         reportKey,
       };
-      await store.putJson(reportKey, report);
-      return report;
+      return saveReport(store, reportKey, report);
     },
   };
 }

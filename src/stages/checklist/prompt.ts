@@ -9,11 +9,11 @@
  * - the prompt states every rule the validator enforces, so a repair request can cite them by name.
  * `meta` (provenance, ground truth) is never shown.
  */
-import type { ChatMessage } from '../../llm/client';
 import { extractJson } from '../../kernel/jsonExtract';
 import type { Example } from '../../kernel/schema';
 import { EVIDENCE_FROM, FOCUS_ON } from './schema';
 import { turnSpans } from './steps';
+import { type ChatMessage, closedObject, systemThenUser } from '../../llm/prompting';
 
 export const CHECKLIST_SYSTEM_PROMPT = `You design evaluation checklists for multi-turn, multi-step tool-use conversations between a user, an assistant and tools. Your checklists are used to judge whether ANOTHER assistant, facing the same user messages and tools, meets the user's requirements. Write one concise checklist per user turn.
 
@@ -82,10 +82,7 @@ export function renderConversation(example: Pick<Example, 'messages'>): unknown[
 
 export function buildChecklistMessages(example: Pick<Example, 'messages' | 'tools'>): ChatMessage[] {
   const user = `# Candidate Tools:\n${JSON.stringify(example.tools, null, 2)}\n# Messages:\n${JSON.stringify(renderConversation(example), null, 2)}`;
-  return [
-    { role: 'system', content: CHECKLIST_SYSTEM_PROMPT },
-    { role: 'user', content: user },
-  ];
+  return systemThenUser(CHECKLIST_SYSTEM_PROMPT, user);
 }
 
 /** The follow-up message that asks for a repaired checklist. */
@@ -105,56 +102,36 @@ const STRING_ARRAY = { type: 'array', items: { type: 'string' } } as const;
 export const CHECKLIST_JSON_SCHEMA = {
   name: 'checklists',
   strict: false,
-  schema: {
-    type: 'object',
-    properties: {
-      turns: {
-        type: 'array',
-        items: {
-          type: 'object',
-          properties: {
-            turn: { type: 'integer', minimum: 0 },
-            checklist: {
+  schema: closedObject({
+    turns: {
+      type: 'array',
+      items: closedObject({
+        turn: { type: 'integer', minimum: 0 },
+        checklist: {
+          type: 'array',
+          items: closedObject({
+            id: { type: 'string' },
+            evidence: {
               type: 'array',
-              items: {
-                type: 'object',
-                properties: {
-                  id: { type: 'string' },
-                  evidence: {
-                    type: 'array',
-                    items: {
-                      type: 'object',
-                      properties: {
-                        turn: { type: 'integer', minimum: 0 },
-                        step: { type: 'integer', minimum: 0 },
-                        from: { type: 'string', enum: [...EVIDENCE_FROM] },
-                        snippet: { type: 'string' },
-                      },
-                      required: ['turn', 'step', 'from', 'snippet'],
-                      additionalProperties: false,
-                    },
-                  },
-                  focus_on: { type: 'string', enum: [...FOCUS_ON] },
-                  question: { type: 'string' },
-                  pass_condition: { type: 'string' },
-                  failure_examples: STRING_ARRAY,
-                  required_for_next_turn: { type: 'boolean' },
-                },
-                required: ['id', 'evidence', 'focus_on', 'question', 'pass_condition', 'failure_examples', 'required_for_next_turn'],
-                additionalProperties: false,
-              },
+              items: closedObject({
+                turn: { type: 'integer', minimum: 0 },
+                step: { type: 'integer', minimum: 0 },
+                from: { type: 'string', enum: [...EVIDENCE_FROM] },
+                snippet: { type: 'string' },
+              }),
             },
-            dependence: { type: 'object', additionalProperties: STRING_ARRAY },
-            weight: { type: 'object', additionalProperties: { type: 'number' } },
-          },
-          required: ['turn', 'checklist', 'dependence', 'weight'],
-          additionalProperties: false,
+            focus_on: { type: 'string', enum: [...FOCUS_ON] },
+            question: { type: 'string' },
+            pass_condition: { type: 'string' },
+            failure_examples: STRING_ARRAY,
+            required_for_next_turn: { type: 'boolean' },
+          }),
         },
-      },
+        dependence: { type: 'object', additionalProperties: STRING_ARRAY },
+        weight: { type: 'object', additionalProperties: { type: 'number' } },
+      }),
     },
-    required: ['turns'],
-    additionalProperties: false,
-  },
+  }),
 };
 
 /**

@@ -23,7 +23,7 @@ import { storeCache } from '../../storage/store';
 import { prepareKeys } from '../../run/layout';
 import { generateDemoDataset } from '../../demo/generator';
 import { offlineDataRoles } from '../../demo/offline';
-import { type ActivityDeps, heartbeat, mapWithHeartbeat, once, parseInput, readShard, shardName, ShardRef, writeShard } from '../activityKit';
+import { type ActivityDeps, heartbeat, mapWithHeartbeat, once, parseInput, readShard, saveReport, shardName, ShardRef, writeShard } from '../activityKit';
 import { makeDataRoles } from './roles';
 
 // ---------- import ----------
@@ -314,8 +314,7 @@ export function createPrepareActivities(deps: PrepareDeps) {
           usage,
           reportKey,
         };
-        await store.putJson(reportKey, report);
-        return report;
+        return saveReport(store, reportKey, report);
       });
     },
   };

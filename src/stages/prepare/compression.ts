@@ -10,6 +10,7 @@
 import { z } from 'zod';
 import { ToolCall, type Example, type Message } from '../../kernel/schema';
 import { extractJson } from '../../kernel/jsonExtract';
+import { type ChatMessage, systemThenUser, closedObject } from '../../llm/prompting';
 
 // ---------------------------------------------------------------------------------------------------
 // Structured cold-start form (§1.3)
@@ -102,40 +103,18 @@ Rules:
 Output strict JSON only, with exactly one entry per assistant message, in the same order and with the same count as the assistant messages in the input:
 {"thinkings": [{"thinking": "<concise thinking of assistant message 1>"}, {"thinking": "<concise thinking of assistant message 2>"}]}`;
 
-export interface PromptMessage {
-  role: 'system' | 'user';
-  content: string;
-}
 
 /** System + user message; the user message is `{"tools", "messages"}` (structured form) as 4-space JSON. */
-export function buildCompressionMessages(example: Pick<Example, 'uuid' | 'messages' | 'tools'>): PromptMessage[] {
+export function buildCompressionMessages(example: Pick<Example, 'uuid' | 'messages' | 'tools'>): ChatMessage[] {
   const structured = toStructuredColdStart(example);
   const user = JSON.stringify({ tools: structured.tools, messages: structured.messages }, null, 4);
-  return [
-    { role: 'system', content: COMPRESSION_SYSTEM_PROMPT },
-    { role: 'user', content: user },
-  ];
+  return systemThenUser(COMPRESSION_SYSTEM_PROMPT, user);
 }
 
 /** Structured-output schema for the wrapped answer (strict-mode compatible). */
 export const COMPRESSION_JSON_SCHEMA = {
   name: 'compressed_thinkings',
-  schema: {
-    type: 'object',
-    properties: {
-      thinkings: {
-        type: 'array',
-        items: {
-          type: 'object',
-          properties: { thinking: { type: 'string' } },
-          required: ['thinking'],
-          additionalProperties: false,
-        },
-      },
-    },
-    required: ['thinkings'],
-    additionalProperties: false,
-  },
+  schema: closedObject({ thinkings: { type: 'array', items: closedObject({ thinking: { type: 'string' } }) } }),
 } as const satisfies { name: string; schema: Record<string, unknown> };
 
 export type CompressionParse = { ok: true; value: string[] } | { ok: false; error: string };

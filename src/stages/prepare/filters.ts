@@ -54,8 +54,8 @@ export function isRuleFilterName(name: string): name is RuleFilterName {
 // ---------------------------------------------------------------------------------------------------------------
 // The filters. Each is wrapped by `guarded`, so even an unforeseen input yields a reason instead of an exception.
 
-function guarded(code: string, check: (ex: Example, reason: (detail: string, messageIndex?: number) => DropReason) => DropReason[]): RuleFilter {
-  const reason = (detail: string, messageIndex?: number): DropReason =>
+function guarded(code: string, check: (ex: Example, reason: Reason) => DropReason[]): RuleFilter {
+  const reason: Reason = (detail, messageIndex) =>
     messageIndex === undefined ? { code, detail } : { code, detail, messageIndex };
   return (ex) => {
     try {
@@ -64,6 +64,13 @@ function guarded(code: string, check: (ex: Example, reason: (detail: string, mes
       return [reason(`filter could not evaluate this example: ${(e as Error).message}`)];
     }
   };
+}
+
+type Reason = (detail: string, messageIndex?: number) => DropReason;
+
+/** A guarded filter that looks at each message on its own: `check` gives at most one reason per message. */
+function perMessage(code: string, check: (message: unknown, i: number, reason: Reason) => DropReason | undefined): RuleFilter {
+  return guarded(code, (ex, reason) => messagesOf(ex).flatMap((message, i) => check(message, i, reason) ?? []));
 }
 
 /** 1. `tool_schema`: the tool list is well formed and every assistant tool call fits a declared schema. */
@@ -177,31 +184,20 @@ export const toolCallResponseMatch: RuleFilter = guarded('tool_call_response_mat
 });
 
 /** 4. `no_tool_response_in_assistant_message`: assistant text must not contain `<tool_response>` / `</tool_response>`. */
-export const noToolResponseInAssistantMessage: RuleFilter = guarded('no_tool_response_in_assistant_message', (ex, reason) => {
-  const reasons: DropReason[] = [];
-  for (const [i, message] of messagesOf(ex).entries()) {
-    if (roleOf(message) !== 'assistant') continue;
-    const content = contentOf(message);
-    const tags = ['<tool_response>', '</tool_response>'].filter((tag) => content.includes(tag));
-    if (tags.length > 0) reasons.push(reason(`assistant message at index ${i} contains ${tags.join(' and ')}`, i));
-  }
-  return reasons;
+export const noToolResponseInAssistantMessage: RuleFilter = perMessage('no_tool_response_in_assistant_message', (message, i, reason) => {
+  if (roleOf(message) !== 'assistant') return undefined;
+  const content = contentOf(message);
+  const tags = ['<tool_response>', '</tool_response>'].filter((tag) => content.includes(tag));
+  return tags.length > 0 ? reason(`assistant message at index ${i} contains ${tags.join(' and ')}`, i) : undefined;
 });
 
 /** 5. `tool_response_json_valid`: every tool message is non-empty and parses as JSON (any value; Python's `json.loads`). */
-export const toolResponseJsonValid: RuleFilter = guarded('tool_response_json_valid', (ex, reason) => {
-  const reasons: DropReason[] = [];
-  for (const [i, message] of messagesOf(ex).entries()) {
-    if (roleOf(message) !== 'tool') continue;
-    const content = contentOf(message);
-    if (content === '') {
-      reasons.push(reason(`tool message at index ${i} is empty`, i));
-      continue;
-    }
-    const parsed = parseJsonLikePython(content);
-    if (!parsed.ok) reasons.push(reason(`tool message at index ${i} is not valid JSON: ${parsed.error}`, i));
-  }
-  return reasons;
+export const toolResponseJsonValid: RuleFilter = perMessage('tool_response_json_valid', (message, i, reason) => {
+  if (roleOf(message) !== 'tool') return undefined;
+  const content = contentOf(message);
+  if (content === '') return reason(`tool message at index ${i} is empty`, i);
+  const parsed = parseJsonLikePython(content);
+  return parsed.ok ? undefined : reason(`tool message at index ${i} is not valid JSON: ${parsed.error}`, i);
 });
 
 /** Function tools of the list with their positions; malformed entries are skipped (tool_schema reports them). */
@@ -263,36 +259,26 @@ export const duplicateToolsBySchema: RuleFilter = guarded('duplicate_tools_by_sc
 });
 
 /** 7. `non_empty_content`: every message (any role) has content that is not blank (Python `strip()`). */
-export const nonEmptyContent: RuleFilter = guarded('non_empty_content', (ex, reason) => {
-  const reasons: DropReason[] = [];
-  for (const [i, message] of messagesOf(ex).entries()) {
-    if (isBlankLikePython(contentOf(message))) reasons.push(reason(`message at index ${i} (${describe(roleOf(message))}) has empty content`, i));
-  }
-  return reasons;
-});
+export const nonEmptyContent: RuleFilter = perMessage('non_empty_content', (message, i, reason) =>
+  isBlankLikePython(contentOf(message)) ? reason(`message at index ${i} (${describe(roleOf(message))}) has empty content`, i) : undefined);
 
 /**
  * 8. `think_tags`: user and tool messages contain neither `<think>` nor `</think>`; every assistant message has
  * exactly one of each, the opening tag first. System messages are not checked (as in the reference).
  */
-export const thinkTags: RuleFilter = guarded('think_tags', (ex, reason) => {
-  const reasons: DropReason[] = [];
-  for (const [i, message] of messagesOf(ex).entries()) {
-    const role = roleOf(message);
-    const content = contentOf(message);
-    if (role === 'user' || role === 'tool') {
-      if (content.includes('<think>') || content.includes('</think>')) reasons.push(reason(`${role} message at index ${i} contains a think tag`, i));
-    } else if (role === 'assistant') {
-      const open = countOf(content, '<think>');
-      const close = countOf(content, '</think>');
-      if (open !== 1 || close !== 1) {
-        reasons.push(reason(`assistant message at index ${i} has ${open} <think> and ${close} </think> tags, expected exactly one of each`, i));
-      } else if (content.indexOf('<think>') > content.indexOf('</think>')) {
-        reasons.push(reason(`assistant message at index ${i} has </think> before <think>`, i));
-      }
-    }
+export const thinkTags: RuleFilter = perMessage('think_tags', (message, i, reason) => {
+  const role = roleOf(message);
+  const content = contentOf(message);
+  if (role === 'user' || role === 'tool') {
+    return content.includes('<think>') || content.includes('</think>') ? reason(`${role} message at index ${i} contains a think tag`, i) : undefined;
   }
-  return reasons;
+  if (role !== 'assistant') return undefined;
+  const open = countOf(content, '<think>');
+  const close = countOf(content, '</think>');
+  if (open !== 1 || close !== 1) {
+    return reason(`assistant message at index ${i} has ${open} <think> and ${close} </think> tags, expected exactly one of each`, i);
+  }
+  return content.indexOf('<think>') > content.indexOf('</think>') ? reason(`assistant message at index ${i} has </think> before <think>`, i) : undefined;
 });
 
 /** Every filter by its reference name. */

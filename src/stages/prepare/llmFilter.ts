@@ -11,6 +11,7 @@ import type { DropReason, Example } from '../../kernel/schema';
 import type { Effort, FilterVerdict } from '../../kernel/roles';
 import { extractJson } from '../../kernel/jsonExtract';
 import { FilterCascade } from '../../run/config';
+import { type ChatMessage, systemThenUser, closedObject } from '../../llm/prompting';
 
 /**
  * Our wording of the reference prompt's intent: simulated dialogue, candidate tools, hidden thinking to
@@ -35,37 +36,22 @@ Respond with a single JSON object and nothing else:
   "NoError": true or false
 }`;
 
-export interface PromptMessage {
-  role: 'system' | 'user';
-  content: string;
-}
 
 /**
  * System + user message for one example. The user message is the reference format:
  * `# Messages:` and `# Candidate Tools:` followed by 2-space-indented JSON. `meta` (provenance) is never
  * shown to the model.
  */
-export function buildFilterMessages(example: Pick<Example, 'messages' | 'tools'>): PromptMessage[] {
+export function buildFilterMessages(example: Pick<Example, 'messages' | 'tools'>): ChatMessage[] {
   const user =
     '# Messages:\n' + JSON.stringify(example.messages, null, 2) + '\n# Candidate Tools:\n' + JSON.stringify(example.tools, null, 2);
-  return [
-    { role: 'system', content: FILTER_SYSTEM_PROMPT },
-    { role: 'user', content: user },
-  ];
+  return systemThenUser(FILTER_SYSTEM_PROMPT, user);
 }
 
 /** Structured-output schema (strict-mode compatible: all keys required, no additional properties). */
 export const FILTER_JSON_SCHEMA = {
   name: 'filter_verdict',
-  schema: {
-    type: 'object',
-    properties: {
-      Reasoning: { type: 'string' },
-      NoError: { type: 'boolean' },
-    },
-    required: ['Reasoning', 'NoError'],
-    additionalProperties: false,
-  },
+  schema: closedObject({ Reasoning: { type: 'string' }, NoError: { type: 'boolean' } }),
 } as const satisfies { name: string; schema: Record<string, unknown> };
 
 export type FilterParse = { ok: true; value: FilterVerdict } | { ok: false; error: string };

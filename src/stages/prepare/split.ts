@@ -14,7 +14,7 @@
 import { z } from 'zod';
 import type { DropReason, Example } from '../../kernel/schema';
 import { computeStats, STAT_NAMES, type ExampleStats, type StatName } from './stats';
-import { mulberry32 } from '../../kernel/rng';
+import { lowbias32, mulberry32 } from '../../kernel/rng';
 
 export { mulberry32 };
 
@@ -22,23 +22,13 @@ export { mulberry32 };
 export const DEFAULT_SEED = 42;
 
 
-/** The "lowbias32" integer hash (Chris Wellons): a bijective, well-mixing 32-bit finaliser. */
-function mix32(x: number): number {
-  let h = x >>> 0;
-  h ^= h >>> 16;
-  h = Math.imul(h, 0x7feb352d);
-  h ^= h >>> 15;
-  h = Math.imul(h, 0x846ca68b);
-  h ^= h >>> 16;
-  return h >>> 0;
-}
 
 /**
  * Counter-based uniform draw in [0, 1): a pure function of (seed, stream, position). For a fixed seed and stream,
  * distinct positions give distinct 32-bit values (each step is a bijection), so draws never collide within a stream.
  */
 export function uniformAt(seed: number, stream: number, position: number): number {
-  const h = mix32(mix32(mix32(seed ^ 0x9e3779b9) ^ stream) ^ position);
+  const h = lowbias32(lowbias32(lowbias32(seed ^ 0x9e3779b9) ^ stream) ^ position);
   return h / 4294967296;
 }
 

@@ -60,22 +60,7 @@ export const RlData = z.object({
 });
 export type RlData = z.infer<typeof RlData>;
 
-export const RlRolloutInput = z.object({
-  runId: z.string(),
-  /** Folder of this batch of rollouts: `runs/<id>/rl/steps/<step>` or `runs/<id>/rl/eval/<policy step>`. */
-  folder: z.string(),
-  phase: z.number().int().nonnegative(),
-  dataKey: z.string(),
-  tokenizerDir: z.string(),
-  policy: PolicyRef,
-  rl: RlConfig,
-  /** Phase 0 only: which examples (indices into the data file) and how many rollouts each. */
-  init: z.object({ indices: z.array(z.number().int().nonnegative()), groupSize: z.number().int().positive() }).optional(),
-  /** Sampling overrides (evaluation). */
-  temperature: z.number().min(0).optional(),
-  seed: z.number().int(),
-  llm: LlmConfig,
-});
+
 export const PhaseResult = z.object({
   key: z.string(),
   counts: Counts,
@@ -85,8 +70,10 @@ export const PhaseResult = z.object({
 });
 export type PhaseResult = z.infer<typeof PhaseResult>;
 
+/** One phase of a batch of rollouts: what judging it needs. */
 export const RlJudgeInput = z.object({
   runId: z.string(),
+  /** Folder of this batch of rollouts: `runs/<id>/rl/steps/<step>` or `runs/<id>/rl/eval/<policy step>`. */
   folder: z.string(),
   phase: z.number().int().nonnegative(),
   dataKey: z.string(),
@@ -94,7 +81,18 @@ export const RlJudgeInput = z.object({
   llm: LlmConfig,
 });
 
-export const RlAdvantagesInput = z.object({ runId: z.string(), folder: z.string(), phase: z.number().int().nonnegative(), dataKey: z.string(), rl: RlConfig, granularity: Granularity });
+/** One phase of a batch of rollouts: what generating it needs. */
+export const RlRolloutInput = RlJudgeInput.extend({
+  tokenizerDir: z.string(),
+  policy: PolicyRef,
+  /** Phase 0 only: which examples (indices into the data file) and how many rollouts each. */
+  init: z.object({ indices: z.array(z.number().int().nonnegative()), groupSize: z.number().int().positive() }).optional(),
+  /** Sampling overrides (evaluation). */
+  temperature: z.number().min(0).optional(),
+  seed: z.number().int(),
+});
+
+export const RlAdvantagesInput = RlJudgeInput.omit({ llm: true }).extend({ granularity: Granularity });
 export const RlAdvantagesResult = z.object({
   key: z.string(),
   rollouts: z.number().int(),

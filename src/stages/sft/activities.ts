@@ -27,7 +27,7 @@ import { applySpecialTokenInit, SPECIAL_TOKEN_SOURCES } from '../../model/specia
 import { evaluateToolCalls, type ToolCallEval } from './evaluate';
 import { SftTrainer, type TrainerState } from './trainer';
 import { assignFromWeights, loadStoredHfModel, saveTrainingCheckpoint, uploadModelWeights, withCheckpoint } from '../../model/policyStore';
-import { type ActivityDeps, cancellationSignal, heartbeat, once, parseInput } from '../activityKit';
+import { type ActivityDeps, cancellationSignal, heartbeat, once, parseInput, saveReport } from '../activityKit';
 
 export const SftTrainInput = z.object({ runId: z.string(), sft: SftConfig, sourceKey: z.string().min(1) });
 export const SftTrainResult = z.object({
@@ -299,8 +299,7 @@ export function createSftActivities(deps: ActivityDeps) {
       const input = parseInput(SftReportInput, raw, 'writeSftReport');
       const reportKey = sftKeys.report(input.runId);
       const report: SftReport = { runId: input.runId, train: input.train, ...(input.base ? { base: input.base } : {}), ...(input.sft ? { sft: input.sft } : {}), reportKey };
-      await store.putJson(reportKey, report);
-      return report;
+      return saveReport(store, reportKey, report);
     },
   };
 }

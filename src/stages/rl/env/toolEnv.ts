@@ -39,6 +39,7 @@ import { withParseRetries } from '../../../llm/roles';
 import { canonical, fromJs, hasOwn, isPyObject, isRecord, pyDumps, type PyJson, type PyObject, pyTypeName, toJs } from '../../../kernel/pyjson';
 import { type Checker, compileChecker, RawArguments, readArguments, type ToolArguments } from './arguments';
 import { parseSimulation, SIMULATION_JSON_SCHEMA, SIMULATOR_SYSTEM_PROMPT } from './simulator';
+import { systemThenUser } from '../../../llm/prompting';
 
 export type ToolSource = 'replay' | 'executable' | 'simulated' | 'schema_error' | 'unknown_tool' | 'bad_arguments' | 'failed';
 
@@ -244,10 +245,7 @@ export class ToolEnvironment {
       llm.roleConfig('simulator').maxParseAttempts,
       {
         role: 'simulator',
-        messages: [
-          { role: 'system', content: SIMULATOR_SYSTEM_PROMPT },
-          { role: 'user', content: user },
-        ],
+        messages: systemThenUser(SIMULATOR_SYSTEM_PROMPT, user),
         jsonSchema: SIMULATION_JSON_SCHEMA,
         cacheSalt: `tool-sim/${ctx.salt}`,
         ...(ctx.signal ? { signal: ctx.signal } : {}),

@@ -8,6 +8,7 @@ import { type RenderedView, renderJudgeView } from './render';
 import { StoredItem } from '../../checklist/schema';
 import { extractJson } from '../../../kernel/jsonExtract';
 import { fromJs, pyDumps } from '../../../kernel/pyjson';
+import { closedObject } from '../../../llm/prompting';
 
 /** The five fields of one verdict, in order (the reference's output keys). */
 export const VERDICT_FIELDS = [
@@ -140,7 +141,7 @@ export const verdictProperties = {
 export const JUDGE_JSON_SCHEMA: JsonSchemaSpec = {
   name: 'evaluation_verdict',
   strict: true,
-  schema: { type: 'object', properties: verdictProperties, required: [...VERDICT_FIELDS], additionalProperties: false },
+  schema: closedObject(verdictProperties),
 };
 
 /** Structured output of the batched prompt (strict); `item_id` is restricted to the batch's ids. */
@@ -148,22 +149,9 @@ export function judgeBatchJsonSchema(items: readonly StoredItem[]): JsonSchemaSp
   return {
     name: 'evaluation_verdicts',
     strict: true,
-    schema: {
-      type: 'object',
-      properties: {
-        verdicts: {
-          type: 'array',
-          items: {
-            type: 'object',
-            properties: { item_id: { type: 'string', enum: batchItemIds(items) }, ...verdictProperties },
-            required: ['item_id', ...VERDICT_FIELDS],
-            additionalProperties: false,
-          },
-        },
-      },
-      required: ['verdicts'],
-      additionalProperties: false,
-    },
+    schema: closedObject({
+      verdicts: { type: 'array', items: closedObject({ item_id: { type: 'string', enum: batchItemIds(items) }, ...verdictProperties }) },
+    }),
   };
 }
 
