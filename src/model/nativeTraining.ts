@@ -91,14 +91,25 @@ export class NativeTraining {
     }
   }
 
+  /**
+   * What both stack graphs are fed besides x: the layers' weights (flat, `perLayer` each), the rotary tables and the
+   * context's inputs (tables, rotation, bias chunks).
+   */
+  private stackFeeds(graph: StackGraph, ctx: LayerContext) {
+    const names = graph.dims.present;
+    const tables = [ctx.cosQ, ctx.sinQ, ctx.cosK, ctx.sinK];
+    return { perLayer: names.length, weights: this.m.layerVars.flatMap((L) => names.map((n) => L[n]!)), tables, inputs: [...tables, ctx.rotate, ...ctx.biasChunks] };
+  }
+
+  /** The backward graph's per-layer feeds, after its leading ones: each layer's weights, then its saved activations. */
+  private layerBackwardFeeds(ws: tf.Tensor[], saved: tf.Tensor[], perLayer: number, k: number): tf.Tensor[] {
+    return this.m.layerVars.flatMap((_, i) => [...ws.slice(i * perLayer, (i + 1) * perLayer), ...saved.slice(i * k, (i + 1) * k)]);
+  }
+
   /** x [B·T, hidden] through every decoder layer as one graph run, with the backward pass as another (a customGrad). */
   stackThroughGraph(graph: StackGraph, x: tf.Tensor2D, ctx: LayerContext): tf.Tensor2D {
-    const names = graph.dims.present;
-    const weights = this.m.layerVars.flatMap((L) => names.map((n) => L[n]!));
-    const tables = [ctx.cosQ, ctx.sinQ, ctx.cosK, ctx.sinK];
-    const head = [...tables, ctx.rotate, ...ctx.biasChunks];
+    const { perLayer, weights, tables, inputs: head } = this.stackFeeds(graph, ctx);
     if (!taping()) return graph.runForward([x, ...head, ...weights], false)[0] as tf.Tensor2D;
-    const perLayer = names.length;
     const f = tf.customGrad((...args: (tf.Tensor | tf.GradSaveFunc)[]) => {
       const save = args.pop() as tf.GradSaveFunc;
       const [xi, ...ws] = args as tf.Tensor[];
@@ -107,9 +118,7 @@ export class NativeTraining {
       return {
         value: value!,
         gradFunc: (dy: tf.Tensor, s: tf.Tensor[]) => {
-          const k = graph.savedPerLayer;
-          const feeds = [dy, ...s.slice(-4), this.m.rotate];
-          for (let i = 0; i < this.m.layerVars.length; i++) feeds.push(...ws.slice(i * perLayer, (i + 1) * perLayer), ...s.slice(i * k, (i + 1) * k));
+          const feeds = [dy, ...s.slice(-4), this.m.rotate, ...this.layerBackwardFeeds(ws, s, perLayer, graph.savedPerLayer)];
           const grads = graph.runBackward(feeds);
           tf.dispose(s); // the activations are no longer needed (the engine's later dispose is a no-op)
           return grads;
@@ -125,12 +134,8 @@ export class NativeTraining {
    * weights). `at` is targetIndex of the targets.
    */
   stackLogprobsThroughGraph(graph: StackGraph, x: tf.Tensor2D, ctx: LayerContext, norm: tf.Tensor1D, head: tf.Tensor2D, at: tf.Tensor2D): tf.Tensor1D {
-    const names = graph.dims.present;
-    const weights = this.m.layerVars.flatMap((L) => names.map((n) => L[n]!));
-    const tables = [ctx.cosQ, ctx.sinQ, ctx.cosK, ctx.sinK];
-    const inputs = [...tables, ctx.rotate, ...ctx.biasChunks];
+    const { perLayer, weights, tables, inputs } = this.stackFeeds(graph, ctx);
     if (!taping()) return graph.runForward([x, ...inputs, ...weights, norm, head, at], false)[0] as tf.Tensor1D;
-    const perLayer = names.length;
     const layers = this.m.layerVars.length;
     const f = tf.customGrad((...args: (tf.Tensor | tf.GradSaveFunc)[]) => {
       const save = args.pop() as tf.GradSaveFunc;
@@ -144,8 +149,7 @@ export class NativeTraining {
         gradFunc: (dy: tf.Tensor, s: tf.Tensor[]) => {
           const k = graph.savedPerLayer;
           const n = layers * k;
-          const feeds = [dy, s[n + 8]!, s[n + 9]!, s[n + 7]!, ...s.slice(n, n + 3), ...s.slice(n + 3, n + 7), this.m.rotate];
-          for (let i = 0; i < layers; i++) feeds.push(...ws.slice(i * perLayer, (i + 1) * perLayer), ...s.slice(i * k, (i + 1) * k));
+          const feeds = [dy, s[n + 8]!, s[n + 9]!, s[n + 7]!, ...s.slice(n, n + 3), ...s.slice(n + 3, n + 7), this.m.rotate, ...this.layerBackwardFeeds(ws, s, perLayer, k)];
           const out = graph.runBackward(feeds); // dx, the layers' gradients, the final norm's, the head's
           tf.dispose(s);
           return [out[0]!, ...out.slice(-2), ...out.slice(1, -2)];

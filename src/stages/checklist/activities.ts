@@ -11,8 +11,7 @@
  */
 import { createHash } from 'node:crypto';
 import { z } from 'zod';
-import { LlmChecklistAnnotator, OfflineChecklistAnnotator, type ChecklistAnnotator, type ExampleAnnotation } from './annotate';
-import { CHECKLIST_JSON_SCHEMA } from './prompt';
+import { annotatorAsk, LlmChecklistAnnotator, OfflineChecklistAnnotator, type ChecklistAnnotator, type ExampleAnnotation } from './annotate';
 import { AnnotatedExample } from './schema';
 import { addUsage, UsageSchema, zeroUsage, type Usage } from '../../kernel/roles';
 import { Example } from '../../kernel/schema';
@@ -104,12 +103,7 @@ export function createChecklistActivities(deps: ChecklistDeps) {
   const defaultAnnotator = (llm: LlmConfig): ChecklistAnnotator => {
     const role = llm.roles.annotator;
     if (!isOnline(role)) return new OfflineChecklistAnnotator(OFFLINE_ANNOTATOR, offlineChecklist);
-    const c = clientFor(llm);
-    return new LlmChecklistAnnotator(role.model, async (messages, cacheSalt) => {
-      const signal = cancellationSignal();
-      const res = await c.chat({ role: 'annotator', messages, jsonSchema: CHECKLIST_JSON_SCHEMA, cacheSalt, ...(signal ? { signal } : {}) });
-      return { text: res.text, usage: res.usage };
-    });
+    return new LlmChecklistAnnotator(role.model, annotatorAsk(clientFor(llm), cancellationSignal));
   };
   const annotatorFor = deps.annotatorFor ?? defaultAnnotator;
   const key = checklistKeys.folder;

@@ -12,12 +12,21 @@
  */
 import { addUsage, zeroUsage, type Usage } from '../../kernel/roles';
 import type { Example } from '../../kernel/schema';
-import type { ChatMessage } from '../../llm/client';
-import { buildChecklistMessages, buildRepairMessage, extractChecklistBlocks } from './prompt';
+import type { ChatMessage, LlmAsk } from '../../llm/client';
+import { buildChecklistMessages, buildRepairMessage, CHECKLIST_JSON_SCHEMA, extractChecklistBlocks } from './prompt';
 import { toStoredVariant, type AnnotatedExample, type ChecklistOutput } from './schema';
 import { formatViolation, validateChecklist, violationsForRepair, type Violation } from './validate';
 
 export type Ask = (messages: ChatMessage[], cacheSalt: string) => Promise<{ text: string; usage: Usage }>;
+
+/** The annotator role's call on an LLM (structured output: the checklist schema); `signal` is read per call. */
+export function annotatorAsk(llm: LlmAsk, signal: () => AbortSignal | undefined = () => undefined): Ask {
+  return async (messages, cacheSalt) => {
+    const s = signal();
+    const res = await llm.chat({ role: 'annotator', messages, jsonSchema: CHECKLIST_JSON_SCHEMA, cacheSalt, ...(s ? { signal: s } : {}) });
+    return { text: res.text, usage: res.usage };
+  };
+}
 
 export interface AnnotateOptions {
   /** Checklist variants per example (reference `--num_checklists`, 1 in the released setup). */

@@ -1,9 +1,10 @@
 import { describe, test } from 'node:test';
 import assert from 'node:assert/strict';
-import { annotateVariant, checklistCacheSalt, LlmChecklistAnnotator, OfflineChecklistAnnotator, type Ask } from '../../../../src/stages/checklist/annotate';
+import { annotateVariant, annotatorAsk, checklistCacheSalt, LlmChecklistAnnotator, OfflineChecklistAnnotator, type Ask } from '../../../../src/stages/checklist/annotate';
 import { buildChecklistMessages, CHECKLIST_JSON_SCHEMA, extractChecklistBlocks, renderConversation } from '../../../../src/stages/checklist/prompt';
 import { fromStoredVariant, type ChecklistOutput } from '../../../../src/stages/checklist/schema';
 import { zeroUsage } from '../../../../src/kernel/roles';
+import type { ChatRequest, LlmAsk } from '../../../../src/llm/client';
 import { generateDemoDataset } from '../../../../src/demo/generator';
 import { offlineChecklist, OFFLINE_ANNOTATOR } from '../../../../src/demo/checklist';
 
@@ -110,6 +111,30 @@ describe('repair loop', () => {
       throw new Error('503');
     };
     await assert.rejects(annotateVariant(ex, ask, { variant: 0, maxAttempts: 3 }), /503/);
+  });
+
+  test('annotatorAsk calls the annotator role with the checklist schema, the cache salt and the current signal', async () => {
+    const requests: ChatRequest[] = [];
+    const llm: LlmAsk = {
+      chat: async (req) => {
+        requests.push(req);
+        return { text: JSON.stringify({ turns: good() }), usage: usage(0.01) } as Awaited<ReturnType<LlmAsk['chat']>>;
+      },
+      roleConfig: () => {
+        throw new Error('not used');
+      },
+    };
+    const controller = new AbortController();
+    const current: { signal?: AbortSignal } = {};
+    const out = await new LlmChecklistAnnotator('m', annotatorAsk(llm, () => current.signal)).annotate(ex, { variants: 1, maxAttempts: 1 });
+    assert.ok(out.ok);
+    current.signal = controller.signal;
+    await annotateVariant(ex, annotatorAsk(llm, () => current.signal), { variant: 1, maxAttempts: 1 });
+    assert.deepEqual(requests.map((r) => [r.role, r.cacheSalt, r.jsonSchema === CHECKLIST_JSON_SCHEMA, r.signal === controller.signal]), [
+      ['annotator', checklistCacheSalt(0, 1), true, false],
+      ['annotator', checklistCacheSalt(1, 1), true, true],
+    ]);
+    assert.ok(!('signal' in requests[0]!), 'no signal key when there is none');
   });
 });
 
