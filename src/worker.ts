@@ -18,6 +18,17 @@ import { createRlActivities } from './stages/rl/activities';
 import { createSftActivities } from './stages/sft/activities';
 import type { Cm2Config } from './run/config';
 import { ObjectStore } from './storage/store';
+import { connectionError, dataConverter, temporalConnectionOptions } from './infra/temporal';
+
+/** The workers' connection (the SDK core's), with the same TLS and API key as the client's. */
+export async function connectWorkers(cfg: Cm2Config, env: NodeJS.ProcessEnv = process.env): Promise<NativeConnection> {
+  const opts = temporalConnectionOptions(cfg.temporal, env);
+  try {
+    return await NativeConnection.connect(opts);
+  } catch (e) {
+    throw connectionError(cfg.temporal, opts, e);
+  }
+}
 
 export type QueueKind = 'workflows' | 'api' | 'gpu';
 export const ALL_QUEUES: QueueKind[] = ['workflows', 'api', 'gpu'];
@@ -37,12 +48,14 @@ export interface WorkerOptionsOverride {
 }
 
 export async function startWorkers(cfg: Cm2Config, queues: QueueKind[] = ALL_QUEUES, opts: WorkerOptionsOverride = {}): Promise<RunningWorkers> {
-  const connection = await NativeConnection.connect({ address: cfg.temporal.address });
+  const connection = await connectWorkers(cfg);
   const store = ObjectStore.fromConfig(cfg.s3);
   await store.ensureBucket();
+  const converter = dataConverter();
   const common: Partial<WorkerOptions> = {
     connection,
     namespace: cfg.temporal.namespace,
+    ...(converter ? { dataConverter: converter } : {}),
     shutdownGraceTime: `${opts.shutdownGraceSeconds ?? 10}s`,
     shutdownForceTime: `${(opts.shutdownGraceSeconds ?? 10) + 20}s`,
   };

@@ -3,6 +3,7 @@
  *
  *   cm2 infra up|down|status|install     local Temporal dev server (+ Web UI) and MinIO
  *   cm2 worker [--queues q1,q2]           workers for the workflows / cm2-api / cm2-gpu task queues
+ *   cm2 codec-server [--port 8888]        /encode and /decode for the Web UI when payloads are encrypted (CM2_CODEC_KEY)
  *   cm2 prepare --config FILE             data preparation (stages 1–2) on Temporal
  *   cm2 checklist run --config FILE       checklist annotation (stage 4) on Temporal
  *   cm2 checklist validate FILE           check annotated examples, print every violation
@@ -96,6 +97,18 @@ program.command('infra')
   .argument('<action>', 'up | down | status | install')
   .option('--dir <dir>', 'state folder', defaultInfraDir())
   .action(async (action: string, opts: { dir: string }) => (require('./infra') as typeof import('./infra')).infraCommand(action, opts.dir));
+
+program.command('codec-server')
+  .description('serve /encode and /decode with the CM2_CODEC_KEY ring, for the Web UI to show encrypted payloads')
+  .option('-c, --config <file>', 'config file (the Web UI URL is an allowed origin)', 'config/demo.yaml')
+  .option('--host <host>', 'address to listen on', '127.0.0.1')
+  .option('--port <n>', 'port', '8888')
+  .option('--origin <url...>', 'origins a browser may call from (default: the config\'s Web UI URL and Temporal Cloud)')
+  .option('--token-env <var>', 'environment variable holding a bearer token every request must carry (if set)', 'CM2_CODEC_SERVER_TOKEN')
+  .action(async (opts: { config: string; host: string; port: string; origin?: string[]; tokenEnv: string }) => {
+    const origins = opts.origin ?? [commandConfig(opts.config, 'codec-server').temporal.uiUrl, 'https://cloud.temporal.io'];
+    await (require('./codecServer') as typeof import('./codecServer')).codecServerCommand({ host: opts.host, port: Number(opts.port), origins, tokenEnv: opts.tokenEnv });
+  });
 
 program.command('worker')
   .description('run workers for the task queues (Ctrl-C stops them gracefully)')

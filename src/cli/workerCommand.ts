@@ -6,6 +6,8 @@
  */
 import type { Cm2Config } from '../run/config';
 import { ALL_QUEUES, type QueueKind, startWorkers } from '../worker';
+import { describeConnection, temporalConnectionOptions } from '../infra/temporal';
+import { codecFromEnv } from '../infra/codec';
 
 export async function workerCommand(cfg: Cm2Config, queueList: string): Promise<void> {
   const queues = queueList.split(',').map((q) => q.trim()).filter(Boolean) as QueueKind[];
@@ -26,6 +28,8 @@ export async function workerCommand(cfg: Cm2Config, queueList: string): Promise<
     });
   }
   const names = queues.map((q) => (q === 'workflows' ? cfg.temporal.taskQueues.workflows : q === 'api' ? cfg.temporal.taskQueues.api : cfg.temporal.taskQueues.gpu));
-  console.log(`cm2 worker polling ${names.join(', ')} on ${cfg.temporal.address} (namespace ${cfg.temporal.namespace}, pid ${process.pid})`);
+  const codec = codecFromEnv();
+  const security = `${describeConnection(temporalConnectionOptions(cfg.temporal))}, payloads ${codec ? `encrypted with key ${codec.encryptingKeyId}` : 'not encrypted'}`;
+  console.log(`cm2 worker polling ${names.join(', ')} on ${cfg.temporal.address} (namespace ${cfg.temporal.namespace}, ${security}, pid ${process.pid})`);
   await running.done;
 }

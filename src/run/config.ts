@@ -14,15 +14,16 @@ import { readFileSync } from 'node:fs';
 import { z } from 'zod';
 import YAML from 'yaml';
 import { LlmConfig } from '../llm/config';
+import { TemporalConfig } from './temporalConfig';
 import type { Effort } from '../kernel/roles';
-
-/** Reward assignment granularity (spec §6.7). */
 
 /** An optional S3 key or prefix of a config (the stage falls back to its default source). */
 const optionalS3Key = (description: string) => z.string().min(1).optional().describe(description);
 
 /** A switch that is on unless the config turns it off. */
 const onByDefault = (description: string) => z.boolean().default(true).describe(description);
+
+/** Reward assignment granularity (spec §6.7). */
 export const Granularity = z.enum(['trajectory', 'turn', 'step']);
 export type Granularity = z.infer<typeof Granularity>;
 
@@ -43,26 +44,7 @@ export const FilterCascade = z.object({
 });
 export type FilterCascade = z.infer<typeof FilterCascade>;
 
-export const TaskQueues = z.object({
-  workflows: z.string().default('cm2-workflows').describe('Task queue of the workflow workers (orchestration only).'),
-  api: z.string().default('cm2-api').describe('Task queue of the api workers: LLM calls and data I/O.'),
-  gpu: z.string().default('cm2-gpu').describe('Task queue of the gpu workers: model training and generation.'),
-});
-
-export const TemporalConfig = z.object({
-  address: z.string().default('127.0.0.1:7233').describe('Temporal frontend address, `host:port`.'),
-  namespace: z.string().default('default').describe('Temporal namespace of every workflow of the run.'),
-  taskQueues: TaskQueues.prefault({}).describe('Task queue names, one per worker kind (`cm2 worker --queues workflows,api,gpu`).'),
-  /** Web UI base URL, printed by the CLI. */
-  uiUrl: z.string().default('http://127.0.0.1:8233').describe('Web UI base URL, printed by the CLI.'),
-  /** Timeouts of the stage activities (Temporal duration strings such as '30s', '10m'). */
-  activity: z.object({
-    startToCloseTimeout: z.string().default('30m').describe('Longest single attempt of a stage activity.'),
-    heartbeatTimeout: z.string().default('60s')
-      .describe('An attempt without a heartbeat for this long (e.g. its worker died) is failed and retried.'),
-    maxRetryInterval: z.string().default('60s').describe('Cap of the exponential backoff between activity retries.'),
-  }).prefault({}).describe('Timeouts of the stage activities (Temporal duration strings such as `30s`, `10m`).'),
-});
+export { TaskQueues, TemporalConfig, TemporalTls } from './temporalConfig';
 
 export const S3Config = z.object({
   /** `http://host:port` of any S3-compatible server (MinIO, AWS, ...). */
@@ -407,6 +389,10 @@ export function applyEnvOverrides(raw: Record<string, unknown>, env: NodeJS.Proc
   const wellKnown: [string, string[]][] = [
     ['TEMPORAL_ADDRESS', ['temporal', 'address']],
     ['TEMPORAL_NAMESPACE', ['temporal', 'namespace']],
+    ['TEMPORAL_TLS_CA', ['temporal', 'tls', 'caFile']],
+    ['TEMPORAL_TLS_CERT', ['temporal', 'tls', 'certFile']],
+    ['TEMPORAL_TLS_KEY', ['temporal', 'tls', 'keyFile']],
+    ['TEMPORAL_TLS_SERVER_NAME', ['temporal', 'tls', 'serverName']],
     ['CM2_TEMPORAL_UI_URL', ['temporal', 'uiUrl']],
     ['CM2_S3_ENDPOINT', ['s3', 'endpoint']],
     ['CM2_S3_BUCKET', ['s3', 'bucket']],
@@ -415,6 +401,8 @@ export function applyEnvOverrides(raw: Record<string, unknown>, env: NodeJS.Proc
     const value = env[name];
     if (value) setPath(out, path, value);
   }
+  const tls = env['TEMPORAL_TLS']?.trim().toLowerCase();
+  if (tls) setPath(out, ['temporal', 'tls', 'enabled'], !['0', 'false', 'no', 'off'].includes(tls));
   return out;
 }
 

@@ -1,0 +1,115 @@
+/**
+ * Connection security against a real Temporal server behind TLS: a TLS-terminating gRPC proxy (test PKI) in front
+ * of the dev server requires a client certificate of its CA (mTLS) and a bearer API key, as a self-hosted mTLS
+ * frontend or Temporal Cloud does. The CLI's client and the workers connect through it from config and from the
+ * `temporal` CLI's environment variables, and a stage runs end to end; wrong credentials are refused with a clear
+ * error.
+ */
+import { after, before, describe, test } from 'node:test';
+import assert from 'node:assert/strict';
+import { readFileSync } from 'node:fs';
+import { connectClient } from '../../src/infra/temporal';
+import { startPrepare } from '../../src/cli/stages';
+import { startWorkers } from '../../src/worker';
+import { testConfig, uniqueId } from '../helpers/env';
+import { startGrpcTlsProxy, tlsFile, type GrpcTlsProxy } from '../helpers/grpcTlsProxy';
+import { applyEnvOverrides, parseConfig } from '../../src/run/config';
+
+const API_KEY_ENV = 'CM2_TEST_TEMPORAL_API_KEY';
+const apiKey = `test-api-key-${uniqueId('k')}`;
+
+describe('Temporal behind TLS (mTLS + API key)', () => {
+  let proxy: GrpcTlsProxy;
+  before(async () => {
+    proxy = await startGrpcTlsProxy({ upstream: process.env['TEMPORAL_ADDRESS']!, mtls: true, apiKey });
+    process.env[API_KEY_ENV] = apiKey;
+  });
+  after(async () => {
+    delete process.env[API_KEY_ENV];
+    await proxy?.close();
+  });
+
+  const secured = (runId: string, tls: Record<string, unknown> = {}) =>
+    testConfig(runId, {
+      temporal: { address: proxy.address, apiKeyEnv: API_KEY_ENV, tls: { caFile: tlsFile('ca.pem'), certFile: tlsFile('client.pem'), keyFile: tlsFile('client.key'), ...tls } },
+      data: { source: { kind: 'demo', count: 24, seed: 5 }, shardSize: 12 },
+    });
+
+  test('workers and the client connect through mTLS with an API key; a stage runs end to end', async () => {
+    const cfg = secured(uniqueId('tls'));
+    const workers = await startWorkers(cfg);
+    try {
+      const client = await connectClient(cfg);
+      const report = await (await startPrepare(client, cfg)).result();
+      assert.equal(report.total, 24);
+      await client.connection.close();
+    } finally {
+      await workers.shutdown();
+    }
+    const methods = [...proxy.forwarded.keys()].map((m) => m.split('/').pop());
+    for (const m of ['StartWorkflowExecution', 'PollWorkflowTaskQueue', 'PollActivityTaskQueue', 'RespondActivityTaskCompleted']) {
+      assert.ok(methods.includes(m), `${m} went through the TLS proxy (saw ${methods.join(', ')})`);
+    }
+    assert.equal(proxy.refused, 0);
+  });
+
+  test('the temporal CLI\'s environment variables set the same connection (file paths and *_DATA forms)', async () => {
+    const env = {
+      TEMPORAL_ADDRESS: proxy.address,
+      TEMPORAL_TLS_CA: tlsFile('ca.pem'),
+      TEMPORAL_TLS_CERT_DATA: readFileSync(tlsFile('client.pem'), 'utf8'),
+      TEMPORAL_TLS_KEY_DATA: readFileSync(tlsFile('client.key'), 'utf8'),
+      TEMPORAL_TLS_SERVER_NAME: 'localhost',
+      TEMPORAL_API_KEY: apiKey,
+    };
+    const cfg = parseConfig(applyEnvOverrides({ run: { id: 'env' } }, env));
+    assert.equal(cfg.temporal.address, proxy.address);
+    const client = await connectClient(cfg, env);
+    try {
+      await client.workflowService.getSystemInfo({});
+    } finally {
+      await client.connection.close();
+    }
+  });
+
+  test('refused: no API key, a wrong one, an untrusted client certificate, no client certificate, a server not trusted', async () => {
+    const refusedBefore = proxy.refused;
+    const withoutKey = secured('x');
+    const cases: [string, () => Promise<unknown>, RegExp][] = [
+      ['no API key', async () => {
+        const c = await connectClient({ ...withoutKey, temporal: { ...withoutKey.temporal, apiKeyEnv: 'CM2_TEST_NO_SUCH_VAR' } });
+        try {
+          await c.workflowService.getSystemInfo({});
+        } finally {
+          await c.connection.close();
+        }
+      }, /refused the credentials \(TLS \(mTLS\)\): .*missing or invalid API key/],
+      ['wrong API key', async () => {
+        const c = await connectClient(withoutKey, { [API_KEY_ENV]: 'wrong' });
+        try {
+          await c.workflowService.getSystemInfo({});
+        } finally {
+          await c.connection.close();
+        }
+      }, /refused the credentials \(TLS \(mTLS, API key\)\): .*missing or invalid API key/],
+      ['untrusted client certificate', () => connectClient(secured('x', { certFile: tlsFile('untrusted-client.pem'), keyFile: tlsFile('untrusted-client.key') })), /TLS \(mTLS, API key\)\) is not reachable.*check temporal.tls/s],
+      ['no client certificate', () => connectClient(secured('x', { certFile: undefined, keyFile: undefined })), /TLS \(API key\)\) is not reachable/],
+      ['server CA not trusted (system roots)', () => connectClient(secured('x', { caFile: undefined })), /not reachable/],
+      ['wrong server name', () => connectClient(secured('x', { serverName: 'wrong.example' })), /not reachable/],
+    ];
+    for (const [what, attempt, re] of cases) {
+      await assert.rejects(attempt(), (e: Error) => {
+        assert.match(e.message, re, what);
+        assert.ok(!e.message.includes(apiKey), `${what}: the API key is not in the error`);
+        return true;
+      }, what);
+    }
+    assert.equal(proxy.refused - refusedBefore >= 2, true, 'the proxy refused the calls without a valid key');
+    assert.ok(proxy.tlsErrors.length > 0, 'failed handshakes were seen by the server');
+  });
+
+  test('a client certificate without its key is a config error that says so', async () => {
+    await assert.rejects(connectClient(secured('x', { keyFile: undefined })), /a client certificate needs its key/);
+    await assert.rejects(connectClient(secured('x', { caFile: '/nonexistent/ca.pem' })), /cannot read the CA certificate \(caFile\) \/nonexistent\/ca.pem: ENOENT/);
+  });
+});
