@@ -2,7 +2,10 @@
  * The Temporal connection of the CLI, the workers and the tests: address, namespace, TLS (server CA, client
  * certificate for mTLS, server name), a Temporal Cloud API key, and the payload codec when `CM2_CODEC_KEY` is set.
  *
- * Secrets (the API key, key data) are read from the environment when connecting and go nowhere else.
+ * Secrets (the API key, key data) are read from the environment when connecting and go nowhere else. The variables
+ * are the `temporal` CLI's: TEMPORAL_ADDRESS, TEMPORAL_NAMESPACE, TEMPORAL_API_KEY, TEMPORAL_TLS,
+ * TEMPORAL_TLS_SERVER_CA_CERT_PATH / _DATA, TEMPORAL_TLS_CLIENT_CERT_PATH / _DATA, TEMPORAL_TLS_CLIENT_KEY_PATH / _DATA,
+ * TEMPORAL_TLS_SERVER_NAME (and the older TEMPORAL_TLS_CA, TEMPORAL_TLS_CERT, TEMPORAL_TLS_KEY and their _DATA).
  */
 import { readFileSync } from 'node:fs';
 import { Client, Connection, type TLSConfig } from '@temporalio/client';
@@ -35,9 +38,9 @@ export interface TemporalConnectionOptions {
   apiKey?: string;
 }
 
-/** PEM from `<NAME>_DATA` (the `temporal` CLI's form) or from a file; what is read is named in the error. */
-function pem(env: NodeJS.ProcessEnv, dataVar: string, file: string | undefined, what: string): Buffer | undefined {
-  const data = env[dataVar];
+/** PEM inline from the first set variable of `dataVars` (the `temporal` CLI's `*_DATA` forms), else from a file. */
+function pem(env: NodeJS.ProcessEnv, dataVars: readonly string[], file: string | undefined, what: string): Buffer | undefined {
+  const data = dataVars.map((v) => env[v]).find((v) => v);
   if (data) return Buffer.from(data);
   if (!file) return undefined;
   try {
@@ -53,9 +56,12 @@ function pem(env: NodeJS.ProcessEnv, dataVar: string, file: string | undefined, 
  */
 export function temporalConnectionOptions(cfg: TemporalConfig, env: NodeJS.ProcessEnv = process.env): TemporalConnectionOptions {
   const t = cfg.tls;
-  const ca = pem(env, 'TEMPORAL_TLS_CA_DATA', t.caFile, 'CA certificate (caFile)');
-  const crt = pem(env, 'TEMPORAL_TLS_CERT_DATA', t.certFile, 'client certificate (certFile)');
-  const key = pem(env, 'TEMPORAL_TLS_KEY_DATA', t.keyFile, 'client key (keyFile)');
+  const ca = pem(env, ['TEMPORAL_TLS_SERVER_CA_CERT_DATA', 'TEMPORAL_TLS_CA_DATA'], t.caFile, 'CA certificate (caFile)');
+  const crt = pem(env, ['TEMPORAL_TLS_CLIENT_CERT_DATA', 'TEMPORAL_TLS_CERT_DATA'], t.certFile, 'client certificate (certFile)');
+  const key = pem(env, ['TEMPORAL_TLS_CLIENT_KEY_DATA', 'TEMPORAL_TLS_KEY_DATA'], t.keyFile, 'client key (keyFile)');
+  if (['1', 'true'].includes((env['TEMPORAL_TLS_DISABLE_HOST_VERIFICATION'] ?? '').toLowerCase())) {
+    throw new TemporalTlsError('TEMPORAL_TLS_DISABLE_HOST_VERIFICATION is not supported: set the name the server certificate is for (temporal.tls.serverName, TEMPORAL_TLS_SERVER_NAME) instead');
+  }
   if (!crt !== !key) {
     throw new TemporalTlsError('temporal.tls: a client certificate needs its key and a key its certificate (certFile and keyFile, or TEMPORAL_TLS_CERT / TEMPORAL_TLS_KEY)');
   }

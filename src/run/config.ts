@@ -389,9 +389,13 @@ export function applyEnvOverrides(raw: Record<string, unknown>, env: NodeJS.Proc
   const wellKnown: [string, string[]][] = [
     ['TEMPORAL_ADDRESS', ['temporal', 'address']],
     ['TEMPORAL_NAMESPACE', ['temporal', 'namespace']],
+    // The `temporal` CLI's names (1.x), and the older short ones.
     ['TEMPORAL_TLS_CA', ['temporal', 'tls', 'caFile']],
+    ['TEMPORAL_TLS_SERVER_CA_CERT_PATH', ['temporal', 'tls', 'caFile']],
     ['TEMPORAL_TLS_CERT', ['temporal', 'tls', 'certFile']],
+    ['TEMPORAL_TLS_CLIENT_CERT_PATH', ['temporal', 'tls', 'certFile']],
     ['TEMPORAL_TLS_KEY', ['temporal', 'tls', 'keyFile']],
+    ['TEMPORAL_TLS_CLIENT_KEY_PATH', ['temporal', 'tls', 'keyFile']],
     ['TEMPORAL_TLS_SERVER_NAME', ['temporal', 'tls', 'serverName']],
     ['CM2_TEMPORAL_UI_URL', ['temporal', 'uiUrl']],
     ['CM2_S3_ENDPOINT', ['s3', 'endpoint']],

@@ -8,16 +8,17 @@ export const TaskQueues = z.object({
 });
 
 /**
- * TLS to the Temporal frontend. Paths only: certificate and key *data* come from `TEMPORAL_TLS_CERT_DATA`,
- * `TEMPORAL_TLS_KEY_DATA` and `TEMPORAL_TLS_CA_DATA` (as for the `temporal` CLI) and never enter a config file.
+ * TLS to the Temporal frontend. Paths only: certificate and key *data* come from `TEMPORAL_TLS_CLIENT_CERT_DATA`,
+ * `TEMPORAL_TLS_CLIENT_KEY_DATA` and `TEMPORAL_TLS_SERVER_CA_CERT_DATA` (as for the `temporal` CLI) and never enter a
+ * config file.
  */
 export const TemporalTls = z.object({
   enabled: z.boolean().optional()
     .describe('TLS on or off; default: on when a CA, a client certificate, a server name or an API key is given (`TEMPORAL_TLS`).'),
   caFile: z.string().min(1).optional()
-    .describe('PEM file of the CA that signed the server certificate; default: the system roots (`TEMPORAL_TLS_CA`).'),
-  certFile: z.string().min(1).optional().describe('PEM client certificate for mTLS, with `keyFile` (`TEMPORAL_TLS_CERT`).'),
-  keyFile: z.string().min(1).optional().describe('PEM private key of the client certificate (`TEMPORAL_TLS_KEY`).'),
+    .describe('PEM file of the CA that signed the server certificate; default: the system roots (`TEMPORAL_TLS_SERVER_CA_CERT_PATH`).'),
+  certFile: z.string().min(1).optional().describe('PEM client certificate for mTLS, with `keyFile` (`TEMPORAL_TLS_CLIENT_CERT_PATH`).'),
+  keyFile: z.string().min(1).optional().describe('PEM private key of the client certificate (`TEMPORAL_TLS_CLIENT_KEY_PATH`).'),
   serverName: z.string().min(1).optional()
     .describe('Server name to verify the certificate against, when it differs from the address host (`TEMPORAL_TLS_SERVER_NAME`).'),
 });

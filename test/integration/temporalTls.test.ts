@@ -8,6 +8,9 @@
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
+import { execFile } from 'node:child_process';
+import { promisify } from 'node:util';
+import { requireBinary } from '../../src/infra/binaries';
 import { connectClient } from '../../src/infra/temporal';
 import { startPrepare } from '../../src/cli/stages';
 import { startWorkers } from '../../src/worker';
@@ -53,23 +56,35 @@ describe('Temporal behind TLS (mTLS + API key)', () => {
     assert.equal(proxy.refused, 0);
   });
 
-  test('the temporal CLI\'s environment variables set the same connection (file paths and *_DATA forms)', async () => {
+  test('the temporal CLI\'s environment variables set the same connection, and the real CLI gets through the proxy with them', async () => {
     const env = {
       TEMPORAL_ADDRESS: proxy.address,
-      TEMPORAL_TLS_CA: tlsFile('ca.pem'),
-      TEMPORAL_TLS_CERT_DATA: readFileSync(tlsFile('client.pem'), 'utf8'),
-      TEMPORAL_TLS_KEY_DATA: readFileSync(tlsFile('client.key'), 'utf8'),
+      TEMPORAL_TLS_SERVER_CA_CERT_PATH: tlsFile('ca.pem'),
+      TEMPORAL_TLS_CLIENT_CERT_DATA: readFileSync(tlsFile('client.pem'), 'utf8'),
+      TEMPORAL_TLS_CLIENT_KEY_DATA: readFileSync(tlsFile('client.key'), 'utf8'),
       TEMPORAL_TLS_SERVER_NAME: 'localhost',
       TEMPORAL_API_KEY: apiKey,
     };
     const cfg = parseConfig(applyEnvOverrides({ run: { id: 'env' } }, env));
     assert.equal(cfg.temporal.address, proxy.address);
+    assert.equal(cfg.temporal.tls.caFile, tlsFile('ca.pem'));
     const client = await connectClient(cfg, env);
     try {
       await client.workflowService.getSystemInfo({});
     } finally {
       await client.connection.close();
     }
+    // The older short names still work.
+    const old = parseConfig(applyEnvOverrides({ run: { id: 'old' } }, { TEMPORAL_TLS_CA: 'a.pem', TEMPORAL_TLS_CERT: 'c.pem', TEMPORAL_TLS_KEY: 'k.pem', TEMPORAL_TLS: 'true' }));
+    assert.deepEqual(old.temporal.tls, { enabled: true, caFile: 'a.pem', certFile: 'c.pem', keyFile: 'k.pem' });
+    // The `temporal` CLI with the very same variables: the proxy is a real TLS frontend, and the names are the CLI's.
+    // (Asynchronously: the proxy answers from this process's event loop.)
+    const cli = (extra: Record<string, string>) => promisify(execFile)(requireBinary('temporal'), ['operator', 'namespace', 'describe', '--namespace', 'default', '--output', 'json'], {
+      env: { PATH: process.env['PATH'], HOME: process.env['HOME'], ...env, ...extra },
+      encoding: 'utf8',
+    });
+    assert.match((await cli({})).stdout, /"name":\s*"default"/);
+    await assert.rejects(cli({ TEMPORAL_API_KEY: 'wrong' }), /authentication failed|API key/);
   });
 
   test('refused: no API key, a wrong one, an untrusted client certificate, no client certificate, a server not trusted', async () => {

@@ -80,7 +80,6 @@ describe('payload codec (AES-256-GCM)', () => {
     assert.equal(codecDataConverter({}), undefined);
     const dc = codecDataConverter({ CM2_CODEC_KEY: b64() })!;
     assert.equal(dc.payloadCodecs?.length, 1);
-    // eslint-disable-next-line @typescript-eslint/no-require-imports
     const { failureConverter } = require(dc.failureConverterPath!) as typeof import('../../../src/infra/failureConverter');
     assert.equal(failureConverter.options.encodeCommonAttributes, true);
   });
