@@ -6,14 +6,19 @@
  * whole-object and therefore atomic, which is what makes "output exists ⇒ step done" a safe idempotency test.
  * Large objects (checkpoints of any size) go to and from local files as streams (`putFile`, `getFile`,
  * `getVerifiedFile`), hashed on the way, never whole in memory.
+ *
+ * The client (endpoint, addressing, TLS trust, credential sources, server-side encryption) is built from the config by
+ * `makeS3Client` (s3Client.ts); every write carries the encryption headers of `s3.sse`.
  */
 import { createHash } from 'node:crypto';
 import { createReadStream, createWriteStream } from 'node:fs';
 import { rename, rm, stat } from 'node:fs/promises';
 import { pipeline } from 'node:stream/promises';
-import { Client } from 'minio';
+import { inspect } from 'node:util';
+import type { Client } from 'minio';
 import { z } from 'zod';
-import { type S3Config, s3Credentials } from '../run/config';
+import type { S3Config } from '../run/config';
+import { makeS3Client, explainS3Error } from './s3Client';
 
 export const ObjectRef = z.object({
   key: z.string().min(1),
@@ -61,48 +66,67 @@ async function readAll(stream: NodeJS.ReadableStream): Promise<Buffer> {
   return Buffer.concat(chunks);
 }
 
+export interface ObjectStoreOptions {
+  /** Headers of every write (server-side encryption). */
+  writeHeaders?: Record<string, string>;
+  /** Region a missing bucket is created in (AWS wants it in the request outside us-east-1). */
+  region?: string;
+  /** Turns the failure of the first request into a clear error (TLS trust, credentials). */
+  explainError?: (e: unknown) => unknown;
+  /** Where the store is, for `util.inspect` and JSON (never the credentials the client holds). */
+  endpoint?: string;
+}
+
 export class ObjectStore {
   private bucketChecked = false;
 
-  constructor(readonly client: Client, readonly bucket: string) {}
+  constructor(readonly client: Client, readonly bucket: string, private readonly opts: ObjectStoreOptions = {}) {}
 
-  static fromConfig(cfg: S3Config, env: NodeJS.ProcessEnv = process.env): ObjectStore {
-    const url = new URL(cfg.endpoint);
-    const { accessKey, secretKey } = s3Credentials(cfg, env);
-    const useSSL = url.protocol === 'https:';
-    const client = new Client({
-      endPoint: url.hostname,
-      port: url.port ? Number(url.port) : useSSL ? 443 : 80,
-      useSSL,
-      accessKey,
-      secretKey,
+  /** The store of a config; `partSize` (bytes, >= 5 MiB) sets the part size of multipart uploads. */
+  static fromConfig(cfg: S3Config, env: NodeJS.ProcessEnv = process.env, opts: { partSize?: number } = {}): ObjectStore {
+    const conn = makeS3Client(cfg, env, opts);
+    return new ObjectStore(conn.client, cfg.bucket, {
+      writeHeaders: conn.writeHeaders,
       region: cfg.region,
-      pathStyle: true,
+      endpoint: cfg.endpoint,
+      explainError: (e) => explainS3Error(e, conn),
     });
-    return new ObjectStore(client, cfg.bucket);
   }
 
   /** Creates the bucket if it is missing (idempotent, cached per instance). */
   async ensureBucket(): Promise<void> {
     if (this.bucketChecked) return;
-    const exists = await this.client.bucketExists(this.bucket);
-    if (!exists) {
-      try {
-        await this.client.makeBucket(this.bucket);
-      } catch (e) {
-        // Another worker may have created it between our check and our call.
-        const code = (e as { code?: string }).code;
-        if (code !== 'BucketAlreadyOwnedByYou' && code !== 'BucketAlreadyExists') throw e;
+    try {
+      const exists = await this.client.bucketExists(this.bucket);
+      if (!exists) {
+        try {
+          await this.client.makeBucket(this.bucket, this.opts.region ?? '');
+        } catch (e) {
+          // Another worker may have created it between our check and our call.
+          const code = (e as { code?: string }).code;
+          if (code !== 'BucketAlreadyOwnedByYou' && code !== 'BucketAlreadyExists') throw e;
+        }
       }
+    } catch (e) {
+      throw this.opts.explainError?.(e) ?? e;
     }
     this.bucketChecked = true;
+  }
+
+  /** Bucket and endpoint only: the client holds credentials, which must not reach a log line. */
+  toJSON(): { bucket: string; endpoint?: string } {
+    return { bucket: this.bucket, ...(this.opts.endpoint ? { endpoint: this.opts.endpoint } : {}) };
+  }
+
+  [inspect.custom](): string {
+    return `ObjectStore ${inspect(this.toJSON())}`;
   }
 
   async putBytes(key: string, data: Uint8Array, contentType = 'application/octet-stream'): Promise<ObjectRef> {
     await this.ensureBucket();
     const buf = Buffer.from(data.buffer, data.byteOffset, data.byteLength);
     const hash = sha256(buf);
-    await this.client.putObject(this.bucket, key, buf, buf.length, { 'Content-Type': contentType, 'x-amz-meta-sha256': hash });
+    await this.client.putObject(this.bucket, key, buf, buf.length, { ...this.opts.writeHeaders, 'Content-Type': contentType, 'x-amz-meta-sha256': hash });
     return { key, sha256: hash, bytes: buf.length };
   }
 
@@ -132,7 +156,11 @@ export class ObjectStore {
     await this.ensureBucket();
     const { size } = await stat(path);
     const hash = opts.sha256 ?? (await sha256File(path)).sha256;
-    await this.client.putObject(this.bucket, key, createReadStream(path), size, { 'Content-Type': opts.contentType ?? 'application/octet-stream', 'x-amz-meta-sha256': hash });
+    await this.client.putObject(this.bucket, key, createReadStream(path), size, {
+      ...this.opts.writeHeaders,
+      'Content-Type': opts.contentType ?? 'application/octet-stream',
+      'x-amz-meta-sha256': hash,
+    });
     return { key, sha256: hash, bytes: size };
   }
 

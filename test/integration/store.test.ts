@@ -30,3 +30,14 @@ test('object store round-trips JSON, JSONL and bytes on the real MinIO server', 
   await assert.rejects(store.getBytes(key('missing.json')), NotFoundError);
   assert.deepEqual(await store.list(runKey(cfg.run.id, '')), [key('a.json'), key('b.bin'), key('rows.jsonl')]);
 });
+
+test('server-side encryption asked of a MinIO without a KMS: the header is sent and the server refuses the write', async () => {
+  const cfg = testConfig(uniqueId('sse'), { s3: { sse: 'AES256' } });
+  const store = testStore(cfg);
+  await assert.rejects(store.putText(runKey(cfg.run.id, 'x.txt'), 'x'), (e: Error & { code?: string }) => {
+    assert.equal(e.code, 'NotImplemented');
+    assert.match(e.message, /Server side encryption specified but KMS is not configured/);
+    return true;
+  });
+  assert.equal(await store.exists(runKey(cfg.run.id, 'x.txt')), false);
+});
