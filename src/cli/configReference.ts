@@ -404,7 +404,7 @@ function table(rows: ReferenceRow[]): string {
 }
 
 /** The well-known environment variables of `applyEnvOverrides`, with the key each sets (found by applying them). */
-export const WELL_KNOWN_ENV = ['TEMPORAL_ADDRESS', 'TEMPORAL_NAMESPACE', 'CM2_TEMPORAL_UI_URL', 'CM2_S3_ENDPOINT', 'CM2_S3_BUCKET', 'CM2_S3_CA_FILE'] as const;
+export const WELL_KNOWN_ENV = ['TEMPORAL_ADDRESS', 'TEMPORAL_NAMESPACE', 'TEMPORAL_TLS_SERVER_CA_CERT_PATH', 'TEMPORAL_TLS_CLIENT_CERT_PATH', 'TEMPORAL_TLS_CLIENT_KEY_PATH', 'TEMPORAL_TLS_SERVER_NAME', 'TEMPORAL_TLS_CA', 'TEMPORAL_TLS_CERT', 'TEMPORAL_TLS_KEY', 'CM2_TEMPORAL_UI_URL', 'CM2_S3_ENDPOINT', 'CM2_S3_BUCKET', 'CM2_S3_CA_FILE'] as const;
 
 function findValue(node: unknown, value: string, path: string[] = []): string[] | undefined {
   if (node === value) return path;
@@ -432,7 +432,7 @@ function envPreamble(): string {
     `- Applied after those: ${wellKnown.join(', ')}.`,
     `- Secrets come from the environment only and never appear in the file: the S3 credentials from ${code(s3.accessKeyEnv)} / ` +
       `${code(s3.secretKeyEnv)} (the names are ${code('s3.accessKeyEnv')} / ${code('s3.secretKeyEnv')}; ${code('cm2 infra up')} writes local ones) or the AWS sources of ${code('s3.credentials')}, ` +
-      `the API key of an LLM role from the variable its ${code('apiKeyEnv')} names (for example ${code('OPENAI_API_KEY')}); ` +
+      `the API key of an LLM role from the variable its ${code('apiKeyEnv')} names (for example ${code('OPENAI_API_KEY')}), a Temporal Cloud API key from ${code('TEMPORAL_API_KEY')} (${code('temporal.apiKeyEnv')}), TLS key data from ${code('TEMPORAL_TLS_CLIENT_KEY_DATA')}, the payload key ring from ${code('CM2_CODEC_KEY')}; ` +
       'a role without one sends a placeholder key, which local servers accept.',
   ].join('\n');
 }
