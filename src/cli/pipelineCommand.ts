@@ -227,12 +227,13 @@ export async function statusCommand(cfg: Cm2Config, runId: string | undefined, j
     console.log(json ? JSON.stringify(s, null, 2) : formatStatus(s, cfg));
     return;
   }
-  const runs = new Map<string, { runId: string; status: string; state?: string; startedAt?: string; closedAt?: string }>();
+  const runs = new Map<string, { runId: string; status: string; state?: string; startedAt?: string; closedAt?: string; heldOut?: string }>();
   for await (const w of client.workflow.list({ query: `Cm2Stage = "pipeline"` })) {
     const id = w.workflowId.replace(/^cm2-/, '');
     if (runs.has(id)) continue; // newest first
     const state = w.typedSearchAttributes.get({ name: 'Cm2State', type: 'KEYWORD' } as never) as string | undefined;
-    runs.set(id, { runId: id, status: w.status.name, ...(state ? { state } : {}), ...(iso(w.startTime) ? { startedAt: iso(w.startTime)! } : {}), ...(iso(w.closeTime) ? { closedAt: iso(w.closeTime)! } : {}) });
+    const held = heldOutOfMemo(w.memo);
+    runs.set(id, { runId: id, status: w.status.name, ...(state ? { state } : {}), ...(iso(w.startTime) ? { startedAt: iso(w.startTime)! } : {}), ...(iso(w.closeTime) ? { closedAt: iso(w.closeTime)! } : {}), ...(held ? { heldOut: held } : {}) });
     if (runs.size >= 50) break;
   }
   if (json) {
@@ -245,13 +246,20 @@ export async function statusCommand(cfg: Cm2Config, runId: string | undefined, j
     console.log('no runs yet: `cm2 run --config config/demo.yaml` starts one');
     return;
   }
-  const table = [['RUN', 'STATUS', 'STATE', 'STARTED', 'TIME']];
+  const table = [['RUN', 'STATUS', 'STATE', 'STARTED', 'TIME', 'HELD-OUT SFT → RL']];
   for (const r of runs.values()) {
     const secs = r.startedAt ? ((r.closedAt ? Date.parse(r.closedAt) : Date.now()) - Date.parse(r.startedAt)) / 1000 : undefined;
-    table.push([r.runId, r.status.toLowerCase(), r.state ?? '', r.startedAt?.replace('T', ' ').slice(0, 19) ?? '', fmtSeconds(secs)]);
+    table.push([r.runId, r.status.toLowerCase(), r.state ?? '', r.startedAt?.replace('T', ' ').slice(0, 19) ?? '', fmtSeconds(secs), r.heldOut ?? '']);
   }
   const widths = table[0]!.map((_, i) => Math.max(...table.map((row) => row[i]!.length)));
   for (const row of table) console.log(row.map((c, i) => c.padEnd(widths[i]!)).join('  '));
+}
+
+/** `0.4943 → 0.8302` from a pipeline's memo (written since the patch `pipeline-heldout-memo`); '' when absent. */
+export function heldOutOfMemo(memo: Record<string, unknown> | undefined): string {
+  const h = memo?.['heldOut'] as { sft?: unknown; rl?: unknown } | undefined;
+  const f = (v: unknown) => (typeof v === 'number' && Number.isFinite(v) ? v.toFixed(4) : '–');
+  return h && typeof h === 'object' ? `${f(h.sft)} → ${f(h.rl)}` : '';
 }
 
 export async function controlCommand(cfg: Cm2Config, runId: string, action: 'pause' | 'unpause' | 'stop'): Promise<void> {

@@ -113,7 +113,8 @@ export function infraEnv(state: InfraState, env: NodeJS.ProcessEnv = process.env
 /** Points the process at the local infrastructure when it is running and the user has not said otherwise. */
 export function useLocalInfraEnv(): void {
   const state = readInfraState(defaultInfraDir());
-  if (!state) return;
+  // Only servers that are up: a state file left behind must not point a CLI aimed elsewhere (AWS S3) at 127.0.0.1.
+  if (!state || !isAlive(state.temporal.pid) || !isAlive(state.minio.pid)) return;
   for (const [k, v] of Object.entries(infraEnv(state))) process.env[k] ??= v;
 }
 

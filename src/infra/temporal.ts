@@ -115,7 +115,7 @@ export function connectionError(cfg: TemporalConfig, opts: TemporalConnectionOpt
   if (cause.code === 16 || cause.code === 7 || /UNAUTHENTICATED|PERMISSION_DENIED/.test(cause.message)) {
     return new TemporalAuthError(cfg.address, security, cause.message, cfg.apiKeyEnv);
   }
-  const err = new InfraNotRunningError(`the Temporal server (${security})`, cfg.address, new Error(cause.message));
+  const err = new InfraNotRunningError('the Temporal server', cfg.address, new Error(opts.tls || opts.apiKey ? `${cause.message}; over ${security}` : cause.message));
   if (opts.tls) {
     err.message += `\nWith TLS, also check temporal.tls: the CA that signed the server certificate (caFile), the client certificate and key ` +
       `its CA accepts (certFile, keyFile), and the server name the certificate is for (serverName).`;

@@ -97,6 +97,8 @@ test('cm2 run → pause/unpause/stop in RL → resume → status, logs, report; 
     assert.match(table.out, new RegExp(`held-out mean checklist reward: SFT \\d\\.\\d{4}( ± \\d\\.\\d{4})?\\s+→\\s+RL \\d\\.\\d{4}( ± \\d\\.\\d{4})? \\(step ${STEPS}[;)]`));
     const list = await cm2(['status', '--config', file]);
     assert.match(list.out, new RegExp(`${runId}\\s+completed`));
+    // The held-out rewards from the pipeline's memo (patch `pipeline-heldout-memo`), without a query per run.
+    assert.match(list.out, new RegExp(`${runId}\\s+completed.*\\d\\.\\d{4} → \\d\\.\\d{4}`));
     const logs = await cm2(['logs', runId, '--config', file]);
     assert.equal(logs.code, 0, logs.out);
     for (const want of [/pipeline\s+signal pause/, /pipeline\s+signal stop/, /stage cm2-.*-rl completed/, /rl\s+signal stop/, /sft\s+sftTrain done/]) assert.match(logs.out, want);

@@ -107,8 +107,8 @@ describe('Temporal behind TLS (mTLS + API key)', () => {
           await c.connection.close();
         }
       }, /refused the credentials \(TLS \(mTLS, API key\)\): .*missing or invalid API key/],
-      ['untrusted client certificate', () => connectClient(secured('x', { certFile: tlsFile('untrusted-client.pem'), keyFile: tlsFile('untrusted-client.key') })), /TLS \(mTLS, API key\)\) is not reachable.*check temporal.tls/s],
-      ['no client certificate', () => connectClient(secured('x', { certFile: undefined, keyFile: undefined })), /TLS \(API key\)\) is not reachable/],
+      ['untrusted client certificate', () => connectClient(secured('x', { certFile: tlsFile('untrusted-client.pem'), keyFile: tlsFile('untrusted-client.key') })), /not reachable at .*over TLS \(mTLS, API key\)\).*check temporal.tls/s],
+      ['no client certificate', () => connectClient(secured('x', { certFile: undefined, keyFile: undefined })), /not reachable at .*over TLS \(API key\)\)/],
       ['server CA not trusted (system roots)', () => connectClient(secured('x', { caFile: undefined })), /not reachable/],
       ['wrong server name', () => connectClient(secured('x', { serverName: 'wrong.example' })), /not reachable/],
     ];

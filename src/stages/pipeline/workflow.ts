@@ -14,7 +14,7 @@
  * the next stage boundary and is forwarded to the RL stage, which pauses between steps; stop ends the pipeline
  * after the current stage's current unit of work (RL: after the step in flight, with its checkpoint; other stages
  * are cancelled and resume where their S3 state left off). Query `pipelineStatus`; search attributes Cm2RunId,
- * Cm2Stage = pipeline, Cm2State.
+ * Cm2Stage = pipeline, Cm2State; memo `heldOut` (the SFT and RL policies' held-out rewards, once RL has run).
  */
 import {
   ApplicationFailure,
@@ -24,9 +24,11 @@ import {
   getExternalWorkflowHandle,
   isCancellation,
   ParentClosePolicy,
+  patched,
   setCurrentDetails,
   setHandler,
   startChild,
+  upsertMemo,
   upsertSearchAttributes,
   type ChildWorkflowHandle,
   type Workflow,
@@ -237,6 +239,15 @@ export async function cm2Pipeline(input: PipelineInput): Promise<PipelineResult>
     }
   };
 
+  /**
+   * The RL stage's held-out rewards: into the status, and (since the patch `pipeline-heldout-memo`) into the memo,
+   * where the Web UI and `cm2 status` see them without a query. Runs recorded before the patch replay without it.
+   */
+  const heldOut = (summary: Record<string, number | string>) => {
+    applyHeldOut(status, summary);
+    if (patched('pipeline-heldout-memo')) upsertMemo({ heldOut: { ...status.heldOut } });
+  };
+
   const childOptions = (name: PipelineStage) => ({
     workflowId: stageWorkflowId(input.runId, name),
     taskQueue: input.taskQueues.workflows,
@@ -274,7 +285,7 @@ export async function cm2Pipeline(input: PipelineInput): Promise<PipelineResult>
         stage.summary = summarize(stage.name, marker.result);
         stage.startedAt = marker.startedAt;
         stage.closedAt = marker.closedAt;
-        if (stage.name === 'rl') applyHeldOut(status, stage.summary);
+        if (stage.name === 'rl') heldOut(stage.summary);
         notePolicy(stage.name, marker.result);
         details();
         continue;
@@ -285,7 +296,7 @@ export async function cm2Pipeline(input: PipelineInput): Promise<PipelineResult>
       if (result === undefined) break; // stopped
       stage.summary = summarize(stage.name, result);
       stage.closedAt = Date.now();
-      if (stage.name === 'rl') applyHeldOut(status, stage.summary);
+      if (stage.name === 'rl') heldOut(stage.summary);
       if (stage.name === 'rl' && (result as RlResult).stopped) {
         // Stopped between steps: not finished, a resume continues from the last checkpoint.
         stage.state = 'stopped';
