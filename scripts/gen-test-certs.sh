@@ -1,9 +1,15 @@
 #!/usr/bin/env bash
-# Writes the test-only PKI of test/fixtures/tls: a CA, a server certificate for localhost / 127.0.0.1 and a client
-# certificate (mTLS), all signed by the CA, valid for 100 years. These keys protect nothing; they exist so the TLS
-# tests (Temporal behind TLS/mTLS, MinIO over HTTPS, the codec server) run without generating keys at test time.
+# Writes a small PKI: a CA, a server certificate for localhost / 127.0.0.1 (and the extra names given) and a client
+# certificate (mTLS), all signed by the CA, valid for 100 years.
+#   scripts/gen-test-certs.sh                      the test-only PKI of test/fixtures/tls (it protects nothing: the TLS
+#                                                  tests use it so they need no key generation at test time)
+#   scripts/gen-test-certs.sh certs temporal       a PKI for docker-compose.yml (server name "temporal") in ./certs
+# For anything beyond a local stack, use certificates from your own CA.
 set -euo pipefail
 out="${1:-$(dirname "$0")/../test/fixtures/tls}"
+shift || true
+extra=""
+for name in "$@"; do extra="$extra,DNS:$name"; done
 mkdir -p "$out"
 cd "$out"
 days=36500
@@ -15,7 +21,7 @@ issue() { # name, subject, extensions
   openssl x509 -req -in "$1.csr" -CA ca.pem -CAkey ca.key -CAcreateserial -out "$1.pem" -days $days -extfile "$1.ext" 2>/dev/null
   rm -f "$1.csr" "$1.ext"
 }
-issue server "/CN=localhost" "subjectAltName=DNS:localhost,IP:127.0.0.1
+issue server "/CN=localhost" "subjectAltName=DNS:localhost,IP:127.0.0.1$extra
 extendedKeyUsage=serverAuth
 keyUsage=critical,digitalSignature,keyEncipherment"
 issue client "/CN=cm2-test-client" "extendedKeyUsage=clientAuth
