@@ -404,7 +404,7 @@ function table(rows: ReferenceRow[]): string {
 }
 
 /** The well-known environment variables of `applyEnvOverrides`, with the key each sets (found by applying them). */
-export const WELL_KNOWN_ENV = ['TEMPORAL_ADDRESS', 'TEMPORAL_NAMESPACE', 'CM2_TEMPORAL_UI_URL', 'CM2_S3_ENDPOINT', 'CM2_S3_BUCKET'] as const;
+export const WELL_KNOWN_ENV = ['TEMPORAL_ADDRESS', 'TEMPORAL_NAMESPACE', 'CM2_TEMPORAL_UI_URL', 'CM2_METRICS_ADDR', 'CM2_S3_ENDPOINT', 'CM2_S3_BUCKET'] as const;
 
 function findValue(node: unknown, value: string, path: string[] = []): string[] | undefined {
   if (node === value) return path;

@@ -1,6 +1,7 @@
 /** Temporal client connection, with a message that says what to start when the server is not there. */
 import { Client, Connection } from '@temporalio/client';
 import type { Cm2Config } from '../run/config';
+import { processTracing } from './telemetry';
 
 export class InfraNotRunningError extends Error {
   constructor(what: string, address: string, cause: unknown) {
@@ -18,5 +19,7 @@ export async function connectClient(cfg: Cm2Config): Promise<Client> {
   } catch (e) {
     throw new InfraNotRunningError('the Temporal server', cfg.temporal.address, e);
   }
-  return new Client({ connection, namespace: cfg.temporal.namespace });
+  // With tracing configured, workflow starts, signals, queries and updates are spans, and the workflows continue them.
+  const tracing = processTracing(cfg, 'cm2');
+  return new Client({ connection, namespace: cfg.temporal.namespace, ...(tracing ? { interceptors: tracing.clientInterceptors() } : {}) });
 }

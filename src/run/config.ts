@@ -14,6 +14,7 @@ import { readFileSync } from 'node:fs';
 import { z } from 'zod';
 import YAML from 'yaml';
 import { LlmConfig } from '../llm/config';
+import { TelemetryMetricsConfig, TelemetryTracingConfig } from './telemetryConfig';
 import type { Effort } from '../kernel/roles';
 
 /** Reward assignment granularity (spec §6.7). */
@@ -62,6 +63,8 @@ export const TemporalConfig = z.object({
       .describe('An attempt without a heartbeat for this long (e.g. its worker died) is failed and retried.'),
     maxRetryInterval: z.string().default('60s').describe('Cap of the exponential backoff between activity retries.'),
   }).prefault({}).describe('Timeouts of the stage activities (Temporal duration strings such as `30s`, `10m`).'),
+  metrics: TelemetryMetricsConfig.prefault({}).describe('Prometheus metrics of the workers (off unless an address is set).'),
+  tracing: TelemetryTracingConfig.prefault({}).describe('OpenTelemetry tracing of workflows and activities (off unless an endpoint is set).'),
 });
 
 export const S3Config = z.object({
@@ -408,6 +411,7 @@ export function applyEnvOverrides(raw: Record<string, unknown>, env: NodeJS.Proc
     ['TEMPORAL_ADDRESS', ['temporal', 'address']],
     ['TEMPORAL_NAMESPACE', ['temporal', 'namespace']],
     ['CM2_TEMPORAL_UI_URL', ['temporal', 'uiUrl']],
+    ['CM2_METRICS_ADDR', ['temporal', 'metrics', 'prometheus']],
     ['CM2_S3_ENDPOINT', ['s3', 'endpoint']],
     ['CM2_S3_BUCKET', ['s3', 'bucket']],
   ];
