@@ -18,7 +18,7 @@ import type { Tracer } from '@opentelemetry/api';
 import type { BasicTracerProvider, SpanProcessor } from '@opentelemetry/sdk-trace-base';
 import type { Resource } from '@opentelemetry/resources';
 import { MetricsBindAddress } from '../run/telemetryConfig';
-import type { Cm2Config } from '../run/config';
+import { ConfigError, type Cm2Config } from '../run/config';
 
 // ---------------------------------------------------------------------------------------------------------------
 // Metrics
@@ -64,12 +64,20 @@ export function describeMetrics(m: MetricsOutcome): string | undefined {
 // ---------------------------------------------------------------------------------------------------------------
 // Tracing
 
-/** The OTLP/HTTP traces URL, or undefined when tracing is off (OTEL_SDK_DISABLED=true turns it off too). */
+/**
+ * The OTLP/HTTP traces URL, or undefined when tracing is off (OTEL_SDK_DISABLED=true turns it off too). A variable that
+ * is not an http(s) URL is a config error (the config file's field is checked by its schema).
+ */
 export function tracesUrl(tracing: Cm2Config['temporal']['tracing'] | undefined, env: NodeJS.ProcessEnv = process.env): string | undefined {
   if ((env['OTEL_SDK_DISABLED'] ?? '').trim().toLowerCase() === 'true') return undefined;
+  const url = (from: string, value: string): string => {
+    if (!URL.canParse(value) || !/^https?:$/.test(new URL(value).protocol)) throw new ConfigError('environment', [{ path: from, message: `expected an http(s) URL, got "${value}"` }]);
+    return value;
+  };
   const traces = env['OTEL_EXPORTER_OTLP_TRACES_ENDPOINT']?.trim();
-  if (traces) return traces;
-  const base = env['OTEL_EXPORTER_OTLP_ENDPOINT']?.trim() || tracing?.otlpEndpoint;
+  if (traces) return url('OTEL_EXPORTER_OTLP_TRACES_ENDPOINT', traces);
+  const fromEnv = env['OTEL_EXPORTER_OTLP_ENDPOINT']?.trim();
+  const base = fromEnv ? url('OTEL_EXPORTER_OTLP_ENDPOINT', fromEnv) : tracing?.otlpEndpoint;
   return base ? `${base.replace(/\/+$/, '')}/v1/traces` : undefined;
 }
 

@@ -16,7 +16,7 @@ export const TelemetryMetricsConfig = z.object({
     .describe('Address `cm2 worker` serves Prometheus metrics on (`http://ADDR/metrics`): the SDK\'s worker metrics and the run\'s (`cm2_*`); unset = none. `--metrics` and `CM2_METRICS_ADDR` override it.'),
 });
 export const TelemetryTracingConfig = z.object({
-  otlpEndpoint: z.string().url().optional()
+  otlpEndpoint: z.string().url().refine((u) => /^https?:\/\//i.test(u), 'an http(s) URL: OTLP over HTTP, e.g. http://collector:4318').optional()
     .describe('OTLP/HTTP base URL (as `OTEL_EXPORTER_OTLP_ENDPOINT`, spans go to `<url>/v1/traces`) that workers and the CLI send workflow and activity spans to; unset = no tracing. `OTEL_EXPORTER_OTLP_TRACES_ENDPOINT` / `OTEL_EXPORTER_OTLP_ENDPOINT` override it.'),
   serviceName: z.string().min(1).optional()
     .describe('`service.name` of the spans; default `OTEL_SERVICE_NAME`, else `cm2-worker` (workers) or `cm2` (the CLI).'),

@@ -19,6 +19,8 @@ test('tracesUrl: OTEL_EXPORTER_OTLP_TRACES_ENDPOINT as is, else OTEL_EXPORTER_OT
   assert.equal(tracesUrl(cfg, { OTEL_EXPORTER_OTLP_ENDPOINT: 'http://other:4318', OTEL_EXPORTER_OTLP_TRACES_ENDPOINT: 'http://t:9/custom' }), 'http://t:9/custom');
   assert.equal(tracesUrl(cfg, { OTEL_SDK_DISABLED: 'TRUE' }), undefined);
   assert.equal(tracesUrl(cfg, { OTEL_EXPORTER_OTLP_ENDPOINT: '' }), 'http://collector:4318/v1/traces', 'an empty variable is unset');
+  assert.throws(() => tracesUrl(cfg, { OTEL_EXPORTER_OTLP_ENDPOINT: 'collector:4318' }), (e: unknown) => e instanceof ConfigError && /OTEL_EXPORTER_OTLP_ENDPOINT: expected an http\(s\) URL/.test(e.message));
+  assert.throws(() => tracesUrl(undefined, { OTEL_EXPORTER_OTLP_TRACES_ENDPOINT: 'not a url' }), ConfigError);
 });
 
 test('metrics addresses: IP:PORT or localhost:PORT; CM2_METRICS_ADDR sets temporal.metrics.prometheus and is validated like the file', () => {
