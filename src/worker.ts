@@ -17,6 +17,7 @@ import { createPrepareActivities } from './stages/prepare/activities';
 import { createRlActivities } from './stages/rl/activities';
 import { createSftActivities } from './stages/sft/activities';
 import type { Cm2Config } from './run/config';
+import type { Tracing } from './infra/telemetry';
 import { ObjectStore } from './storage/store';
 import { connectionError, dataConverter, temporalConnectionOptions } from './infra/temporal';
 
@@ -45,6 +46,8 @@ export interface WorkerOptionsOverride {
   apiConcurrency?: number;
   /** Seconds in-flight activities get to finish on shutdown before they are cancelled. */
   shutdownGraceSeconds?: number;
+  /** OpenTelemetry tracing (src/infra/telemetry.ts): its interceptors, workflow module and span sink on every worker. */
+  tracing?: Pick<Tracing, 'workerOptions'>;
 }
 
 export async function startWorkers(cfg: Cm2Config, queues: QueueKind[] = ALL_QUEUES, opts: WorkerOptionsOverride = {}): Promise<RunningWorkers> {
@@ -58,6 +61,7 @@ export async function startWorkers(cfg: Cm2Config, queues: QueueKind[] = ALL_QUE
     ...(converter ? { dataConverter: converter } : {}),
     shutdownGraceTime: `${opts.shutdownGraceSeconds ?? 10}s`,
     shutdownForceTime: `${(opts.shutdownGraceSeconds ?? 10) + 20}s`,
+    ...opts.tracing?.workerOptions(),
   };
   const workers: Worker[] = [];
   // RL: model work (rollouts, updates) on the gpu queue, LLM/S3 work (judge, advantages, metrics) on the api queue.

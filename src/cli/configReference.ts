@@ -404,7 +404,7 @@ function table(rows: ReferenceRow[]): string {
 }
 
 /** The well-known environment variables of `applyEnvOverrides`, with the key each sets (found by applying them). */
-export const WELL_KNOWN_ENV = ['TEMPORAL_ADDRESS', 'TEMPORAL_NAMESPACE', 'TEMPORAL_TLS_SERVER_CA_CERT_PATH', 'TEMPORAL_TLS_CLIENT_CERT_PATH', 'TEMPORAL_TLS_CLIENT_KEY_PATH', 'TEMPORAL_TLS_SERVER_NAME', 'TEMPORAL_TLS_CA', 'TEMPORAL_TLS_CERT', 'TEMPORAL_TLS_KEY', 'CM2_TEMPORAL_UI_URL', 'CM2_S3_ENDPOINT', 'CM2_S3_BUCKET', 'CM2_S3_CA_FILE'] as const;
+export const WELL_KNOWN_ENV = ['TEMPORAL_ADDRESS', 'TEMPORAL_NAMESPACE', 'TEMPORAL_TLS_SERVER_CA_CERT_PATH', 'TEMPORAL_TLS_CLIENT_CERT_PATH', 'TEMPORAL_TLS_CLIENT_KEY_PATH', 'TEMPORAL_TLS_SERVER_NAME', 'TEMPORAL_TLS_CA', 'TEMPORAL_TLS_CERT', 'TEMPORAL_TLS_KEY', 'CM2_TEMPORAL_UI_URL', 'CM2_METRICS_ADDR', 'CM2_S3_ENDPOINT', 'CM2_S3_BUCKET', 'CM2_S3_CA_FILE'] as const;
 
 function findValue(node: unknown, value: string, path: string[] = []): string[] | undefined {
   if (node === value) return path;

@@ -2,7 +2,7 @@
  * The `cm2` command.
  *
  *   cm2 infra up|down|status|install     local Temporal dev server (+ Web UI) and MinIO
- *   cm2 worker [--queues q1,q2]           workers for the workflows / cm2-api / cm2-gpu task queues
+ *   cm2 worker [--queues q1,q2] [--metrics ADDR]   workers for the workflows / cm2-api / cm2-gpu task queues
  *   cm2 codec-server [--port 8888]        /encode and /decode for the Web UI when payloads are encrypted (CM2_CODEC_KEY)
  *   cm2 prepare --config FILE             data preparation (stages 1–2) on Temporal
  *   cm2 checklist run --config FILE       checklist annotation (stage 4) on Temporal
@@ -20,6 +20,7 @@ import { Command, InvalidArgumentError, Option } from 'commander';
 import { ConfigError, loadConfig, type Cm2Config } from '../run/config';
 import { defaultInfraDir, useLocalInfraEnv } from '../infra/localInfra';
 import { InfraNotRunningError } from '../infra/temporal';
+import { shutdownTracing } from '../infra/telemetry';
 
 // Command modules are required on use, so `cm2 filter` does not pay for loading the Temporal worker.
 
@@ -114,7 +115,9 @@ program.command('worker')
   .description('run workers for the task queues (Ctrl-C stops them gracefully)')
   .option('-c, --config <file>', 'config file (addresses, task queues)', 'config/demo.yaml')
   .addOption(new Option('--queues <list>', 'comma-separated: workflows,api,gpu').default('workflows,api,gpu'))
-  .action(async (opts: { config: string; queues: string }) => (require('./workerCommand') as typeof import('./workerCommand')).workerCommand(commandConfig(opts.config, 'worker'), opts.queues));
+  .option('--metrics <addr>', 'serve Prometheus metrics on http://ADDR/metrics, e.g. 127.0.0.1:9464 (default: temporal.metrics.prometheus or CM2_METRICS_ADDR; none)')
+  .action(async (opts: { config: string; queues: string; metrics?: string }) =>
+    (require('./workerCommand') as typeof import('./workerCommand')).workerCommand(commandConfig(opts.config, 'worker'), opts.queues, opts.metrics !== undefined ? { metrics: opts.metrics } : {}));
 
 stageRunCommand(program.command('prepare'), 'run the data-preparation stage (filters, split, CoT compression, selection) on Temporal',
   (cfg, wait) => (require('./prepareCommand') as typeof import('./prepareCommand')).prepareCommand(cfg, wait));
@@ -259,6 +262,7 @@ async function main(): Promise<void> {
   try {
     await program.parseAsync(process.argv);
   } catch (e) {
+    await shutdownTracing(2000);
     if (e instanceof ConfigError || e instanceof InfraNotRunningError) {
       console.error(`cm2: ${e.message}`);
       process.exit(2);
@@ -266,6 +270,8 @@ async function main(): Promise<void> {
     console.error(e);
     process.exit(1);
   }
+  // The client's spans (workflow starts, signals, updates), when tracing is configured: sent before the CLI exits.
+  await shutdownTracing(5000);
 }
 
 void main();

@@ -13,6 +13,7 @@ import type { DataConverter } from '@temporalio/common';
 import type { Cm2Config } from '../run/config';
 import type { TemporalConfig } from '../run/temporalConfig';
 import { codecDataConverter } from './codec';
+import { processTracing } from './telemetry';
 
 export class InfraNotRunningError extends Error {
   constructor(what: string, address: string, cause: unknown) {
@@ -132,5 +133,12 @@ export async function connectClient(cfg: Cm2Config, env: NodeJS.ProcessEnv = pro
     throw connectionError(cfg.temporal, opts, e);
   }
   const converter = dataConverter(env);
-  return new Client({ connection, namespace: cfg.temporal.namespace, ...(converter ? { dataConverter: converter } : {}) });
+  // With tracing configured, workflow starts, signals, queries and updates are spans, and the workflows continue them.
+  const tracing = processTracing(cfg, 'cm2');
+  return new Client({
+    connection,
+    namespace: cfg.temporal.namespace,
+    ...(converter ? { dataConverter: converter } : {}),
+    ...(tracing ? { interceptors: tracing.clientInterceptors() } : {}),
+  });
 }

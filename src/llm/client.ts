@@ -10,7 +10,7 @@
  * - failure classification: transient failures (429, 5xx, 408, timeouts, connection errors) are retried
  *   a few times in process, honouring Retry-After, then thrown as `LlmRetryableError` so the activity
  *   retries with Temporal's backoff; everything else is `LlmFatalError`;
- * - token and cost accounting per call;
+ * - token and cost accounting per call (totals per role, and an `onUsage` hook for metrics);
  * - an optional response cache, written as soon as an answer arrives (before anyone parses it), so that
  *   a crashed or retried activity never pays twice for the same answer.
  *
@@ -88,6 +88,11 @@ export interface LlmClientOptions {
   backoff?: Partial<BackoffPolicy>;
   /** Environment to read API keys from, at call time. Default: process.env. */
   env?: NodeJS.ProcessEnv;
+  /**
+   * Called with every answer's usage as it arrives (metrics): `cached` answers come from the response cache and cost
+   * nothing. Its errors are swallowed: accounting never fails a call.
+   */
+  onUsage?: (role: RoleName, usage: Usage, cached: boolean) => void;
 }
 
 const DEFAULT_BACKOFF: BackoffPolicy = { baseMs: 1_000, maxMs: 30_000, maxRetryAfterMs: 60_000 };
@@ -191,6 +196,7 @@ export class LlmClient {
   private readonly log: (message: string) => void;
   private readonly env: NodeJS.ProcessEnv;
   private readonly cache: ResponseCache | undefined;
+  private readonly onUsage: LlmClientOptions['onUsage'];
 
   constructor(
     private readonly config: LlmConfig,
@@ -200,6 +206,7 @@ export class LlmClient {
     this.backoff = { ...DEFAULT_BACKOFF, ...opts.backoff };
     this.log = opts.log ?? ((m) => console.warn(m));
     this.env = opts.env ?? process.env;
+    this.onUsage = opts.onUsage;
   }
 
   /** The configuration of a role (parsed, with defaults). */
@@ -244,6 +251,11 @@ export class LlmClient {
 
   private account(role: RoleName, res: ChatResponse): ChatResponse {
     this.totals.set(role, addUsage(this.totals.get(role) ?? zeroUsage(), res.usage));
+    try {
+      this.onUsage?.(role, res.usage, res.cached);
+    } catch {
+      /* accounting never fails a call */
+    }
     return res;
   }
 

@@ -428,6 +428,7 @@ export function applyEnvOverrides(raw: Record<string, unknown>, env: NodeJS.Proc
     ['TEMPORAL_TLS_CLIENT_KEY_PATH', ['temporal', 'tls', 'keyFile']],
     ['TEMPORAL_TLS_SERVER_NAME', ['temporal', 'tls', 'serverName']],
     ['CM2_TEMPORAL_UI_URL', ['temporal', 'uiUrl']],
+    ['CM2_METRICS_ADDR', ['temporal', 'metrics', 'prometheus']],
     ['CM2_S3_ENDPOINT', ['s3', 'endpoint']],
     ['CM2_S3_BUCKET', ['s3', 'bucket']],
     ['CM2_S3_CA_FILE', ['s3', 'caFile']],

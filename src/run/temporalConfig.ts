@@ -1,5 +1,6 @@
 /** The Temporal section of the config: address, namespace, task queues, TLS / API key, activity timeouts. */
 import { z } from 'zod';
+import { TelemetryMetricsConfig, TelemetryTracingConfig } from './telemetryConfig';
 
 export const TaskQueues = z.object({
   workflows: z.string().default('cm2-workflows').describe('Task queue of the workflow workers (orchestration only).'),
@@ -40,5 +41,7 @@ export const TemporalConfig = z.object({
       .describe('An attempt without a heartbeat for this long (e.g. its worker died) is failed and retried.'),
     maxRetryInterval: z.string().default('60s').describe('Cap of the exponential backoff between activity retries.'),
   }).prefault({}).describe('Timeouts of the stage activities (Temporal duration strings such as `30s`, `10m`).'),
+  metrics: TelemetryMetricsConfig.prefault({}).describe('Prometheus metrics of the workers (off unless an address is set).'),
+  tracing: TelemetryTracingConfig.prefault({}).describe('OpenTelemetry tracing of workflows and activities (off unless an endpoint is set).'),
 });
 export type TemporalConfig = z.infer<typeof TemporalConfig>;

@@ -12,6 +12,7 @@ import { toTemporalFailure } from '../llm/temporal';
 import { ObjectRef, type ObjectStore, storeCache } from '../storage/store';
 import { LlmConfig } from '../llm/config';
 import { LlmFatalError, LlmRetryableError } from '../llm/errors';
+import { recordLlmUsage } from './activityMetrics';
 
 /** A shard of examples in S3: the claim check passed between activities. */
 export const ShardRef = ObjectRef.extend({
@@ -67,11 +68,20 @@ export async function readShard(store: ObjectStore, ref: ShardRef): Promise<Exam
 /**
  * Idempotency for a unit of work whose outputs are written before its small result object: when the
  * result object exists the work is done and its result is returned as it was, without redoing anything.
+ *
+ * `onStored` runs once the result object is first written, so what it counts (metrics) is counted once per unit of
+ * work: not by an attempt that failed before, not again by a retry or a later run that finds the result. Its errors
+ * are swallowed: the work is done and stored.
  */
-export async function once<T>(store: ObjectStore, resultKey: string, schema: z.ZodType<T>, work: () => Promise<T>): Promise<T> {
+export async function once<T>(store: ObjectStore, resultKey: string, schema: z.ZodType<T>, work: () => Promise<T>, onStored?: (result: T) => void): Promise<T> {
   if (await store.exists(resultKey)) return store.getJson(resultKey, schema);
   const result = await work();
   await store.putJson(resultKey, result);
+  try {
+    onStored?.(result);
+  } catch {
+    /* metrics and logging only */
+  }
   return result;
 }
 
@@ -188,14 +198,15 @@ export const stageLog = (deps: ActivityDeps, stage: string): ((line: string) => 
 
 /**
  * A worker's LLM clients, one per distinct LLM config (so that a role's concurrency bound holds per process), each
- * answering from and filling the response cache in the run's bucket.
+ * answering from and filling the response cache in the run's bucket, and counting tokens and cost per role
+ * (src/stages/activityMetrics.ts).
  */
 export function llmClients(store: ObjectStore): (llm: LlmConfig) => LlmClient {
   const clients = new Map<string, LlmClient>();
   return (llm) => {
     const key = canonicalJson(llm);
     let c = clients.get(key);
-    if (!c) clients.set(key, (c = new LlmClient(llm, { cache: storeCache(store) })));
+    if (!c) clients.set(key, (c = new LlmClient(llm, { cache: storeCache(store), onUsage: recordLlmUsage })));
     return c;
   };
 }

@@ -21,9 +21,9 @@ export interface ChildWorker {
   kill(signal?: NodeJS.Signals): Promise<void>;
 }
 
-/** Starts `cm2 worker` in a child process and resolves once it polls its task queues. */
-export async function startChildWorker(configFile: string, queues = 'workflows,api,gpu', env: NodeJS.ProcessEnv = {}): Promise<ChildWorker> {
-  const proc = spawn(process.execPath, [path.join(root, 'bin', 'cm2.js'), 'worker', '--config', configFile, '--queues', queues], {
+/** Starts `cm2 worker` in a child process and resolves once it polls its task queues; `args` are added to its command line. */
+export async function startChildWorker(configFile: string, queues = 'workflows,api,gpu', env: NodeJS.ProcessEnv = {}, args: string[] = []): Promise<ChildWorker> {
+  const proc = spawn(process.execPath, [path.join(root, 'bin', 'cm2.js'), 'worker', '--config', configFile, '--queues', queues, ...args], {
     env: { ...process.env, ...env },
     stdio: ['ignore', 'pipe', 'pipe'],
   });

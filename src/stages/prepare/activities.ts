@@ -23,6 +23,7 @@ import { storeCache } from '../../storage/store';
 import { prepareKeys } from '../../run/layout';
 import { generateDemoDataset } from '../../demo/generator';
 import { offlineDataRoles } from '../../demo/offline';
+import { recordLlmUsage } from '../activityMetrics';
 import { type ActivityDeps, heartbeat, mapWithHeartbeat, once, parseInput, readShard, saveReport, shardName, ShardRef, writeShard } from '../activityKit';
 import { makeDataRoles } from './roles';
 
@@ -121,7 +122,7 @@ export interface PrepareDeps extends ActivityDeps {
 
 export function createPrepareActivities(deps: PrepareDeps) {
   const { store } = deps;
-  const rolesFor = deps.roles ?? ((llm: LlmConfig) => makeDataRoles(llm, { offline: offlineDataRoles, cache: storeCache(store) }));
+  const rolesFor = deps.roles ?? ((llm: LlmConfig) => makeDataRoles(llm, { offline: offlineDataRoles, cache: storeCache(store), onUsage: recordLlmUsage }));
   const dataKey = prepareKeys.data;
 
   /** Writes dropped records of one step/shard (always, even when empty, so the layout is uniform). */

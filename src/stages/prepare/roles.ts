@@ -6,7 +6,7 @@ import { buildCompressionMessages, COMPRESSION_JSON_SCHEMA, countAssistantMessag
 import { type CompressorRole as CompressorContract, type DataRoles, type Effort, type FilterVerdict, type LlmFilterRole as FilterContract, type RoleOutcome, zeroUsage } from '../../kernel/roles';
 import { Example } from '../../kernel/schema';
 import { buildFilterMessages, FILTER_JSON_SCHEMA, filterCacheSalt, parseFilterVerdict } from './llmFilter';
-import { LlmClient, type LlmAsk, type ResponseCache } from '../../llm/client';
+import { LlmClient, type LlmAsk, type LlmClientOptions, type ResponseCache } from '../../llm/client';
 import { isOnline, LlmConfig } from '../../llm/config';
 import { withParseRetries } from '../../llm/roles';
 
@@ -54,6 +54,8 @@ export interface MakeDataRolesDeps {
   /** Share one client across role families so per-role concurrency bounds hold per process (built from the same config). */
   client?: LlmClient;
   log?: (message: string) => void;
+  /** Usage of every answer, for metrics (`LlmClientOptions.onUsage`). */
+  onUsage?: LlmClientOptions['onUsage'];
 }
 
 /** Per role: LLM-backed when the role has a `baseUrl`, else the caller's offline implementation. */
@@ -62,7 +64,7 @@ export function makeDataRoles(llmConfig: LlmConfig, deps: MakeDataRolesDeps): Da
   const compressorCfg = llmConfig.roles.compressor;
   const anyOnline = isOnline(filterCfg) || isOnline(compressorCfg);
   const client = anyOnline
-    ? (deps.client ?? new LlmClient(llmConfig, { ...(deps.cache ? { cache: deps.cache } : {}), ...(deps.log ? { log: deps.log } : {}) }))
+    ? (deps.client ?? new LlmClient(llmConfig, { ...(deps.cache ? { cache: deps.cache } : {}), ...(deps.log ? { log: deps.log } : {}), ...(deps.onUsage ? { onUsage: deps.onUsage } : {}) }))
     : undefined;
 
   let offline: DataRoles | undefined;

@@ -11,6 +11,9 @@
  * a key fixed by (run, step, phase), so a retry after a crash overwrites the same object with the same content
  * (rollouts are seeded, LLM answers cached) and a completed one is not redone (`once`).
  *
+ * Metrics: the judge and batch counters are added when a phase's result is first stored (`once`'s `onStored`), so a
+ * retry or a resumed run that finds the result does not count it again (src/stages/activityMetrics.ts).
+ *
  * Exactly-once updates: `rlTrain(step n)` returns the step-n checkpoint when its manifest exists; otherwise it loads
  * step n−1 (weights + AdamW state), applies one update and writes step n, manifest last. The worker's in-memory
  * policy is dropped before it is mutated, so a failed attempt never leaves a half-updated model in the cache.
@@ -42,6 +45,7 @@ import { demoWorldExecutables } from '../../demo/executables';
 import { withSimulatorDefaults } from './env/simulator';
 import { Counts, countsOf, summariseBatch } from './batch';
 import { type JudgeTotals, zeroJudgeTotals } from '../../kernel/counts';
+import { recordJudgePhase, recordRlBatch } from '../activityMetrics';
 
 // ---------------------------------------------------------------------------------------------------------------
 // Shapes
@@ -320,7 +324,7 @@ export function createRlActivities(deps: ActivityDeps) {
         applyTurnDecisions(rollouts, d.checklists, d.byUuid, input.rl.rollout);
         await store.putJson(outKey, { rollouts });
         return { key: outKey, counts: countsOf(rollouts), seconds: (Date.now() - t0) / 1000, judge: stats };
-      });
+      }, (result) => recordJudgePhase(input.runId, result.judge));
     },
 
     /** Rewards and advantages of a finished batch (pure functions over the verdicts). api queue. */
@@ -338,7 +342,7 @@ export function createRlActivities(deps: ActivityDeps) {
           ...summary.metrics,
           seconds: (Date.now() - t0) / 1000,
         };
-      });
+      }, (result) => recordRlBatch(input.runId, input.folder.startsWith(`${rlKeys.folder(input.runId, 'eval')}/`) ? 'heldout' : 'train', result.rollouts, result.failed));
     },
 
     /** One GRPO update from step−1's policy; writes step's checkpoint. Exactly once per step (see the header). gpu. */

@@ -34,6 +34,7 @@ import { pauseSignal, resumeSignal, stopSignal } from '../../run/control';
 import { beginStage, endStage, stageActivities } from '../../run/workflowUtil';
 import type { PolicyRef } from '../../model/policyStore';
 import { addCounts, zeroJudgeTotals } from '../../kernel/counts';
+import { recordRlEval, recordRlStep } from '../../run/metrics';
 
 export interface RlEvalPoint {
   step: number;
@@ -222,6 +223,7 @@ export async function rlWorkflow(input: RlWorkflowInput): Promise<RlResult> {
     state.evals.push(point);
     progress.counts[`eval_reward_x1000_step_${state.step}`] = Math.round(adv.rewardMean * 1000);
     await api.rlRecordStep({ runId: input.runId, step: state.step, row: { kind: 'eval', ...point, passByFocus: adv.passByFocus, judge: ep.judgeStats, endReasons: adv.endReasons, seconds: ep.time } });
+    recordRlEval(input.runId, state.step, adv.rewardMean);
   };
 
   let stepsThisRun = 0;
@@ -299,6 +301,7 @@ export async function rlWorkflow(input: RlWorkflowInput): Promise<RlResult> {
       { key: CM2_STEP, value: stepNo },
       { key: CM2_MEAN_REWARD, value: adv.rewardMean },
     ]);
+    recordRlStep(input.runId, stepNo, hp.granularity, adv.rewardMean, adv.advAbsMean);
     stepsThisRun++;
     if (state.step < rl.steps && !state.stopRequested && (stepsThisRun >= rl.continueAsNewEvery || workflowInfo().continueAsNewSuggested)) {
       return continueAsNew<typeof rlWorkflow>({ ...input, state });

@@ -15,21 +15,36 @@ import { readdirSync, readFileSync } from 'node:fs';
 import path from 'node:path';
 import { gunzipSync } from 'node:zlib';
 import { temporal } from '@temporalio/proto';
-import { Worker } from '@temporalio/worker';
+import { type ReplayWorkerOptions, Worker } from '@temporalio/worker';
+import { WORKFLOW_TRACING_MODULE } from '../../../src/infra/telemetry';
 import { FIXTURES } from '../../helpers/paths';
 
 const dir = path.join(FIXTURES, 'histories');
 
-test('recorded histories of real runs replay against the current workflow code', { timeout: 300_000 }, async () => {
+async function replayAll(extra: Pick<ReplayWorkerOptions, 'interceptors' | 'sinks'> = {}): Promise<void> {
   const files = readdirSync(dir).filter((f) => f.endsWith('.binpb.gz')).sort();
   assert.ok(files.length >= 8, `histories in ${dir}`);
   const histories = files.map((f) => ({ workflowId: f.replace(/\.binpb\.gz$/, ''), history: temporal.api.history.v1.History.decode(gunzipSync(readFileSync(path.join(dir, f)))) }));
   const failures: string[] = [];
   let replayed = 0;
-  for await (const r of Worker.runReplayHistories({ workflowsPath: require.resolve('../../../src/stages/workflows'), bundlerOptions: { ignoreModules: [] } }, histories)) {
+  for await (const r of Worker.runReplayHistories({ workflowsPath: require.resolve('../../../src/stages/workflows'), bundlerOptions: { ignoreModules: [] }, ...extra }, histories)) {
     replayed++;
     if (r.error) failures.push(`${r.workflowId}: ${r.error.message}`);
   }
   assert.equal(replayed, files.length);
   assert.deepEqual(failures, []);
+}
+
+test('recorded histories of real runs replay against the current workflow code', { timeout: 300_000 }, () => replayAll());
+
+// Turning tracing on (src/infra/telemetry.ts) adds the SDK's OpenTelemetry interceptor module to the workflow bundle:
+// workflows started without it (every recorded history) must replay with it, so tracing can be switched on under
+// running RL runs. During a replay the interceptors create no spans, so the span sink is never called.
+test('the same histories replay with the OpenTelemetry workflow interceptors in the bundle (tracing on)', { timeout: 300_000 }, async () => {
+  let exported = 0;
+  await replayAll({
+    interceptors: { workflowModules: [require.resolve(WORKFLOW_TRACING_MODULE)] },
+    sinks: { exporter: { export: { fn: () => void exported++ } } },
+  });
+  assert.equal(exported, 0, 'no spans from a replay');
 });
