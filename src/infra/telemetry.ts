@@ -1,5 +1,5 @@
 /**
- * Observability of workers and the CLI (docs/production-observability.md):
+ * Observability of workers and the CLI (docs/observability.md):
  *
  * - Prometheus metrics: the Temporal runtime of a `cm2 worker` process serves the SDK's worker metrics
  *   (`temporal_*`) and the project's own (`cm2_*`, src/kernel/metrics.ts: recorded through the SDK's workflow and

@@ -1,6 +1,6 @@
 /**
  * The project's own metrics: names, kinds, labels and meanings, in one place (the recorders in src/run/metrics.ts and
- * src/stages/activityMetrics.ts, and docs/production-observability.md, follow this list). They are emitted through
+ * src/stages/activityMetrics.ts, and docs/observability.md, follow this list). They are emitted through
  * the Temporal SDK's metric meter, so they appear on the worker's Prometheus endpoint (`cm2 worker --metrics ADDR`)
  * next to the SDK's own `temporal_*` metrics; without an endpoint the SDK's meter is a no-op.
  *

@@ -1,6 +1,6 @@
 /**
  * Configuration of the workers' observability (zod, part of `temporal` in the run config): Prometheus metrics and
- * OpenTelemetry traces. What they turn on: src/infra/telemetry.ts, docs/production-observability.md.
+ * OpenTelemetry traces. What they turn on: src/infra/telemetry.ts, docs/observability.md.
  */
 import { z } from 'zod';
 
@@ -10,7 +10,7 @@ export const MetricsBindAddress = z.string().refine((a) => {
   return m !== null && Number(m[3]) >= 1 && Number(m[3]) <= 65535;
 }, 'IP:PORT or localhost:PORT, port 1–65535 (e.g. 127.0.0.1:9464, 0.0.0.0:9464, [::]:9464)');
 
-/** Worker observability: Prometheus metrics and OpenTelemetry traces (docs/production-observability.md). */
+/** Worker observability: Prometheus metrics and OpenTelemetry traces (docs/observability.md). */
 export const TelemetryMetricsConfig = z.object({
   prometheus: MetricsBindAddress.optional()
     .describe('Address `cm2 worker` serves Prometheus metrics on (`http://ADDR/metrics`): the SDK\'s worker metrics and the run\'s (`cm2_*`); unset = none. `--metrics` and `CM2_METRICS_ADDR` override it.'),

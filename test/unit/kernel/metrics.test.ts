@@ -6,8 +6,8 @@ import path from 'node:path';
 import { CM2_METRICS } from '../../../src/kernel/metrics';
 import { REPO } from '../../helpers/paths';
 
-test('every cm2 metric has a Prometheus name, counters end in _total, and docs/production-observability.md documents each with its labels', () => {
-  const doc = readFileSync(path.join(REPO, 'docs', 'production-observability.md'), 'utf8');
+test('every cm2 metric has a Prometheus name, counters end in _total, and docs/observability.md documents each with its labels', () => {
+  const doc = readFileSync(path.join(REPO, 'docs', 'observability.md'), 'utf8');
   const names = Object.values(CM2_METRICS).map((m) => m.name);
   assert.equal(new Set(names).size, names.length, 'names are unique');
   for (const m of Object.values(CM2_METRICS)) {
