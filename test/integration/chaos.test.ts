@@ -33,7 +33,8 @@ const shas = async (store: ObjectStore, runId: string) =>
 const comparable = (r: PipelineResult) =>
   r.stages.map((s) => ({ name: s.name, state: s.state, summary: Object.fromEntries(Object.entries(s.summary).filter(([k]) => !/Key$|policy|judge|cache|calls|cost|tokens|seconds/i.test(k))) }));
 
-const STEPS = 100;
+// CI scale; CM2_CHAOS_STEPS makes the longer bench version (bench/README.md).
+const STEPS = Number(process.env['CM2_CHAOS_STEPS'] ?? 100);
 const QUEUES = ['workflows', 'api', 'gpu'] as const;
 
 /** The fake endpoint: the LLM filter keeps everything, the judge answers by a hash of the prompt. */
