@@ -7,18 +7,12 @@
  */
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import path from 'node:path';
-import { z } from 'zod';
 import { pipelineWorkflowId, startPipeline, pipelineInput } from '../../src/cli/stages';
-import { freePort, killPid, localCredentials, startMinio, startTemporal } from '../../src/infra/localInfra';
 import { connectClient } from '../../src/infra/temporal';
 import { mulberry32 } from '../../src/kernel/rng';
-import { ObjectStore } from '../../src/storage/store';
-import { runKey } from '../../src/run/layout';
 import type { PipelineResult } from '../../src/stages/pipeline/workflow';
 import type { Cm2Config } from '../../src/run/config';
+import { comparableStages, startDedicatedServers, stepWeights } from '../helpers/dedicatedServers';
 import { testConfig, testStore, uniqueId } from '../helpers/env';
 import { judgeReply, hashVerdict } from '../helpers/fakeJudge';
 import { replies, startFakeOpenAI, type FakeOpenAI } from '../helpers/fakeOpenAI';
@@ -26,16 +20,11 @@ import { tinyPipeline } from '../helpers/pipelineFixture';
 import { startChildWorker, writeConfigFile, type ChildWorker } from '../helpers/processes';
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
-const Row = z.looseObject({ step: z.number(), kind: z.string(), weightsSha256: z.string().optional() });
-const shas = async (store: ObjectStore, runId: string) =>
-  (await store.getText(runKey(runId, 'rl', 'metrics.jsonl'))).split('\n').filter(Boolean).map((l) => Row.parse(JSON.parse(l))).filter((r) => r.kind === 'step').map((r) => [r.step, r.weightsSha256]);
-/** Stage results without what differs between two runs by design (run id, keys, times) or by retries (cache hits, calls). */
-const comparable = (r: PipelineResult) =>
-  r.stages.map((s) => ({ name: s.name, state: s.state, summary: Object.fromEntries(Object.entries(s.summary).filter(([k]) => !/Key$|policy|judge|cache|calls|cost|tokens|seconds/i.test(k))) }));
-
 // CI scale; CM2_CHAOS_STEPS makes the longer bench version (bench/README.md).
 const STEPS = Number(process.env['CM2_CHAOS_STEPS'] ?? 100);
 const QUEUES = ['workflows', 'api', 'gpu'] as const;
+/** Summary keys that differ between the runs by retries (cache hits, calls) as well as by design. */
+const OMIT = /Key$|policy|judge|cache|calls|cost|tokens|seconds/i;
 
 /** The fake endpoint: the LLM filter keeps everything, the judge answers by a hash of the prompt. */
 const startLlm = () =>
@@ -84,17 +73,11 @@ test('chaos: random worker SIGKILLs, a Temporal and a MinIO restart — the run 
 
   // The same run on dedicated servers, under chaos.
   const llmB = await startLlm();
-  const dir = mkdtempSync(path.join(tmpdir(), 'cm2-chaos-'));
-  const [port, uiPort, s3Port, consolePort] = [await freePort(), await freePort(), await freePort(), await freePort()];
-  let temporal = await startTemporal(dir, { port, uiPort });
-  let minio = await startMinio(dir, { port: s3Port, consolePort });
-  const creds = localCredentials(dir);
-  const env = { TEMPORAL_ADDRESS: temporal.address, CM2_S3_ENDPOINT: minio.endpoint, CM2_S3_ACCESS_KEY: creds.accessKey, CM2_S3_SECRET_KEY: creds.secretKey };
-  const b = config('chaosb', llmB);
-  b.temporal.address = temporal.address;
-  b.s3.endpoint = minio.endpoint;
+  const servers = await startDedicatedServers('chaos');
+  const env = servers.env;
+  const b = servers.configure(config('chaosb', llmB));
   const file = writeConfigFile(b);
-  const storeB = ObjectStore.fromConfig(b.s3, { ...process.env, ...env });
+  const storeB = servers.store(b);
   const workers = new Map<string, ChildWorker>();
   for (const q of QUEUES) workers.set(q, await startChildWorker(file, q, env));
   const events: string[] = [];
@@ -115,17 +98,13 @@ test('chaos: random worker SIGKILLs, a Temporal and a MinIO restart — the run 
       const now = Date.now();
       if (!temporalDone && now >= temporalAt) {
         temporalDone = true;
-        killPid(temporal.pid, 'SIGKILL');
         at('Temporal killed');
-        await sleep(between(1, 4) * 1000);
-        temporal = await startTemporal(dir, { port, uiPort });
+        await servers.restartTemporal(between(1, 4) * 1000);
         at('Temporal restarted');
       } else if (!minioDone && now >= minioAt) {
         minioDone = true;
-        killPid(minio.pid, 'SIGKILL');
         at('MinIO killed');
-        await sleep(between(1, 4) * 1000);
-        minio = await startMinio(dir, { port: s3Port, consolePort });
+        await servers.restartMinio(between(1, 4) * 1000);
         at('MinIO restarted');
       } else if (now >= nextKill) {
         const q = QUEUES[Math.floor(rand() * QUEUES.length)]!;
@@ -141,8 +120,8 @@ test('chaos: random worker SIGKILLs, a Temporal and a MinIO restart — the run 
     console.log(`chaos events:\n  ${events.join('\n  ')}`);
     assert.ok(temporalDone && minioDone && events.filter((e) => e.endsWith('SIGKILLed')).length >= 2, `the run outlived the schedule: ${events.join('; ')}`);
     assert.equal(result.state, 'completed');
-    assert.deepEqual(comparable(result), comparable(reference), 'the same stage results as the undisturbed run');
-    assert.deepEqual(await shas(storeB, b.run.id), await shas(testStore(a), a.run.id), 'the same weights after every RL step');
+    assert.deepEqual(comparableStages(result, OMIT), comparableStages(reference, OMIT), 'the same stage results as the undisturbed run');
+    assert.deepEqual(await stepWeights(storeB, b.run.id), await stepWeights(testStore(a), a.run.id), 'the same weights after every RL step');
 
     // No answer paid twice: no request answered more often than in the undisturbed run.
     assert.ok(llmA.answered.size > 0);
@@ -150,10 +129,7 @@ test('chaos: random worker SIGKILLs, a Temporal and a MinIO restart — the run 
     assert.deepEqual(extra, [], 'LLM answers paid twice');
   } finally {
     for (const w of workers.values()) await w.kill('SIGTERM');
-    killPid(temporal.pid, 'SIGTERM');
-    killPid(minio.pid, 'SIGTERM');
+    await servers.stop();
     await llmB.close();
-    await sleep(500);
-    rmSync(dir, { recursive: true, force: true });
   }
 });
