@@ -20,8 +20,10 @@ const Status = z.object({ stages: z.array(z.object({ name: z.string(), state: z.
 
 test('the gpu worker SIGKILLed during SFT is restarted with a message; the progress line shows the wait and the retry; the run completes', async () => {
   const over = tinyPipeline({ rlSteps: 1 });
-  // SFT long enough to be killed in the middle (about 200 steps of the tiny policy), checkpoints every 5 steps.
-  const cfg = testConfig(uniqueId('dgpu'), { ...over, sft: { ...over.sft, epochs: 60, checkpointEvery: 5 }, eval: { enabled: false } });
+  // SFT long enough to be killed in the middle, checkpoints every 5 steps. The server sees heartbeat details only
+  // every 0.8 × heartbeatTimeout (8 s, the SDK's throttle), so SFT must outlast that by far: about 1,000 steps of the
+  // tiny policy (150 steps took 5 s on a quiet machine, too short to ever show step 6 to the server).
+  const cfg = testConfig(uniqueId('dgpu'), { ...over, sft: { ...over.sft, epochs: 400, checkpointEvery: 5 }, eval: { enabled: false } });
   const runId = cfg.run.id;
   const file = writeConfigFile(cfg);
   const client = await connectClient(cfg);
