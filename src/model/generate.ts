@@ -22,6 +22,11 @@ export interface GenerateOptions {
   /** a sequence finishes after emitting one of these (it is included in its tokens) */
   stopTokens?: number[];
   seed?: number;
+  /**
+   * One seed per prompt: each sequence samples from its own PRNG, so its tokens do not depend on which other
+   * sequences share the batch (only float rounding of the batched matmuls does). Overrides `seed`.
+   */
+  seeds?: readonly number[];
   useCache?: boolean;
   /** id used for left padding (masked out, so any valid id; default 0) */
   padId?: number;
@@ -115,7 +120,9 @@ function* generateSteps(model: QwenModel, prompts: number[][], opts: GenerateOpt
   const stop = new Set(opts.stopTokens ?? []);
   const useCache = opts.useCache ?? true;
   const padId = opts.padId ?? 0;
-  const rng = new Rng(opts.seed ?? 0);
+  if (opts.seeds && opts.seeds.length !== B) throw new Error(`generate: ${opts.seeds.length} seeds for ${B} prompts`);
+  const shared = new Rng(opts.seed ?? 0);
+  const rngs = opts.seeds ? opts.seeds.map((s) => new Rng(s)) : undefined;
 
   // Left padding: pad keys masked, positions counted from each sequence's first real token.
   const L = Math.max(...prompts.map((p) => p.length));
@@ -156,7 +163,7 @@ function* generateSteps(model: QwenModel, prompts: number[][], opts: GenerateOpt
         logitsT.dispose();
         pick = (b) => {
           const row = logits.subarray(b * V, (b + 1) * V);
-          const tok = sampleToken(row, temperature, topP, rng);
+          const tok = sampleToken(row, temperature, topP, rngs ? rngs[b]! : shared);
           return { tok, logprob: logProbOf(row, tok) };
         };
       }

@@ -89,6 +89,10 @@ export const rlKeys = {
   /** One rollout phase (a turn of every live episode) of a step or evaluation folder. */
   phase: (folder: string, phase: number) => `${folder}/phase-${String(phase).padStart(3, '0')}.json`,
   advantages: (folder: string) => `${folder}/advantages.json`,
+  /** The folder of one rollout chunk of a step or evaluation (fan-out, `rl.rollout.chunkPrompts`): phases as above. */
+  chunk: (folder: string, chunk: number) => `${folder}/chunk-${String(chunk).padStart(3, '0')}`,
+  /** The finished rollouts of every chunk of a step or evaluation, in chunk order. */
+  merged: (folder: string) => `${folder}/rollouts.json`,
   checkpoints: (runId: string) => runKey(runId, 'rl', 'checkpoints'),
   metrics: (runId: string) => runKey(runId, 'rl', 'metrics.jsonl'),
   metricsRow: (runId: string, step: number, kind: string) => runKey(runId, 'rl', 'metrics', `${padStep(step)}-${kind}.json`),

@@ -39,7 +39,7 @@ import { judgePending } from './judge/phase';
 import { advanceRollouts, applyTurnDecisions, initRollouts, type RolloutLimits } from './rollout';
 import { ToolEnvironment } from './env/toolEnv';
 import { Rollout } from './types';
-import { loadPolicy, PolicyCache, PolicyRef, saveTrainingCheckpoint } from '../../model/policyStore';
+import { loadPolicy, PolicyCache, PolicyRef, policyKey, saveTrainingCheckpoint } from '../../model/policyStore';
 import { type ActivityDeps, asTemporalFailure, cancellationSignal, heapGuard, heartbeat, llmClients, once, parseInput, stageLog } from '../activityKit';
 import { demoWorldExecutables } from '../../demo/executables';
 import { withSimulatorDefaults } from './env/simulator';
@@ -90,13 +90,29 @@ export const RlRolloutInput = RlJudgeInput.extend({
   tokenizerDir: z.string(),
   policy: PolicyRef,
   /** Phase 0 only: which examples (indices into the data file) and how many rollouts each. */
-  init: z.object({ indices: z.array(z.number().int().nonnegative()), groupSize: z.number().int().positive() }).optional(),
+  init: z.object({
+    indices: z.array(z.number().int().nonnegative()),
+    groupSize: z.number().int().positive(),
+    /** A chunk's first prompt's index in the step: its episodes' GRPO groups start there. */
+    groupOffset: z.number().int().nonnegative().optional(),
+  }).optional(),
+  /** Seed each episode by (seed, episode id, generation) (chunked rollouts): tokens independent of the batch. */
+  episodeSeeds: z.boolean().optional(),
   /** Sampling overrides (evaluation). */
   temperature: z.number().min(0).optional(),
   seed: z.number().int(),
 });
 
-export const RlAdvantagesInput = RlJudgeInput.omit({ llm: true }).extend({ granularity: Granularity });
+export const RlAdvantagesInput = RlJudgeInput.omit({ llm: true }).extend({
+  granularity: Granularity,
+  /** The finished rollouts (the merged chunks of a fanned-out batch); default: `phase` of `folder`. */
+  rolloutsKey: z.string().optional(),
+});
+
+/** The chunks of a fanned-out batch, each at its last phase, merged in chunk order into one rollouts file. */
+export const RlMergeInput = z.object({ runId: z.string(), folder: z.string(), parts: z.array(z.string().min(1)).min(1) });
+export const RlMergeResult = z.object({ key: z.string(), counts: Counts, rollouts: z.number().int() });
+export type RlMergeResult = z.infer<typeof RlMergeResult>;
 export const RlAdvantagesResult = z.object({
   key: z.string(),
   rollouts: z.number().int(),
@@ -132,6 +148,11 @@ export const RlTrainInput = z.object({
   policy: PolicyRef,
   /** The frozen reference policy for the KL term (the SFT policy). */
   reference: PolicyRef,
+  /**
+   * The policy that generated the rollouts when it is not `policy` (one-step-off asynchronous RL): the importance
+   * ratio is taken against its log-probabilities, recomputed here. Absent: on-policy (ratio 1 at the update).
+   */
+  behaviour: PolicyRef.optional(),
   rolloutsKey: z.string(),
   advantagesKey: z.string(),
   tokenizerDir: z.string(),
@@ -269,7 +290,7 @@ export function createRlActivities(deps: ActivityDeps) {
         let rollouts: Rollout[];
         if (input.phase === 0) {
           if (!input.init) throw ApplicationFailure.nonRetryable('rlRollout phase 0 needs init', 'BadInput');
-          rollouts = initRollouts(input.init.indices.map((i) => d.examples[i]!), input.init.groupSize, tok);
+          rollouts = initRollouts(input.init.indices.map((i) => d.examples[i]!), input.init.groupSize, tok, input.init.groupOffset ?? 0);
         } else {
           rollouts = await readRollouts(rlKeys.phase(input.folder, input.phase - 1));
         }
@@ -279,7 +300,9 @@ export function createRlActivities(deps: ActivityDeps) {
         const signal = cancellationSignal();
         await advanceRollouts(rollouts, d.byUuid, model, tok, environment(d, input.rl, input.llm), {
           limits,
-          seed: (input.seed ^ Math.imul(input.phase + 1, 0x27d4eb2d)) >>> 0,
+          // Per-episode seeds need no phase: an episode's generation index already tells its turns apart.
+          seed: input.episodeSeeds ? input.seed >>> 0 : (input.seed ^ Math.imul(input.phase + 1, 0x27d4eb2d)) >>> 0,
+          ...(input.episodeSeeds ? { episodeSeeds: true } : {}),
           salt: `${input.folder}/p${input.phase}`,
           onRound: (round, live) => heartbeat({ phase: input.phase, round, live }),
           onDecodeStep: (step) => {
@@ -327,6 +350,22 @@ export function createRlActivities(deps: ActivityDeps) {
       }, (result) => recordJudgePhase(input.runId, result.judge));
     },
 
+    /** Merge the finished chunks of a fanned-out batch, in chunk order (groups were numbered per step). api queue. */
+    async rlMergeChunks(raw: z.input<typeof RlMergeInput>): Promise<RlMergeResult> {
+      const input = parseInput(RlMergeInput, raw, 'rlMergeChunks');
+      const outKey = rlKeys.merged(input.folder);
+      return once(store, `${outKey}.result`, RlMergeResult, async () => {
+        const rollouts = (await Promise.all(input.parts.map(readRollouts))).flat();
+        const ids = new Set<string>();
+        for (const r of rollouts) {
+          if (ids.has(r.id)) throw ApplicationFailure.nonRetryable(`${input.folder}: rollout ${r.id} is in two chunks`, 'BadInput');
+          ids.add(r.id);
+        }
+        await store.putJson(outKey, { rollouts });
+        return { key: outKey, counts: countsOf(rollouts), rollouts: rollouts.length };
+      });
+    },
+
     /** Rewards and advantages of a finished batch (pure functions over the verdicts). api queue. */
     async rlAdvantages(raw: z.input<typeof RlAdvantagesInput>): Promise<RlAdvantagesResult> {
       const input = parseInput(RlAdvantagesInput, raw, 'rlAdvantages');
@@ -334,7 +373,7 @@ export function createRlActivities(deps: ActivityDeps) {
       return once(store, `${outKey}.result`, RlAdvantagesResult, async () => {
         const t0 = Date.now();
         const d = await dataset(input.dataKey);
-        const rollouts = await readRollouts(rlKeys.phase(input.folder, input.phase));
+        const rollouts = await readRollouts(input.rolloutsKey ?? rlKeys.phase(input.folder, input.phase));
         const summary = summariseBatch(rollouts, d.checklists, input.rl, input.granularity);
         await store.putJson(outKey, { granularity: input.granularity, rows: summary.rows, advantages: summary.rows.map((r) => r.advantages) });
         return {
@@ -372,6 +411,8 @@ export function createRlActivities(deps: ActivityDeps) {
         // Take the policy out of the cache: it is about to be mutated.
         let model = policies.take(input.policy);
         const reference = input.hp.klCoef > 0 ? await policies.get(input.reference) : undefined;
+        // One-step-off: the behaviour policy's log-probabilities for the importance ratio (never the policy itself).
+        const behaviour = input.behaviour && policyKey(input.behaviour) !== policyKey(input.policy) ? await policies.get(input.behaviour) : undefined;
         let trainer: GrpoTrainer | undefined;
         if (input.policy.kind === 'ckpt') {
           model?.dispose();
@@ -400,6 +441,7 @@ export function createRlActivities(deps: ActivityDeps) {
               temperature: input.rl.rollout.temperature,
             },
             (done, total) => heartbeat({ step: input.step, micro: done, total }),
+            behaviour,
           );
         } catch (e) {
           model.dispose();

@@ -18,6 +18,8 @@
  *   exactly 1 (its gradient is ∇logp). The sampler's own log-probabilities are kept in the rollouts for diagnostics
  *   (`logprobGap` metric) rather than used as `old`, which would turn float differences between the KV-cache
  *   sampling path and the training path into spurious off-policy corrections.
+ * - One-step-off asynchronous RL (issue 16) is off-policy by one update: `old` is then the behaviour policy's
+ *   log-probabilities recomputed on the training path (a forward pass of its checkpoint), for the same reason.
  * - Pure tensor math (`policyLossTerms`) is separate from the trainer so tests can pin it on small tensors.
  */
 import * as tf from '@tensorflow/tfjs';
@@ -158,7 +160,11 @@ export class GrpoTrainer {
   }
 
   /** One update on `batch` (micro-batched). Sequences without policy tokens are skipped. */
-  async step(batch: readonly GrpoSequence[], cfg: GrpoStepConfig, onMicro?: (done: number, total: number) => void): Promise<GrpoStepMetrics> {
+  /**
+   * `behaviour`: the policy that sampled `batch` when it is not the one being updated (one-step-off asynchronous RL);
+   * `old` is then its log-probabilities (same temperature), so the clipped ratio corrects for the staleness.
+   */
+  async step(batch: readonly GrpoSequence[], cfg: GrpoStepConfig, onMicro?: (done: number, total: number) => void, behaviour?: PolicyModel): Promise<GrpoStepMetrics> {
     const t0 = Date.now();
     const seqs = batch.filter((s) => s.spans.some((sp) => sp.end > sp.start));
     const total = seqs.reduce((n, s) => n + collateGrpo([s], cfg.padId).tokens, 0);
@@ -173,6 +179,7 @@ export class GrpoTrainer {
       const b = collateGrpo(part, cfg.padId);
       if (b.tokens === 0) continue;
       const refLogp = cfg.klCoef > 0 && this.reference ? this.reference.tokenLogprobs(b.ids, b.targets, undefined, cfg.temperature ?? 1) : undefined;
+      const behaviourLogp = behaviour?.tokenLogprobs(b.ids, b.targets, undefined, cfg.temperature ?? 1);
       let pgV = 0;
       let klV = 0;
       let clV = 0;
@@ -181,7 +188,7 @@ export class GrpoTrainer {
         const advT = tf.tensor2d(b.adv);
         const logp = this.policy.tokenLogprobs(b.ids, b.targets, undefined, cfg.temperature ?? 1);
         // A constant copy: the tape does not connect it to the weights (tfjs has no stopGradient).
-        const old = tf.tensor2d(logp.dataSync(), logp.shape);
+        const old = behaviourLogp ?? tf.tensor2d(logp.dataSync(), logp.shape);
         const terms = policyLossTerms(logp, old, refLogp, advT, maskT, cfg);
         pgV = terms.pgSum.dataSync()[0]!;
         klV = terms.klSum.dataSync()[0]!;
@@ -190,6 +197,7 @@ export class GrpoTrainer {
       }, [...this.params.values()]);
       value.dispose();
       refLogp?.dispose();
+      behaviourLogp?.dispose();
       pgTotal += pgV;
       klTotal += klV;
       clippedTotal += clV;

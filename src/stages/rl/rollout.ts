@@ -17,7 +17,9 @@
  *   then reflects what the policy did, e.g. a correct call followed by a length cut still earns its tool item.
  * - RL prompts render the sample's tools as stored (the SFT format); the reference's pydantic normalisation of
  *   tool JSON (§6.2 step 1) is not reproduced.
- * - Sampling is seeded per (RL step seed, decoding round): a retried activity regenerates the same tokens.
+ * - Sampling is seeded per (RL step seed, decoding round): a retried activity regenerates the same tokens. With
+ *   `episodeSeeds` (chunked rollouts, issue 16) each episode samples from its own PRNG, seeded by (step seed, episode
+ *   id, generation index): its tokens do not depend on which chunk, worker or batch it was generated in.
  */
 import type { Example } from '../../kernel/schema';
 import { assistantContentFromIds, completeAssistantIds, promptIds, type ChatTokenizer } from '../../chat/tokenize';
@@ -68,8 +70,11 @@ export function promptMessages(example: Example): Example['messages'] {
 /** Reference user messages of an example, in order. */
 export const referenceUserMessages = (example: Example) => example.messages.filter((m) => m.role === 'user');
 
-/** G fresh episodes per example; `group` = index of the example in `examples`. */
-export function initRollouts(examples: readonly Example[], G: number, tok: ChatTokenizer): Rollout[] {
+/**
+ * G fresh episodes per example; `group` = `groupOffset` + index of the example in `examples` (a chunk of a step's
+ * prompts passes its first prompt's index in the step, so groups stay unique when the chunks are merged).
+ */
+export function initRollouts(examples: readonly Example[], G: number, tok: ChatTokenizer, groupOffset = 0): Rollout[] {
   const out: Rollout[] = [];
   examples.forEach((ex, group) => {
     const messages = promptMessages(ex);
@@ -79,7 +84,7 @@ export function initRollouts(examples: readonly Example[], G: number, tok: ChatT
       out.push({
         id: `${ex.uuid}#${member}`,
         uuid: ex.uuid,
-        group,
+        group: groupOffset + group,
         member,
         messages: structuredClone(messages),
         tokens: [...tokens],
@@ -122,6 +127,8 @@ export interface AdvanceOptions {
   seed: number;
   /** Salt for the environment's LLM cache: stable across retries of the same step and phase. */
   salt: string;
+  /** Seed each episode's sampling by (seed, episode id, generation index) instead of by (seed, round, call). */
+  episodeSeeds?: boolean;
   onRound?: (round: number, live: number) => void;
   onDecodeStep?: (step: number) => void;
 }
@@ -170,6 +177,7 @@ export async function advanceRollouts(
         topP: limits.topP,
         stopTokens: [tok.special.imEnd],
         seed: mixSeed(opts.seed, round * 1009 + c),
+        ...(opts.episodeSeeds ? { seeds: chunk.map((b) => episodeSeed(opts.seed, b.r.id, b.r.generations)) } : {}),
         padId: tok.special.pad,
         ...(opts.onDecodeStep ? { onStep: opts.onDecodeStep } : {}),
       });
@@ -279,4 +287,11 @@ export function mixSeed(seed: number, round: number): number {
   x = Math.imul(x, 0x7feb352d) >>> 0;
   x ^= x >>> 15;
   return x >>> 0;
+}
+
+/** The sampling seed of one generation of one episode: a function of the step seed, the episode id and the generation index only. */
+export function episodeSeed(seed: number, id: string, generation: number): number {
+  let h = 0x811c9dc5;
+  for (let i = 0; i < id.length; i++) h = Math.imul(h ^ id.charCodeAt(i), 0x01000193) >>> 0;
+  return mixSeed(mixSeed(seed, h), generation);
 }

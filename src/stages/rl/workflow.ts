@@ -15,6 +15,7 @@
  * twice or skips one.
  */
 import {
+  CancellationScope,
   condition,
   continueAsNew,
   defineQuery,
@@ -28,7 +29,7 @@ import type { PhaseResult, RlActivities, RlAdvantagesResult, RlData } from './ac
 import { CM2_MEAN_REWARD, CM2_STATE, CM2_STEP, rlKeys } from '../../run/layout';
 import type { RlConfig, RlHyperparameters } from '../../run/config';
 import type { LlmConfig } from '../../llm/config';
-import { takeBatch, type DataCursor } from '../../kernel/dataOrder';
+import { chunkRanges, takeBatch, type DataCursor } from '../../kernel/dataOrder';
 import type { ActivityTimeouts } from '../../run/types';
 import { pauseSignal, resumeSignal, stopSignal } from '../../run/control';
 import { beginStage, endStage, stageActivities } from '../../run/workflowUtil';
@@ -48,6 +49,22 @@ export interface RlEvalPoint {
   rollouts: number;
 }
 
+/** The finished episodes of one step or evaluation: where they are and what they cost. Plain JSON (carried across continue-as-new). */
+export interface RlBatch {
+  /** The finished rollouts (the last phase, or the merged chunks). */
+  rolloutsKey: string;
+  lastPhase: number;
+  /** Busy seconds summed over activities (chunks run in parallel: the sum can exceed `wall`). */
+  time: { rollout: number; judge: number };
+  /** Seconds from the first rollout activity to the merged batch. */
+  wall: number;
+  judgeStats: ReturnType<typeof zeroJudgeTotals>;
+  generated: number;
+  chunks: number;
+  /** The policy that generated the rollouts. */
+  behaviour: PolicyRef;
+}
+
 export interface RlLoopState {
   step: number;
   cursor: DataCursor;
@@ -58,6 +75,8 @@ export interface RlLoopState {
   paused: boolean;
   stopRequested: boolean;
   last?: Record<string, unknown>;
+  /** One-step-off: the rollouts of `step` + 1, generated while `step` trained (finished before continue-as-new). */
+  prefetched?: { step: number; batch: RlBatch };
 }
 
 export interface RlWorkflowInput {
@@ -95,6 +114,9 @@ export interface RlStatus {
   evals: RlEvalPoint[];
   last?: Record<string, unknown>;
 }
+
+/** Updates applied to a policy: 0 for the initial one. */
+const policyStep = (p: PolicyRef): number => (p.kind === 'ckpt' ? p.step : 0);
 
 export const setHyperparametersUpdate = defineUpdate<RlHyperparameters, [Partial<RlHyperparameters>]>('setHyperparameters');
 export const rlStatusQuery = defineQuery<RlStatus>('rlStatus');
@@ -184,12 +206,13 @@ export async function rlWorkflow(input: RlWorkflowInput): Promise<RlResult> {
   };
 
   /** Rollouts then judge, turn by turn, until every episode is done. Returns the last phase and the time per kind. */
-  const episodes = async (folder: string, policy: PolicyRef, init: { indices: number[]; groupSize: number }, seed: number, temperature?: number) => {
+  const episodes = async (folder: string, policy: PolicyRef, init: { indices: number[]; groupSize: number; groupOffset?: number }, seed: number, temperature?: number, episodeSeeds = false) => {
+    const perEpisode = episodeSeeds ? { episodeSeeds: true } : {};
     const time = { rollout: 0, judge: 0 };
     let judgeStats = zeroJudgeTotals();
     let generated = 0;
     let p = 0;
-    let r: PhaseResult = await gpu.rlRollout({ runId: input.runId, folder, phase: 0, dataKey: state.data.key, tokenizerDir: input.tokenizerDir, policy, rl, init, seed, llm: input.llm, ...(temperature !== undefined ? { temperature } : {}) });
+    let r: PhaseResult = await gpu.rlRollout({ runId: input.runId, folder, phase: 0, dataKey: state.data.key, tokenizerDir: input.tokenizerDir, policy, rl, init, seed, llm: input.llm, ...(temperature !== undefined ? { temperature } : {}), ...perEpisode });
     for (;;) {
       time.rollout += r.seconds;
       generated += r.generatedTokens ?? 0;
@@ -200,18 +223,49 @@ export async function rlWorkflow(input: RlWorkflowInput): Promise<RlResult> {
       judgeStats = addCounts(judgeStats, j.judge);
       if (j.counts.generate === 0) break;
       p++;
-      r = await gpu.rlRollout({ runId: input.runId, folder, phase: p, dataKey: state.data.key, tokenizerDir: input.tokenizerDir, policy, rl, seed, llm: input.llm, ...(temperature !== undefined ? { temperature } : {}) });
+      r = await gpu.rlRollout({ runId: input.runId, folder, phase: p, dataKey: state.data.key, tokenizerDir: input.tokenizerDir, policy, rl, seed, llm: input.llm, ...(temperature !== undefined ? { temperature } : {}), ...perEpisode });
     }
     return { lastPhase: p, time, judgeStats, generated };
   };
+
+  /**
+   * The episodes of a step or evaluation. With `rl.rollout.chunkPrompts` (fan-out), the prompts are cut into chunks
+   * that advance independently (each its own rollout → judge → rollout chain, in parallel over the gpu workers),
+   * then merged in chunk order; without it, one chain for the whole batch, as before (same commands, so recorded
+   * histories replay).
+   */
+  const chunkPrompts = rl.rollout.chunkPrompts ?? 0;
+  const batchOf = async (folder: string, policy: PolicyRef, init: { indices: number[]; groupSize: number }, seed: number, temperature?: number): Promise<RlBatch> => {
+    const t0 = Date.now();
+    if (chunkPrompts <= 0) {
+      const ep = await episodes(folder, policy, init, seed, temperature);
+      return { ...ep, rolloutsKey: rlKeys.phase(folder, ep.lastPhase), wall: (Date.now() - t0) / 1000, chunks: 1, behaviour: policy };
+    }
+    const ranges = chunkRanges(init.indices.length, chunkPrompts);
+    const parts = await Promise.all(ranges.map(([a, b], c) =>
+      episodes(rlKeys.chunk(folder, c), policy, { indices: init.indices.slice(a, b), groupSize: init.groupSize, groupOffset: a }, seed, temperature, true)));
+    const merged = await api.rlMergeChunks({ runId: input.runId, folder, parts: parts.map((ep, c) => rlKeys.phase(rlKeys.chunk(folder, c), ep.lastPhase)) });
+    return {
+      rolloutsKey: merged.key,
+      lastPhase: Math.max(...parts.map((ep) => ep.lastPhase)),
+      time: { rollout: parts.reduce((n, ep) => n + ep.time.rollout, 0), judge: parts.reduce((n, ep) => n + ep.time.judge, 0) },
+      wall: (Date.now() - t0) / 1000,
+      judgeStats: parts.reduce((acc, ep) => addCounts(acc, ep.judgeStats), zeroJudgeTotals()),
+      generated: parts.reduce((n, ep) => n + ep.generated, 0),
+      chunks: ranges.length,
+      behaviour: policy,
+    };
+  };
+  /** The advantages input's rollouts: named explicitly only for merged chunks (older inputs stay as recorded). */
+  const rolloutsOf = (b: RlBatch) => (b.chunks > 1 || chunkPrompts > 0 ? { rolloutsKey: b.rolloutsKey } : {});
 
   const evaluate = async (): Promise<void> => {
     if (state.data.heldOut === 0 || state.evals.some((e) => e.step === state.step)) return;
     phase('eval', `held-out prompts: ${state.data.heldOut} × ${rl.eval.samples}`);
     const folder = rlKeys.eval(input.runId, state.step);
     const indices = Array.from({ length: state.data.heldOut }, (_, i) => i);
-    const ep = await episodes(folder, state.policy, { indices, groupSize: rl.eval.samples }, rl.seed + 7919, rl.eval.temperature);
-    const adv: RlAdvantagesResult = await api.rlAdvantages({ runId: input.runId, folder, phase: ep.lastPhase, dataKey: state.data.key, rl, granularity: 'trajectory' });
+    const ep = await batchOf(folder, state.policy, { indices, groupSize: rl.eval.samples }, rl.seed + 7919, rl.eval.temperature);
+    const adv: RlAdvantagesResult = await api.rlAdvantages({ runId: input.runId, folder, phase: ep.lastPhase, dataKey: state.data.key, rl, granularity: 'trajectory', ...rolloutsOf(ep) });
     const point: RlEvalPoint = {
       step: state.step,
       rewardMean: adv.rewardMean,
@@ -225,6 +279,22 @@ export async function rlWorkflow(input: RlWorkflowInput): Promise<RlResult> {
     await api.rlRecordStep({ runId: input.runId, step: state.step, row: { kind: 'eval', ...point, passByFocus: adv.passByFocus, judge: ep.judgeStats, endReasons: adv.endReasons, seconds: ep.time } });
     recordRlEval(input.runId, state.step, adv.rewardMean);
   };
+
+  // One-step-off asynchronous RL: the next step's rollouts, generated by the pre-update policy while a step trains.
+  const oneStepOff = rl.async === 'one-step-off';
+  const stepBatch = (stepNo: number, cursor: DataCursor, policy: PolicyRef): Promise<RlBatch> => {
+    const { indices } = takeBatch(cursor, rl.promptsPerStep, state.data.train, rl.seed, Number.MAX_SAFE_INTEGER);
+    return batchOf(rlKeys.step(input.runId, stepNo), policy, { indices: indices.map((i) => i + state.data.heldOut), groupSize: rl.groupSize }, (rl.seed * 1_000_003 + stepNo) >>> 0);
+  };
+  const inFlight: { next?: { step: number; batch: Promise<RlBatch>; scope: CancellationScope } } = {};
+  const prefetch = (stepNo: number, cursor: DataCursor, policy: PolicyRef) => {
+    const scope = new CancellationScope();
+    const batch = scope.run(() => stepBatch(stepNo, cursor, policy));
+    batch.catch(() => undefined); // awaited (or cancelled) later; never an unhandled rejection
+    inFlight.next = { step: stepNo, batch, scope };
+  };
+  /** What is in flight now (read through a call: the loop's own narrowing cannot see `prefetch`'s assignment). */
+  const prefetched = () => inFlight.next;
 
   let stepsThisRun = 0;
   while (state.step < rl.steps && !state.stopRequested) {
@@ -242,16 +312,26 @@ export async function rlWorkflow(input: RlWorkflowInput): Promise<RlResult> {
     const folder = rlKeys.step(input.runId, stepNo);
     const { indices, next } = takeBatch(state.cursor, rl.promptsPerStep, state.data.train, rl.seed, Number.MAX_SAFE_INTEGER);
     phase('rollout', `${indices.length} prompts × ${rl.groupSize} rollouts`);
-    const ep = await episodes(folder, state.policy, { indices: indices.map((i) => i + state.data.heldOut), groupSize: rl.groupSize }, (rl.seed * 1_000_003 + stepNo) >>> 0);
+    const waitStarted = Date.now();
+    let ep: RlBatch;
+    if (state.prefetched?.step === stepNo) ep = state.prefetched.batch;
+    else if (inFlight.next?.step === stepNo) ep = await inFlight.next.batch;
+    else ep = await stepBatch(stepNo, state.cursor, state.policy);
+    const rolloutWait = (Date.now() - waitStarted) / 1000;
+    delete inFlight.next;
+    delete state.prefetched;
     phase('advantages', hp.granularity);
-    const adv = await api.rlAdvantages({ runId: input.runId, folder, phase: ep.lastPhase, dataKey: state.data.key, rl, granularity: hp.granularity });
-    phase('train', `GRPO update (lr ${hp.lr}, KL ${hp.klCoef}, ${hp.granularity})`);
+    const adv = await api.rlAdvantages({ runId: input.runId, folder, phase: ep.lastPhase, dataKey: state.data.key, rl, granularity: hp.granularity, ...rolloutsOf(ep) });
+    // Staleness stays at one step: the next step's rollouts start only now, with the policy this step updates.
+    if (oneStepOff && stepNo < rl.steps && !state.stopRequested) prefetch(stepNo + 1, next, state.policy);
+    phase('train', `GRPO update (lr ${hp.lr}, KL ${hp.klCoef}, ${hp.granularity})${oneStepOff ? '; next step\'s rollouts in parallel' : ''}`);
     const train = await gpu.rlTrain({
       runId: input.runId,
       step: stepNo,
       policy: state.policy,
       reference: initialPolicy,
-      rolloutsKey: rlKeys.phase(folder, ep.lastPhase),
+      rolloutsKey: ep.rolloutsKey,
+      ...(oneStepOff ? { behaviour: ep.behaviour } : {}),
       advantagesKey: adv.key,
       tokenizerDir: input.tokenizerDir,
       rl,
@@ -282,10 +362,13 @@ export async function rlWorkflow(input: RlWorkflowInput): Promise<RlResult> {
       clipFrac: train.clipFrac,
       gradNorm: train.gradNorm,
       reusedCheckpoint: train.reused,
+      ...(chunkPrompts > 0 ? { chunks: ep.chunks } : {}),
+      ...(oneStepOff ? { staleness: policyStep(state.policy) - policyStep(ep.behaviour) } : {}),
       weightsSha256: train.weightsSha256,
       seconds: {
         rollout: ep.time.rollout,
         judge: ep.time.judge,
+        ...(chunkPrompts > 0 || oneStepOff ? { rolloutWall: ep.wall, rolloutWait } : {}),
         advantages: adv.seconds,
         train: train.trainSeconds,
         checkpoint: train.checkpointSeconds,
@@ -304,9 +387,15 @@ export async function rlWorkflow(input: RlWorkflowInput): Promise<RlResult> {
     recordRlStep(input.runId, stepNo, hp.granularity, adv.rewardMean, adv.advAbsMean);
     stepsThisRun++;
     if (state.step < rl.steps && !state.stopRequested && (stepsThisRun >= rl.continueAsNewEvery || workflowInfo().continueAsNewSuggested)) {
+      // The next step's rollouts, in flight, finish first and travel with the state (references and counts only).
+      const next = prefetched();
+      if (next) state = { ...state, prefetched: { step: next.step, batch: await next.batch } };
       return continueAsNew<typeof rlWorkflow>({ ...input, state });
     }
   }
+  // Stopped early: rollouts generated for a step that will not run are abandoned.
+  prefetched()?.scope.cancel();
+  delete inFlight.next;
   if (state.step % rl.eval.every !== 0 || state.step === 0 || !state.evals.some((e) => e.step === state.step)) await evaluate();
   phase('done', `${state.step} steps${state.stopRequested ? ' (stopped)' : ''}`);
   endStage();

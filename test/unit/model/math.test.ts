@@ -154,6 +154,18 @@ test('sampling: the same seed gives the same tokens, topP → 0 is greedy', () =
   model.dispose();
 });
 
+test('sampling with one seed per prompt: a sequence gets the same tokens whatever shares its batch (fan-out, issue 16)', () => {
+  const model = QwenModel.init(qwen2Tied, 17);
+  const opts = { maxNewTokens: 10, temperature: 1.2, topP: 0.95 };
+  const alone = generate(model, [[4, 5, 6, 7, 8]], { ...opts, seeds: [99] });
+  const withOthers = generate(model, [[1, 2, 3], [4, 5, 6, 7, 8], [9, 10]], { ...opts, seeds: [5, 99, 6] });
+  assert.deepEqual(withOthers.tokens[1], alone.tokens[0]);
+  const otherOrder = generate(model, [[9, 10, 11, 12], [4, 5, 6, 7, 8]], { ...opts, seeds: [7, 99] });
+  assert.deepEqual(otherOrder.tokens[1], alone.tokens[0]);
+  assert.throws(() => generate(model, [[1], [2]], { ...opts, seeds: [1] }), /1 seeds for 2 prompts/);
+  model.dispose();
+});
+
 test('sampleToken: top-p keeps the smallest set reaching the mass; temperature 0 is argmax', () => {
   const logits = [Math.log(0.5), Math.log(0.3), Math.log(0.15), Math.log(0.05)];
   const rng = new Rng(1);

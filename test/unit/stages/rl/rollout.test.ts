@@ -5,7 +5,8 @@ import { loadChatTokenizer } from '../../../../src/chat/tokenize';
 import { toStoredVariant, type ChecklistVariant } from '../../../../src/stages/checklist/schema';
 import type { Example } from '../../../../src/kernel/schema';
 import { judgePending, pendingJudgements, type StepJudge } from '../../../../src/stages/rl/judge/phase';
-import { applyTurnDecisions, initRollouts, mixSeed, promptMessages, type RolloutLimits } from '../../../../src/stages/rl/rollout';
+import { applyTurnDecisions, episodeSeed, initRollouts, mixSeed, promptMessages, type RolloutLimits } from '../../../../src/stages/rl/rollout';
+import { chunkRanges } from '../../../../src/kernel/dataOrder';
 import type { Rollout } from '../../../../src/stages/rl/types';
 import { offlineChecklist } from '../../../../src/demo/checklist';
 import { generateDemoDataset } from '../../../../src/demo/generator';
@@ -130,5 +131,17 @@ describe('rollout bookkeeping', () => {
     assert.equal(mixSeed(7, 0), mixSeed(7, 0));
     assert.notEqual(mixSeed(7, 0), mixSeed(7, 1));
     assert.notEqual(mixSeed(7, 0), mixSeed(8, 0));
+  });
+
+  test('fan-out: chunks of a step number their groups from the chunk\'s first prompt; per-episode seeds depend on (seed, id, generation) only', () => {
+    const ex = twoTurn();
+    const rs = initRollouts([ex], 2, tok, 3);
+    assert.deepEqual(rs.map((r) => [r.group, r.member]), [[3, 0], [3, 1]]);
+    assert.equal(episodeSeed(5, 'a#0', 0), episodeSeed(5, 'a#0', 0));
+    const seeds = new Set([episodeSeed(5, 'a#0', 0), episodeSeed(5, 'a#1', 0), episodeSeed(5, 'a#0', 1), episodeSeed(6, 'a#0', 0)]);
+    assert.equal(seeds.size, 4);
+    assert.deepEqual(chunkRanges(5, 2), [[0, 2], [2, 4], [4, 5]]);
+    assert.deepEqual(chunkRanges(0, 3), []);
+    assert.throws(() => chunkRanges(3, 0), /positive/);
   });
 });
