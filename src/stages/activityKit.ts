@@ -3,6 +3,7 @@
  * bounded-concurrency processing with heartbeats, and the conversion of LLM transport errors into Temporal
  * failures.
  */
+import { hostname } from 'node:os';
 import { Context } from '@temporalio/activity';
 import { ApplicationFailure } from '@temporalio/common';
 import { z } from 'zod';
@@ -90,6 +91,9 @@ export async function saveReport<T>(store: ObjectStore, key: string, report: T):
   await store.putJson(key, report);
   return report;
 }
+
+/** `host:pid` of this worker process: chunk results say where they ran. */
+export const workerName = (): string => `${hostname()}:${process.pid}`;
 
 /** Heartbeats if running inside an activity (no-op in plain function calls, e.g. from the CLI). */
 export function heartbeat(details?: unknown): void {
