@@ -95,6 +95,15 @@ export async function saveReport<T>(store: ObjectStore, key: string, report: T):
 /** `host:pid` of this worker process: chunk results say where they ran. */
 export const workerName = (): string => `${hostname()}:${process.pid}`;
 
+/** The current activity's attempt (1 outside an activity). */
+export function activityAttempt(): number {
+  try {
+    return Context.current().info.attempt;
+  } catch {
+    return 1;
+  }
+}
+
 /** Heartbeats if running inside an activity (no-op in plain function calls, e.g. from the CLI). */
 export function heartbeat(details?: unknown): void {
   try {

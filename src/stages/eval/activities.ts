@@ -13,7 +13,7 @@ import { ChatTokenizer, loadChatTokenizer } from '../../chat/tokenize';
 import { DEFAULT_CATEGORIES } from './bfcl/categories';
 import { BfclDataError, BfclInputError } from './bfcl/data';
 import { stringifyPyJson } from './bfcl/pyValue';
-import { BfclChunk, BfclChunkFile, mergeChunkFiles, planChunks } from './bfcl/chunks';
+import { BfclChunk, BfclChunkFile, chunkExamples, mergeChunkFiles, planChunks } from './bfcl/chunks';
 import { EndpointConfig, EndpointPolicy, evaluateBfcl, evaluateChunk, loadCategory, loadChunk, ModelPolicy, type Policy } from './bfcl/runner';
 import { Accuracy, formatSummary, type BfclResults } from './bfcl/score';
 import { ChunkTiming } from '../../kernel/chunks';
@@ -25,7 +25,7 @@ import { evalKeys } from '../../run/layout';
 import { selectBackend, backendPrefs, type BackendPref } from '../../model/backend';
 import { QwenModel } from '../../model/qwen';
 import { BadPolicyError, loadPolicy, PolicyRef } from '../../model/policyStore';
-import { type ActivityDeps, asTemporalFailure, cancellationSignal, heartbeat, once, parseInput, stageLog, workerName } from '../activityKit';
+import { type ActivityDeps, activityAttempt, asTemporalFailure, cancellationSignal, heartbeat, once, parseInput, stageLog, workerName } from '../activityKit';
 
 /** What to evaluate: an SFT policy folder (`hf`), an RL checkpoint (`ckpt`), or an endpoint. No secrets. */
 export const EvalPolicy = z.discriminatedUnion('kind', [
@@ -242,6 +242,7 @@ export function createEvalActivities(deps: ActivityDeps) {
       const { chunk } = input;
       const stored = await once(store, evalKeys.bfclChunk(key, chunk.index), BfclChunkFile, () => asActivityFailure(async () => {
         const startedAt = Date.now();
+        log(`${label} chunk ${chunk.index}: ${chunkExamples(chunk)} examples on ${workerName()} (attempt ${activityAttempt()})`);
         const segments = loadChunk(input.dataDir ?? bfclDataDir(), chunk);
         const signal = cancellationSignal();
         const results = await withPolicy(input, true, (policy) => evaluateChunk(policy, segments, {
