@@ -32,11 +32,10 @@ export async function sftWorkflow(input: SftWorkflowInput): Promise<SftReport> {
     // In chunks, spread over every gpu worker; the merge (S3 only) runs on the api queue.
     const chunks = chunkCount(prompts, chunkSize);
     phase(`eval_${which}`, `greedy generations on ${prompts} held-out prompts, ${chunks} chunk(s) of ${chunkSize} over the gpu workers`);
-    progress.done = 0;
-    progress.total = chunks;
+    let done = 0;
     await Promise.all(Array.from({ length: chunks }, async (_, chunk) => {
       await acts.sftEvaluateChunk({ ...args, chunk });
-      progress.done++;
+      progress.counts[`${which}_chunks_done`] = ++done;
     }));
     return record(which, await apiActs.sftEvaluateMerge({ runId: input.runId, which, chunks }));
   };
