@@ -3,7 +3,7 @@
  * - run A on one worker process, run B on two (one of them gpu-only, SIGKILLed in the middle of a BFCL chunk): the
  *   same format-check results and the same BFCL results file (but time stamps), equal to one pass in this process
  *   (the format check without chunks; BFCL as `cm2 eval bfcl` cuts the same chunks);
- * - both processes ran chunks; the killed chunk was retried on the other worker and no finished chunk ran again
+ * - a worker loads a policy once for all its chunks; both processes ran chunks; the killed chunk was retried on the other worker and no finished chunk ran again
  *   (history: attempt 1 for every other chunk), and a repeated evaluation stage redoes no chunk (`once`).
  */
 import assert from 'node:assert/strict';
@@ -100,6 +100,12 @@ test('the format check and BFCL give the same results on one or two gpu workers,
     workers.push(await startChildWorker(writeConfigFile(a)));
     const runA = await runStages(client, a);
     const policyPrefix = runA.sft.train.finalPrefix;
+    // One worker: each policy loaded once for all its chunks (2 per format check, 5 for BFCL).
+    const outA = workers[0]!.output();
+    const loads = (re: RegExp) => outA.split('\n').filter((l) => re.test(l)).length;
+    assert.equal(loads(new RegExp(`\\[sft ${a.run.id}\\] eval base: loading`)), 1);
+    assert.equal(loads(new RegExp(`\\[sft ${a.run.id}\\] eval sft: loading`)), 1);
+    assert.equal(loads(/\[eval\] loading policy .*sft\/final/), 1);
 
     // Run B: a second, gpu-only worker process; it is killed as soon as it starts a BFCL chunk.
     const second = await startChildWorker(writeConfigFile(b), 'gpu');

@@ -187,6 +187,7 @@ export function createEvalActivities(deps: ActivityDeps) {
     const description = policyDescription(ref);
     const run = ({ model, tok }: LoadedModel) => use(new ModelPolicy(model, tok, description, input.generation));
     const load = async (): Promise<LoadedModel> => {
+      log(`loading policy ${JSON.stringify(description)} on ${workerName()}`);
       const { model, tok } = await loadStoredModel(store, ref, input.tokenizerDir);
       return { model, tok, dispose: () => model.dispose() };
     };

@@ -281,6 +281,7 @@ export function createSftActivities(deps: ActivityDeps) {
   /** The policy of the check's chunks on this worker: loaded once per policy, not once per chunk. */
   const slot = new PolicySlot<CheckPolicy>();
   const loadCheckPolicy = async (input: z.infer<typeof SftEvalInput>): Promise<CheckPolicy> => {
+    console.log(`[sft ${input.runId}] eval ${input.which}: loading the policy on ${workerName()}`);
     const tok = loadChatTokenizer(resolveFromRoot(input.sft.tokenizerDir));
     let model: QwenModel;
     if (input.which === 'base') model = baseModel(input.sft, tok);
