@@ -146,7 +146,7 @@ async function runBfcl(client: Client, cfg: Cm2Config, id: string, policies: Eva
     bfcl: { ...cfg.eval.bfcl, categories, limit },
     startToCloseTimeout: cfg.eval.startToCloseTimeout,
     tokenizerDir: cfg.sft.tokenizerDir,
-    taskQueues: { gpu: cfg.temporal.taskQueues.gpu },
+    taskQueues: { gpu: cfg.temporal.taskQueues.gpu, api: cfg.temporal.taskQueues.api },
     activity: cfg.temporal.activity,
   };
   const handle = await startStage(client, { ...cfg, run: { id } }, evalWorkflow, 'eval', [input], 'CM2 study BFCL');

@@ -67,6 +67,11 @@ export async function startWorkers(cfg: Cm2Config, queues: QueueKind[] = ALL_QUE
   // RL: model work (rollouts, updates) on the gpu queue, LLM/S3 work (judge, advantages, metrics) on the api queue.
   const rl = createRlActivities({ store });
   const { rlRollout, rlTrain, ...rlApi } = rl;
+  // The SFT format check and BFCL run in chunks on the gpu queue; their merges (S3 only) on the api queue (and BFCL's
+  // on the gpu queue too, for evaluation inputs that name no api queue).
+  const sft = createSftActivities({ store });
+  const evals = createEvalActivities({ store });
+  const { sftEvaluateMerge, ...sftGpu } = sft;
   if (queues.includes('workflows')) {
     workers.push(await Worker.create({
       ...common,
@@ -80,12 +85,12 @@ export async function startWorkers(cfg: Cm2Config, queues: QueueKind[] = ALL_QUE
       ...common,
       connection,
       taskQueue: cfg.temporal.taskQueues.api,
-      activities: { ...createPrepareActivities({ store }), ...createChecklistActivities({ store }), ...rlApi, ...createPipelineActivities({ store }) },
+      activities: { ...createPrepareActivities({ store }), ...createChecklistActivities({ store }), ...rlApi, ...createPipelineActivities({ store }), sftEvaluateMerge, evalBfclMerge: evals.evalBfclMerge },
       maxConcurrentActivityTaskExecutions: opts.apiConcurrency ?? 8,
     }));
   }
   // Model work (SFT, rollouts, train steps) lands on the gpu queue, one slot per accelerator.
-  const gpuActivities = { ...createSftActivities({ store }), rlRollout, rlTrain, ...createEvalActivities({ store }) };
+  const gpuActivities = { ...sftGpu, rlRollout, rlTrain, ...evals };
   if (queues.includes('gpu') && Object.keys(gpuActivities).length > 0) {
     workers.push(await Worker.create({
       ...common,

@@ -8,7 +8,8 @@
  *   cm2 eval bfcl --policy reference            every example's own reference answer (checks the harness)
  *   cm2 eval bfcl --answers FILE.jsonl          score precomputed outputs: {"id", "result": [{"f": {"a": 1}}]} per line
  *
- * with `--category a,b` (or `all`; default: the seven categories CM2 reports), `--limit N`, `--data DIR`, `--out FILE`.
+ * with `--category a,b` (or `all`; default: the seven categories CM2 reports), `--limit N`, `--data DIR`, `--out FILE`,
+ * `--chunk-size N` (examples generated together as one of the evaluation stage's chunks; default the stage's, 64).
  */
 import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
@@ -20,7 +21,7 @@ import { stringifyPyJson } from '../stages/eval/bfcl/pyValue';
 import { AnswersPolicy, availableCategories, EndpointConfig, EndpointPolicy, evaluateBfcl, ModelPolicy, ReferencePolicy, type Policy } from '../stages/eval/bfcl/runner';
 import { formatSummary, type BfclResults } from '../stages/eval/bfcl/score';
 import { bfclDataDir, projectRoot } from '../infra/binaries';
-import type { Cm2Config } from '../run/config';
+import { EvalConfig, type Cm2Config } from '../run/config';
 import { ObjectStore } from '../storage/store';
 import { selectBackend, type BackendPref } from '../model/backend';
 import { loadHfCheckpoint } from '../model/checkpoint';
@@ -41,6 +42,8 @@ export interface EvalBfclCommandOptions {
   tokenizer?: string;
   maxNewTokens?: string;
   batchSize?: string;
+  /** Examples per chunk (default: the config's `eval.bfcl.chunkSize` default), as the evaluation stage cuts them. */
+  chunkSize?: string;
   backend?: string;
   concurrency?: string;
   temperature?: string;
@@ -142,6 +145,8 @@ export async function evalBfclCommand(opts: EvalBfclCommandOptions, config: () =
   const dataDir = opts.data ? path.resolve(opts.data) : bfclDataDir();
   const categories = parseCategoryList(opts.category ?? DEFAULT_CATEGORIES.join(','), (opts.category ?? '').split(',').includes('all') ? availableCategories(dataDir) : []);
   const limit = int(opts.limit, 'limit');
+  // The stage's chunks: the same batches are formed, so the stage and this command agree on the same policy.
+  const chunkSize = int(opts.chunkSize, 'chunk-size') ?? EvalConfig.parse({}).bfcl.chunkSize;
   const { policy, dispose } = await resolvePolicy(opts, config, log);
   let results: BfclResults;
   try {
@@ -150,6 +155,7 @@ export async function evalBfclCommand(opts: EvalBfclCommandOptions, config: () =
       categories,
       dataDir,
       ...(limit !== undefined ? { limit } : {}),
+      chunkSize,
       log,
       onProgress: (category, done, total) => {
         if (Date.now() - last > 5000 || done === total) {

@@ -188,6 +188,7 @@ program.command('eval').description('evaluate a policy on benchmarks (docs/eval.
   .option('--tokenizer <dir>', 'tokenizer folder when the checkpoint has none')
   .option('--max-new-tokens <n>', 'generated tokens per example (default 256)')
   .option('--batch-size <n>', 'generation batch size (default 8)')
+  .option('--chunk-size <n>', 'examples per chunk, as the evaluation stage cuts them (eval.bfcl.chunkSize; default 64): same chunks, same results')
   .addOption(new Option('--backend <name>', 'tfjs backend').choices(['auto', 'tfjs-node-gpu', 'tfjs-node', 'wasm', 'cpu']).default('auto'))
   .option('--concurrency <n>', 'concurrent endpoint requests (default 8)')
   .option('--temperature <x>', 'endpoint sampling temperature (default 0)')

@@ -282,7 +282,7 @@ export function pipelineInput(cfg: Cm2Config): PipelineInput {
               bfcl: cfg.eval.bfcl,
               startToCloseTimeout: cfg.eval.startToCloseTimeout,
               tokenizerDir: cfg.sft.tokenizerDir,
-              taskQueues: { gpu: cfg.temporal.taskQueues.gpu },
+              taskQueues: { gpu: cfg.temporal.taskQueues.gpu, api: cfg.temporal.taskQueues.api },
               activity: cfg.temporal.activity,
             },
           }

@@ -229,6 +229,13 @@ export const SftConfig = z.object({
     /** Held-out dialogues to test the format on (0 = skip). */
     prompts: z.number().int().min(0).default(24).describe('Held-out dialogues to test the format on (0 = skip).'),
     maxNewTokens: z.number().int().positive().default(128).describe('Tokens generated per held-out prompt.'),
+    /**
+     * Held-out prompts per gpu activity: the check runs in chunks of this many prompts, spread over every gpu worker
+     * (a function of the config only, so the numbers do not depend on how many workers there are). Generation batches
+     * are 8 prompts, so a multiple of 8 gives exactly the generations of one pass.
+     */
+    chunkSize: z.number().int().positive().default(32)
+      .describe('Held-out prompts per gpu activity: the check is split into chunks of this many, spread over the gpu workers (a multiple of 8, the generation batch, gives exactly the outputs of one pass).'),
   }).prefault({}).describe('Tool-call format check of the policy on held-out dialogues, before and after training.'),
   /** Per attempt of the training activity (it resumes from its last checkpoint on a new attempt). */
   startToCloseTimeout: z.string().default('12h').describe('Per attempt of the training activity (a new attempt resumes from the last checkpoint).'),
@@ -361,6 +368,13 @@ export const EvalConfig = z.object({
     dataDir: z.string().min(1).optional().describe('BFCL data folder on the gpu workers; default `CM2_BFCL_DIR` or the shared benchmark folder.'),
     maxNewTokens: z.number().int().positive().default(256).describe('Generated tokens per example (greedy).'),
     batchSize: z.number().int().positive().default(8).describe('Examples per generation batch.'),
+    /**
+     * Examples per gpu activity: the evaluation of a policy runs in chunks of this many examples (categories in order),
+     * spread over every gpu worker; a function of the data and the config only, so results do not depend on how many
+     * workers there are. `cm2 eval bfcl --chunk-size` cuts the same chunks.
+     */
+    chunkSize: z.number().int().positive().default(64)
+      .describe('Examples per gpu activity: each policy is evaluated in chunks of this many examples, spread over the gpu workers (results do not depend on the number of workers; `cm2 eval bfcl --chunk-size` cuts the same chunks).'),
   }).prefault({}).describe('BFCL function-calling accuracy (docs/eval.md).'),
   /** Per attempt of the evaluation activity. */
   startToCloseTimeout: z.string().default('6h').describe('Per attempt of an evaluation activity.'),

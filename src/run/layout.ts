@@ -9,11 +9,12 @@
  *   llm/ledger/    per-shard LLM call ledgers of the prepare stage
  *   checklists/    input/ shards, examples/ and failed/ (one object per example), annotated.jsonl, failed.jsonl,
  *                  report.json
- *   sft/           checkpoints/, final/ (the HF folder RL starts from), train-result.json, eval-<which>.json,
- *                  report.json
+ *   sft/           checkpoints/, final/ (the HF folder RL starts from), train-result.json, eval-<which>.json (and
+ *                  eval-<which>/chunk-NNNNN.json when run in chunks), report.json
  *   rl/            data/, steps/step-NNNNNN/ (rollout phases, advantages), eval/step-NNNNNN/, checkpoints/,
  *                  metrics.jsonl, metrics/
- *   eval/bfcl/     <label>.json and <label>.summary.json per evaluated policy
+ *   eval/bfcl/     <label>.json and <label>.summary.json per evaluated policy (and <label>/chunk-NNNNN.json when
+ *                  run in chunks)
  *   pipeline/      input.json, <stage>.json (stage markers)
  *   report/        report.html, report.json
  *
@@ -76,6 +77,8 @@ export const sftKeys = {
   final: (runId: string) => runKey(runId, 'sft', 'final'),
   trainResult: (runId: string) => runKey(runId, 'sft', 'train-result.json'),
   evalResult: (runId: string, which: string) => runKey(runId, 'sft', `eval-${which}.json`),
+  /** One chunk of a format check run in chunks (`sft.eval.chunkSize`): its samples and timing. */
+  evalChunk: (runId: string, which: string, index: number) => runKey(runId, 'sft', `eval-${which}`, `chunk-${String(index).padStart(5, '0')}.json`),
   report: (runId: string) => runKey(runId, 'sft', 'report.json'),
 };
 
@@ -102,6 +105,8 @@ export const rlKeys = {
 export const evalKeys = {
   folder: (runId: string) => runKey(runId, 'eval', 'bfcl'),
   bfcl: (runId: string, label: string) => runKey(runId, 'eval', 'bfcl', `${label}.json`),
+  /** One chunk of an evaluation run in chunks (`eval.bfcl.chunkSize`), beside its results file `resultKey`. */
+  bfclChunk: (resultKey: string, index: number) => `${resultKey.replace(/\.json$/, '')}/chunk-${String(index).padStart(5, '0')}.json`,
 };
 
 /** The pipeline's own objects: its input, stage markers and the report. */

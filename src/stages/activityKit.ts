@@ -3,6 +3,7 @@
  * bounded-concurrency processing with heartbeats, and the conversion of LLM transport errors into Temporal
  * failures.
  */
+import { hostname } from 'node:os';
 import { Context } from '@temporalio/activity';
 import { ApplicationFailure } from '@temporalio/common';
 import { z } from 'zod';
@@ -89,6 +90,18 @@ export async function once<T>(store: ObjectStore, resultKey: string, schema: z.Z
 export async function saveReport<T>(store: ObjectStore, key: string, report: T): Promise<T> {
   await store.putJson(key, report);
   return report;
+}
+
+/** `host:pid` of this worker process: chunk results say where they ran. */
+export const workerName = (): string => `${hostname()}:${process.pid}`;
+
+/** The current activity's attempt (1 outside an activity). */
+export function activityAttempt(): number {
+  try {
+    return Context.current().info.attempt;
+  } catch {
+    return 1;
+  }
 }
 
 /** Heartbeats if running inside an activity (no-op in plain function calls, e.g. from the CLI). */

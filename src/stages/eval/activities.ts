@@ -13,15 +13,19 @@ import { ChatTokenizer, loadChatTokenizer } from '../../chat/tokenize';
 import { DEFAULT_CATEGORIES } from './bfcl/categories';
 import { BfclDataError, BfclInputError } from './bfcl/data';
 import { stringifyPyJson } from './bfcl/pyValue';
-import { EndpointConfig, EndpointPolicy, evaluateBfcl, ModelPolicy, type Policy } from './bfcl/runner';
-import { Accuracy, formatSummary } from './bfcl/score';
+import { BfclChunk, BfclChunkFile, chunkExamples, mergeChunkFiles, planChunks } from './bfcl/chunks';
+import { EndpointConfig, EndpointPolicy, evaluateBfcl, evaluateChunk, loadCategory, loadChunk, ModelPolicy, type Policy } from './bfcl/runner';
+import { Accuracy, formatSummary, type BfclResults } from './bfcl/score';
+import { ChunkTiming } from '../../kernel/chunks';
+import { canonicalJson } from '../../llm/client';
+import { PolicySlot } from '../../model/policySlot';
 import { bfclDataDir, resolveFromRoot } from '../../infra/binaries';
 import { ifExists, NotFoundError, storeCache, type ObjectStore } from '../../storage/store';
 import { evalKeys } from '../../run/layout';
 import { selectBackend, backendPrefs, type BackendPref } from '../../model/backend';
 import { QwenModel } from '../../model/qwen';
 import { BadPolicyError, loadPolicy, PolicyRef } from '../../model/policyStore';
-import { type ActivityDeps, asTemporalFailure, cancellationSignal, heartbeat, once, parseInput, stageLog } from '../activityKit';
+import { type ActivityDeps, activityAttempt, asTemporalFailure, cancellationSignal, heartbeat, once, parseInput, stageLog, workerName } from '../activityKit';
 
 /** What to evaluate: an SFT policy folder (`hf`), an RL checkpoint (`ckpt`), or an endpoint. No secrets. */
 export const EvalPolicy = z.discriminatedUnion('kind', [
@@ -51,8 +55,22 @@ export const EvalBfclInput = z.object({
   /** Where the full results go (overrides the label's default key). */
   outputKey: z.string().min(1).optional(),
   generation: Generation.prefault({}),
+  /** Generate in chunks of this many examples (./bfcl/chunks.ts), in this one activity; default: each category in one piece. */
+  chunkSize: z.number().int().positive().optional(),
 });
 export type EvalBfclInput = z.input<typeof EvalBfclInput>;
+
+/** The chunks of an evaluation (`chunkSize` examples each), cut by a gpu worker: the data folder is theirs. */
+export const EvalBfclPlanInput = EvalBfclInput.extend({ chunkSize: z.number().int().positive() });
+export const EvalBfclPlan = z.object({
+  chunks: z.array(BfclChunk),
+  examples: z.number().int().nonnegative(),
+  /** The data folder as the gpu workers name it (recorded in the results). */
+  dataDir: z.string(),
+});
+export type EvalBfclPlan = z.infer<typeof EvalBfclPlan>;
+export const EvalBfclChunkInput = EvalBfclInput.extend({ chunk: BfclChunk });
+export const EvalBfclMergeInput = EvalBfclInput.extend({ chunks: z.number().int().nonnegative(), dataDir: z.string() });
 
 export const EvalBfclSummary = z.object({
   /** S3 key of the full results (./src/stages/eval/bfcl/score.ts `BfclResults`). */
@@ -61,8 +79,52 @@ export const EvalBfclSummary = z.object({
   overall: Accuracy,
   categories: z.record(z.string(), Accuracy),
   seconds: z.number(),
+  /** Per chunk when the evaluation ran in chunks (`eval.bfcl.chunkSize`): where and how long. */
+  chunks: z.array(ChunkTiming).optional(),
 });
 export type EvalBfclSummary = z.infer<typeof EvalBfclSummary>;
+
+/** What the results file records as the evaluated policy (never a secret). */
+export function policyDescription(policy: EvalPolicy): Record<string, unknown> {
+  if (policy.kind === 'endpoint') return new EndpointPolicy(policy.endpoint).description;
+  return policy.kind === 'hf' ? { kind: 'hf', prefix: policy.prefix } : { kind: 'ckpt', manifestKey: policy.manifestKey, step: policy.step };
+}
+
+/** Where an evaluation's results go, its summary and its label. */
+function outputOf(input: z.infer<typeof EvalBfclInput>): { label: string; key: string; summaryKey: string } {
+  const label = input.label ?? policyLabel(input.policy);
+  const key = input.outputKey ?? evalKeys.bfcl(input.runId, label);
+  return { label, key, summaryKey: `${key.replace(/\.json$/, '')}.summary.json` };
+}
+
+/** The summary of a results document. */
+function summaryOf(key: string, label: string, results: BfclResults): EvalBfclSummary {
+  const strip = (a: { accuracy: number; correct: number; total: number }) => ({ accuracy: a.accuracy, correct: a.correct, total: a.total });
+  return {
+    key,
+    label,
+    overall: results.overall,
+    categories: Object.fromEntries(Object.entries(results.categories).map(([c, r]) => [c, strip(r)])),
+    seconds: results.seconds,
+  };
+}
+
+/** Bad data or an unknown category cannot be fixed by retrying; endpoint failures become Temporal failures. */
+async function asActivityFailure<T>(fn: () => Promise<T>): Promise<T> {
+  try {
+    return await fn();
+  } catch (e) {
+    if (e instanceof BfclDataError || e instanceof BfclInputError) throw ApplicationFailure.nonRetryable(e.message, 'BadInput');
+    throw asTemporalFailure(e);
+  }
+}
+
+/** A loaded model policy and its tokenizer, kept in the worker's slot between chunks. */
+interface LoadedModel {
+  model: QwenModel;
+  tok: ChatTokenizer;
+  dispose(): void;
+}
 
 /** The default label of a policy: `sft` for `…/sft/final`, `rl-step-N` for an RL checkpoint, else a slug. */
 export function policyLabel(policy: EvalPolicy): string {
@@ -114,53 +176,112 @@ async function readStoredModel(store: ObjectStore, ref: z.infer<typeof PolicyRef
 export function createEvalActivities(deps: ActivityDeps) {
   const { store } = deps;
   const log = stageLog(deps, 'eval');
+  /** The model policy of the chunks on this worker: loaded once per policy, not once per chunk. */
+  const slot = new PolicySlot<LoadedModel>();
+
+  /** Runs `use` with the input's policy: an endpoint, or a model from S3 (through the slot when `shared`). */
+  const withPolicy = async <R>(input: z.infer<typeof EvalBfclInput>, shared: boolean, use: (policy: Policy) => Promise<R>): Promise<R> => {
+    const ref = input.policy;
+    if (ref.kind === 'endpoint') return use(new EndpointPolicy(ref.endpoint, { cache: storeCache(store) }));
+    await selectBackend(input.generation.backend, log);
+    const description = policyDescription(ref);
+    const run = ({ model, tok }: LoadedModel) => use(new ModelPolicy(model, tok, description, input.generation));
+    const load = async (): Promise<LoadedModel> => {
+      log(`loading policy ${JSON.stringify(description)} on ${workerName()}`);
+      const { model, tok } = await loadStoredModel(store, ref, input.tokenizerDir);
+      return { model, tok, dispose: () => model.dispose() };
+    };
+    if (shared) return slot.with(canonicalJson({ policy: ref, tokenizerDir: input.tokenizerDir ?? null }), load, run);
+    const loaded = await load();
+    try {
+      return await run(loaded);
+    } finally {
+      loaded.dispose();
+    }
+  };
+
   return {
-    /** BFCL accuracy of a policy: full results to S3, summary returned. Heartbeats per batch / answered example. */
+    /** BFCL accuracy of a policy in one activity: full results to S3, summary returned. Heartbeats per batch / answered example. */
     async evalBfcl(raw: EvalBfclInput): Promise<EvalBfclSummary> {
       const input = parseInput(EvalBfclInput, raw, 'evalBfcl');
-      const label = input.label ?? policyLabel(input.policy);
-      const key = input.outputKey ?? evalKeys.bfcl(input.runId, label);
-      return once(store, `${key.replace(/\.json$/, '')}.summary.json`, EvalBfclSummary, async () => {
-        let policy: Policy;
-        let dispose: () => void = () => undefined;
-        if (input.policy.kind === 'endpoint') {
-          policy = new EndpointPolicy(input.policy.endpoint, { cache: storeCache(store) });
-        } else {
-          await selectBackend(input.generation.backend, log);
-          const { model, tok } = await loadStoredModel(store, input.policy, input.tokenizerDir);
-          const description = input.policy.kind === 'hf' ? { kind: 'hf', prefix: input.policy.prefix } : { kind: 'ckpt', manifestKey: input.policy.manifestKey, step: input.policy.step };
-          policy = new ModelPolicy(model, tok, description, input.generation);
-          dispose = () => model.dispose();
-        }
+      const { label, key, summaryKey } = outputOf(input);
+      return once(store, summaryKey, EvalBfclSummary, () => asActivityFailure(async () => {
+        const signal = cancellationSignal();
+        const results = await withPolicy(input, false, (policy) => evaluateBfcl(policy, {
+          categories: input.categories,
+          ...(input.limit !== undefined ? { limit: input.limit } : {}),
+          ...(input.chunkSize !== undefined ? { chunkSize: input.chunkSize } : {}),
+          dataDir: input.dataDir ?? bfclDataDir(),
+          onProgress: (category, done, total) => heartbeat({ category, done, total }),
+          log: (l) => log(`${label}: ${l}`),
+          ...(signal ? { signal } : {}),
+        }));
+        await store.putText(key, `${stringifyPyJson(results, 1)}\n`, 'application/json');
+        log(`${label}: BFCL results in ${key}\n${formatSummary(results)}`);
+        return summaryOf(key, label, results);
+      }));
+    },
+
+    /** The chunks of an evaluation: loads (and validates) the chosen categories on this gpu worker and cuts them. */
+    async evalBfclPlan(raw: z.input<typeof EvalBfclPlanInput>): Promise<EvalBfclPlan> {
+      const input = parseInput(EvalBfclPlanInput, raw, 'evalBfclPlan');
+      return asActivityFailure(async () => {
+        const dataDir = input.dataDir ?? bfclDataDir();
+        const counts = input.categories.map((category) => ({ category, count: loadCategory(dataDir, category, input.limit).length }));
+        const chunks = planChunks(counts, input.chunkSize);
+        return { chunks, examples: counts.reduce((n, c) => n + c.count, 0), dataDir };
+      });
+    },
+
+    /**
+     * One chunk of an evaluation, on any gpu worker: its scored examples go to S3 under the chunk's own key (`once`:
+     * a retried or repeated chunk returns what it stored); the workflow gets where and how long it ran.
+     */
+    async evalBfclChunk(raw: z.input<typeof EvalBfclChunkInput>): Promise<ChunkTiming> {
+      const input = parseInput(EvalBfclChunkInput, raw, 'evalBfclChunk');
+      const { label, key } = outputOf(input);
+      const { chunk } = input;
+      const stored = await once(store, evalKeys.bfclChunk(key, chunk.index), BfclChunkFile, () => asActivityFailure(async () => {
+        const startedAt = Date.now();
+        log(`${label} chunk ${chunk.index}: ${chunkExamples(chunk)} examples on ${workerName()} (attempt ${activityAttempt()})`);
+        const segments = loadChunk(input.dataDir ?? bfclDataDir(), chunk);
+        const signal = cancellationSignal();
+        const results = await withPolicy(input, true, (policy) => evaluateChunk(policy, segments, {
+          onProgress: (category, done, total) => heartbeat({ chunk: chunk.index, category, done, total }),
+          log: (l) => log(`${label} chunk ${chunk.index}: ${l}`),
+          ...(signal ? { signal } : {}),
+        }));
+        const finishedAt = Date.now();
+        const seconds = (finishedAt - startedAt) / 1000;
+        log(`${label} chunk ${chunk.index}: ${results.length} examples in ${seconds.toFixed(1)}s on ${workerName()}`);
+        return { index: chunk.index, items: results.length, seconds, startedAt, finishedAt, worker: workerName(), chunk, results };
+      }));
+      const { chunk: _chunk, results: _results, ...timing } = stored;
+      return timing;
+    },
+
+    /** The results file and summary of an evaluation from its chunks (S3 only: api or gpu queue), as one activity writes them. */
+    async evalBfclMerge(raw: z.input<typeof EvalBfclMergeInput>): Promise<EvalBfclSummary> {
+      const input = parseInput(EvalBfclMergeInput, raw, 'evalBfclMerge');
+      const { label, key, summaryKey } = outputOf(input);
+      return once(store, summaryKey, EvalBfclSummary, async () => {
+        const files: BfclChunkFile[] = [];
+        for (let i = 0; i < input.chunks; i++) files.push(await store.getJson(evalKeys.bfclChunk(key, i), BfclChunkFile));
+        let results: BfclResults;
         try {
-          const signal = cancellationSignal();
-          const results = await evaluateBfcl(policy, {
+          results = mergeChunkFiles(files, {
             categories: input.categories,
+            policy: policyDescription(input.policy),
+            dataDir: input.dataDir,
             ...(input.limit !== undefined ? { limit: input.limit } : {}),
-            dataDir: input.dataDir ?? bfclDataDir(),
-            onProgress: (category, done, total) => heartbeat({ category, done, total }),
-            log: (l) => log(`${label}: ${l}`),
-            ...(signal ? { signal } : {}),
+            createdAt: new Date().toISOString(),
           });
-          await store.putText(key, `${stringifyPyJson(results, 1)}\n`, 'application/json');
-          log(`${label}: BFCL results in ${key}\n${formatSummary(results)}`);
-          const strip = (a: { accuracy: number; correct: number; total: number }) => ({ accuracy: a.accuracy, correct: a.correct, total: a.total });
-          return {
-            key,
-            label,
-            overall: results.overall,
-            categories: Object.fromEntries(Object.entries(results.categories).map(([c, r]) => [c, strip(r)])),
-            seconds: results.seconds,
-          };
         } catch (e) {
-          // Bad data or an unknown category cannot be fixed by retrying.
-          if (e instanceof BfclDataError || e instanceof BfclInputError) {
-            throw ApplicationFailure.nonRetryable(e.message, 'BadInput');
-          }
-          throw asTemporalFailure(e);
-        } finally {
-          dispose();
+          throw ApplicationFailure.nonRetryable(`${key}: ${e instanceof Error ? e.message : String(e)}`, 'BadInput');
         }
+        await store.putText(key, `${stringifyPyJson(results, 1)}\n`, 'application/json');
+        log(`${label}: BFCL results of ${files.length} chunk(s) in ${key}\n${formatSummary(results)}`);
+        return { ...summaryOf(key, label, results), chunks: files.map(({ chunk: _chunk, results: _results, ...timing }) => timing) };
       });
     },
   };

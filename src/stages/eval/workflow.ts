@@ -1,7 +1,9 @@
 /**
- * The evaluation stage: BFCL accuracy of each given policy (the run's SFT policy and its final RL policy), one
- * `evalBfcl` activity per policy on the gpu queue. Results (full and summary) are in S3 under
- * `runs/<id>/eval/bfcl/<label>.json`; the activity is idempotent per label, so a re-run redoes nothing finished.
+ * The evaluation stage: BFCL accuracy of each given policy (the run's SFT policy and its final RL policy). Each policy
+ * is evaluated in chunks of `eval.bfcl.chunkSize` examples (`evalBfclPlan` cuts them, an `evalBfclChunk` activity per
+ * chunk on the gpu queue, so every gpu worker takes a share; `evalBfclMerge` writes the results), or, for inputs from
+ * before chunks, in one `evalBfcl` activity. Results (full and summary) are in S3 under
+ * `runs/<id>/eval/bfcl/<label>.json`; chunks and results are idempotent, so a re-run redoes nothing finished.
  */
 import { setCurrentDetails } from '@temporalio/workflow';
 import type { EvalActivities, EvalBfclSummary, EvalPolicy } from './activities';
@@ -15,7 +17,8 @@ export interface EvalWorkflowInput {
   bfcl: EvalConfig['bfcl'];
   startToCloseTimeout: string;
   tokenizerDir: string;
-  taskQueues: { gpu: string };
+  /** `api` (optional: inputs from before it) runs the merge of a chunked evaluation; without it, the gpu queue does. */
+  taskQueues: { gpu: string; api?: string };
   activity: ActivityTimeouts;
 }
 
@@ -27,12 +30,14 @@ export interface EvalResult {
 export async function evalWorkflow(input: EvalWorkflowInput): Promise<EvalResult> {
   const progress = beginStage('eval', input.runId);
   const acts = stageActivities<EvalActivities>(input.taskQueues.gpu, input.activity, input.startToCloseTimeout);
+  const mergeActs = stageActivities<EvalActivities>(input.taskQueues.api ?? input.taskQueues.gpu, input.activity);
   progress.phase = 'bfcl';
   progress.total = input.policies.length;
   const bfcl: EvalBfclSummary[] = [];
+  const { chunkSize } = input.bfcl;
   for (const { label, policy } of input.policies) {
     setCurrentDetails(`**BFCL**: ${label} (${input.bfcl.categories.join(', ')}${input.bfcl.limit ? `, first ${input.bfcl.limit} each` : ''})`);
-    const r = await acts.evalBfcl({
+    const args = {
       runId: input.runId,
       policy,
       label,
@@ -41,7 +46,21 @@ export async function evalWorkflow(input: EvalWorkflowInput): Promise<EvalResult
       ...(input.bfcl.limit !== undefined ? { limit: input.bfcl.limit } : {}),
       ...(input.bfcl.dataDir !== undefined ? { dataDir: input.bfcl.dataDir } : {}),
       generation: { maxNewTokens: input.bfcl.maxNewTokens, batchSize: input.bfcl.batchSize },
-    });
+    };
+    let r: EvalBfclSummary;
+    // Inputs from before `eval.bfcl.chunkSize` existed (every recorded history) keep one activity per policy.
+    if (chunkSize === undefined) r = await acts.evalBfcl(args);
+    else {
+      // In chunks of `chunkSize` examples, spread over every gpu worker; one policy at a time, so that a worker
+      // loads each policy once. The merge (S3 only) writes the same results file as one activity would.
+      const plan = await acts.evalBfclPlan({ ...args, chunkSize });
+      let done = 0;
+      await Promise.all(plan.chunks.map(async (chunk) => {
+        await acts.evalBfclChunk({ ...args, chunk });
+        progress.counts[`${label}_chunks_done`] = ++done;
+      }));
+      r = await mergeActs.evalBfclMerge({ ...args, chunks: plan.chunks.length, dataDir: plan.dataDir });
+    }
     bfcl.push(r);
     progress.done++;
     progress.counts[`${label}_accuracy_pct`] = Math.round(r.overall.accuracy * 100);

@@ -24,10 +24,13 @@ import { parseQwenConfig } from '../../model/config';
 import { QwenModel } from '../../model/qwen';
 import { hfConfigJson, loadHfCheckpoint } from '../../model/checkpoint';
 import { applySpecialTokenInit, SPECIAL_TOKEN_SOURCES } from '../../model/specialTokens';
-import { evaluateToolCalls, type ToolCallEval } from './evaluate';
+import { evaluateToolCalls, generateToolCalls, summarizeToolCalls, ToolCallSample, toolCallTargets, type ToolCallEval } from './evaluate';
+import { ChunkTiming } from '../../kernel/chunks';
+import { canonicalJson } from '../../llm/client';
+import { PolicySlot } from '../../model/policySlot';
 import { SftTrainer, type TrainerState } from './trainer';
 import { assignFromWeights, loadStoredHfModel, saveTrainingCheckpoint, uploadModelWeights, withCheckpoint } from '../../model/policyStore';
-import { type ActivityDeps, cancellationSignal, heartbeat, once, parseInput, saveReport } from '../activityKit';
+import { type ActivityDeps, cancellationSignal, heartbeat, once, parseInput, saveReport, workerName } from '../activityKit';
 
 export const SftTrainInput = z.object({ runId: z.string(), sft: SftConfig, sourceKey: z.string().min(1) });
 export const SftTrainResult = z.object({
@@ -59,8 +62,16 @@ export const SftEvalResult = z.object({
   thinkShare: z.number(),
   /** A few generations, for the report. */
   examples: z.array(z.object({ uuid: z.string(), expectedTool: z.string(), output: z.string(), wellFormed: z.boolean(), correctName: z.boolean() })),
+  /** Per chunk when the check ran in chunks (`sft.eval.chunkSize`): where and how long. */
+  chunks: z.array(ChunkTiming).optional(),
 });
 export type SftEvalResult = z.infer<typeof SftEvalResult>;
+
+/** Chunk `chunk` of the check: held-out prompts `chunk × sft.eval.chunkSize …` of those the check takes. */
+export const SftEvalChunkInput = SftEvalInput.extend({ chunk: z.number().int().nonnegative() });
+/** What a chunk stores: its scored generations, in prompt order. */
+const SftEvalChunkFile = ChunkTiming.extend({ which: z.enum(['base', 'sft']), samples: z.array(ToolCallSample) });
+export const SftEvalMergeInput = z.object({ runId: z.string(), which: z.enum(['base', 'sft']), chunks: z.number().int().nonnegative() });
 
 export const SftImportInput = z.object({ runId: z.string(), sft: SftConfig });
 export const SftImportResult = z.object({
@@ -246,12 +257,49 @@ export async function runSft(store: ObjectStore, input: z.infer<typeof SftTrainI
   }
 }
 
+/** The check's result from its samples (one pass, or the chunks' samples in order). */
+function evalResult(which: 'base' | 'sft', result: ToolCallEval): SftEvalResult {
+  return {
+    which,
+    prompts: result.prompts,
+    wellFormedShare: result.wellFormedShare,
+    correctNameShare: result.correctNameShare,
+    thinkShare: result.thinkShare,
+    examples: result.samples.slice(0, 6).map(({ uuid, expectedTool, output, wellFormed, correctName }) => ({ uuid, expectedTool, output, wellFormed, correctName })),
+  };
+}
+
+/** A loaded policy of the check and its tokenizer, kept in the worker's slot between chunks. */
+interface CheckPolicy {
+  model: QwenModel;
+  tok: ChatTokenizer;
+  dispose(): void;
+}
+
 export function createSftActivities(deps: ActivityDeps) {
   const { store } = deps;
+  /** The policy of the check's chunks on this worker: loaded once per policy, not once per chunk. */
+  const slot = new PolicySlot<CheckPolicy>();
+  const loadCheckPolicy = async (input: z.infer<typeof SftEvalInput>): Promise<CheckPolicy> => {
+    console.log(`[sft ${input.runId}] eval ${input.which}: loading the policy on ${workerName()}`);
+    const tok = loadChatTokenizer(resolveFromRoot(input.sft.tokenizerDir));
+    let model: QwenModel;
+    if (input.which === 'base') model = baseModel(input.sft, tok);
+    else {
+      if (!input.finalPrefix) throw ApplicationFailure.nonRetryable('sftEvaluate(sft) needs finalPrefix', 'BadInput');
+      model = await loadStoredHfModel(store, input.finalPrefix);
+    }
+    return { model, tok, dispose: () => model.dispose() };
+  };
+  const checkPolicyKey = (input: z.infer<typeof SftEvalInput>): string =>
+    input.which === 'base'
+      ? `base:${canonicalJson({ base: input.sft.base, seed: input.sft.seed, tokenizerDir: input.sft.tokenizerDir })}`
+      : `sft:${canonicalJson({ prefix: input.finalPrefix ?? '', tokenizerDir: input.sft.tokenizerDir })}`;
   return {
     /** Cold-start SFT, resumable from its S3 checkpoints. Heartbeats every optimizer step. */
     async sftTrain(raw: z.input<typeof SftTrainInput>): Promise<SftTrainResult> {
       const input = parseInput(SftTrainInput, raw, 'sftTrain');
+      await slot.clear(); // the format check's policy is not needed while training
       return once(store, sftKeys.trainResult(input.runId), SftTrainResult, () => runSft(store, input));
     },
 
@@ -281,17 +329,50 @@ export function createSftActivities(deps: ActivityDeps) {
             limit: sft.eval.prompts,
             onProgress: (done) => heartbeat({ done }),
           });
-          return {
-            which: input.which,
-            prompts: result.prompts,
-            wellFormedShare: result.wellFormedShare,
-            correctNameShare: result.correctNameShare,
-            thinkShare: result.thinkShare,
-            examples: result.samples.slice(0, 6).map(({ uuid, expectedTool, output, wellFormed, correctName }) => ({ uuid, expectedTool, output, wellFormed, correctName })),
-          };
+          return evalResult(input.which, result);
         } finally {
           model.dispose();
         }
+      });
+    },
+
+    /**
+     * One chunk of the format check (`sft.eval.chunkSize` prompts), on any gpu worker; its samples go to S3 under the
+     * chunk's own key (`once`: a retried or repeated chunk returns what it stored), the workflow gets its timing.
+     */
+    async sftEvaluateChunk(raw: z.input<typeof SftEvalChunkInput>): Promise<ChunkTiming> {
+      const input = parseInput(SftEvalChunkInput, raw, 'sftEvaluateChunk');
+      const stored = await once(store, sftKeys.evalChunk(input.runId, input.which, input.chunk), SftEvalChunkFile, async () => {
+        const { sft } = input;
+        const startedAt = Date.now();
+        const examples = (await store.getJsonl(input.evalSourceKey, Example)).slice(0, sft.eval.prompts * 2);
+        const size = sft.eval.chunkSize;
+        const targets = toolCallTargets(examples, sft.eval.prompts).slice(input.chunk * size, (input.chunk + 1) * size);
+        let samples: ToolCallSample[] = [];
+        if (targets.length > 0) {
+          await selectBackend(sft.backend);
+          samples = await slot.with(checkPolicyKey(input), () => loadCheckPolicy(input), ({ model, tok }) =>
+            generateToolCalls(model, tok, targets, { maxNewTokens: sft.eval.maxNewTokens, onProgress: (done) => heartbeat({ chunk: input.chunk, done }) }));
+        }
+        const finishedAt = Date.now();
+        const seconds = (finishedAt - startedAt) / 1000;
+        console.log(`[sft ${input.runId}] eval ${input.which} chunk ${input.chunk}: ${samples.length} prompts in ${seconds.toFixed(1)}s on ${workerName()}`);
+        return { index: input.chunk, items: samples.length, seconds, startedAt, finishedAt, worker: workerName(), which: input.which, samples };
+      });
+      const { samples: _samples, which: _which, ...timing } = stored;
+      return timing;
+    },
+
+    /** The check's result from its chunks (api queue: S3 only), exactly as one pass would give it. */
+    async sftEvaluateMerge(raw: z.input<typeof SftEvalMergeInput>): Promise<SftEvalResult> {
+      const input = parseInput(SftEvalMergeInput, raw, 'sftEvaluateMerge');
+      return once(store, sftKeys.evalResult(input.runId, input.which), SftEvalResult, async () => {
+        const files = [];
+        for (let i = 0; i < input.chunks; i++) files.push(await store.getJson(sftKeys.evalChunk(input.runId, input.which, i), SftEvalChunkFile));
+        return {
+          ...evalResult(input.which, summarizeToolCalls(files.flatMap((f) => f.samples))),
+          chunks: files.map(({ samples: _samples, which: _which, ...timing }) => timing),
+        };
       });
     },
 

@@ -5,22 +5,26 @@
  *   (§8.1: newline-delimited `<tool_call>` tags, JSON with `name` and object `arguments`) and no unparsable one;
  * - correct tool name: the first call names the tool the reference's first step calls.
  * Shares are over the held-out dialogues whose reference starts with a tool call. Greedy decoding, so the numbers are
- * reproducible. No I/O.
+ * reproducible. The check can run in chunks of prompts (`toolCallTargets` → `generateToolCalls` per chunk →
+ * `summarizeToolCalls` over the chunks' samples in order): with chunks a multiple of the batch size, the batches, and so
+ * the generations, are those of one pass. No I/O.
  */
+import { z } from 'zod';
 import type { Example } from '../../kernel/schema';
 import { parseToolCalls, splitThinking } from '../../chat/toolCalls';
 import { promptIds, type ChatTokenizer } from '../../chat/tokenize';
 import { generate } from '../../model/generate';
 import type { QwenModel } from '../../model/qwen';
 
-export interface ToolCallSample {
-  uuid: string;
-  expectedTool: string;
-  output: string;
-  wellFormed: boolean;
-  correctName: boolean;
-  closedThink: boolean;
-}
+export const ToolCallSample = z.object({
+  uuid: z.string(),
+  expectedTool: z.string(),
+  output: z.string(),
+  wellFormed: z.boolean(),
+  correctName: z.boolean(),
+  closedThink: z.boolean(),
+});
+export type ToolCallSample = z.infer<typeof ToolCallSample>;
 
 export interface ToolCallEval {
   prompts: number;
@@ -51,16 +55,29 @@ export function scoreToolCall(output: string, expectedTool: string): Pick<ToolCa
   };
 }
 
-export async function evaluateToolCalls(
-  model: QwenModel,
-  tok: ChatTokenizer,
-  examples: readonly Example[],
-  opts: { maxNewTokens: number; batchSize?: number; limit?: number; onProgress?: (done: number) => void },
-): Promise<ToolCallEval> {
-  const targets = examples.flatMap((ex) => {
+/** A held-out prompt of the check: the dialogue's first user turn, its tools and the tool its reference calls first. */
+export interface ToolCallTarget {
+  uuid: string;
+  tools: Example['tools'];
+  prompt: Example['messages'];
+  expectedTool: string;
+}
+
+/** The prompts of the check: the first `limit` dialogues whose reference starts with a tool call, in order. */
+export function toolCallTargets(examples: readonly Example[], limit = Infinity): ToolCallTarget[] {
+  return examples.flatMap((ex) => {
     const t = firstCallTarget(ex);
     return t ? [{ uuid: ex.uuid, tools: ex.tools, ...t }] : [];
-  }).slice(0, opts.limit ?? Infinity);
+  }).slice(0, limit);
+}
+
+/** Greedy generations for `targets`, scored, in batches of `batchSize` (default 8) in order. */
+export async function generateToolCalls(
+  model: QwenModel,
+  tok: ChatTokenizer,
+  targets: readonly ToolCallTarget[],
+  opts: { maxNewTokens: number; batchSize?: number; onProgress?: (done: number) => void },
+): Promise<ToolCallSample[]> {
   const samples: ToolCallSample[] = [];
   const batchSize = opts.batchSize ?? 8;
   for (let i = 0; i < targets.length; i += batchSize) {
@@ -79,6 +96,11 @@ export async function evaluateToolCalls(
     // Generation is synchronous tensor work: let the event loop run (heartbeats, polls) between batches.
     await new Promise((r) => setImmediate(r));
   }
+  return samples;
+}
+
+/** The shares of a check's samples (of one pass, or of its chunks' samples in order). */
+export function summarizeToolCalls(samples: ToolCallSample[]): ToolCallEval {
   const share = (f: (s: ToolCallSample) => boolean) => (samples.length ? samples.filter(f).length / samples.length : 0);
   return {
     prompts: samples.length,
@@ -87,4 +109,13 @@ export async function evaluateToolCalls(
     thinkShare: share((s) => s.closedThink),
     samples,
   };
+}
+
+export async function evaluateToolCalls(
+  model: QwenModel,
+  tok: ChatTokenizer,
+  examples: readonly Example[],
+  opts: { maxNewTokens: number; batchSize?: number; limit?: number; onProgress?: (done: number) => void },
+): Promise<ToolCallEval> {
+  return summarizeToolCalls(await generateToolCalls(model, tok, toolCallTargets(examples, opts.limit), opts));
 }

@@ -6,6 +6,7 @@
 import { patched, setCurrentDetails } from '@temporalio/workflow';
 import type { SftActivities, SftEvalResult, SftReport } from './activities';
 import type { SftWorkflowInput } from '../../run/types';
+import { chunkCount } from '../../kernel/chunks';
 import { beginStage, endStage, stageActivities, stageProgressQuery } from '../../run/workflowUtil';
 
 /** The stage's progress query (`progress`, shared by every stage). */
@@ -14,14 +15,31 @@ export const sftProgressQuery = stageProgressQuery;
 export async function sftWorkflow(input: SftWorkflowInput): Promise<SftReport> {
   const progress = beginStage('sft', input.runId);
   const acts = stageActivities<SftActivities>(input.taskQueues.gpu, input.activity, input.sft.startToCloseTimeout);
+  const apiActs = stageActivities<SftActivities>(input.taskQueues.api, input.activity);
   const phase = (name: string, details: string) => {
     progress.phase = name;
     setCurrentDetails(`**${name}**: ${details}`);
   };
   const evaluate = async (which: 'base' | 'sft', finalPrefix?: string): Promise<SftEvalResult | undefined> => {
-    if (input.sft.eval.prompts === 0) return undefined;
-    phase(`eval_${which}`, `greedy generations on ${input.sft.eval.prompts} held-out prompts`);
-    const r = await acts.sftEvaluate({ runId: input.runId, sft: input.sft, evalSourceKey: input.evalSourceKey, which, ...(finalPrefix ? { finalPrefix } : {}) });
+    const { prompts, chunkSize } = input.sft.eval;
+    if (prompts === 0) return undefined;
+    const args = { runId: input.runId, sft: input.sft, evalSourceKey: input.evalSourceKey, which, ...(finalPrefix ? { finalPrefix } : {}) };
+    // Inputs from before `sft.eval.chunkSize` existed (every recorded history) keep the one-activity check.
+    if (chunkSize === undefined) {
+      phase(`eval_${which}`, `greedy generations on ${prompts} held-out prompts`);
+      return record(which, await acts.sftEvaluate(args));
+    }
+    // In chunks, spread over every gpu worker; the merge (S3 only) runs on the api queue.
+    const chunks = chunkCount(prompts, chunkSize);
+    phase(`eval_${which}`, `greedy generations on ${prompts} held-out prompts, ${chunks} chunk(s) of ${chunkSize} over the gpu workers`);
+    let done = 0;
+    await Promise.all(Array.from({ length: chunks }, async (_, chunk) => {
+      await acts.sftEvaluateChunk({ ...args, chunk });
+      progress.counts[`${which}_chunks_done`] = ++done;
+    }));
+    return record(which, await apiActs.sftEvaluateMerge({ runId: input.runId, which, chunks }));
+  };
+  const record = (which: 'base' | 'sft', r: SftEvalResult): SftEvalResult => {
     progress.counts[`${which}_well_formed_pct`] = Math.round(r.wellFormedShare * 100);
     progress.counts[`${which}_correct_name_pct`] = Math.round(r.correctNameShare * 100);
     return r;

@@ -27,11 +27,12 @@ import { canonicalJson, PLACEHOLDER_API_KEY, Semaphore, type ResponseCache } fro
 import { LlmRoleConfig } from '../../../llm/config';
 import { generateAsync } from '../../../model/generate';
 import type { QwenModel } from '../../../model/qwen';
-import { answerFileName, categoryKind, discoverCategories, questionFileName, unsupportedReason, VERSION_PREFIX } from './categories';
+import { answerFileName, categoryKind, discoverCategories, questionFileName, unsupportedReason } from './categories';
 import { BfclInputError, buildExamples, parsePossibleAnswers, parseQuestions, type AnswerEntry, type BfclExample } from './data';
 import { decodeAnswerResult, decodeOpenAiMessage, decodeQwenText, type Decoded, type ToolCallMessage } from './decode';
 import { referenceCalls } from './reference';
-import { aggregate, exampleResult, scoreExample, type BfclResults, type ExampleResult } from './score';
+import { exampleResult, scoreExample, type BfclResults, type ExampleResult } from './score';
+import { mergeChunkFiles, planChunks, type BfclChunk, type BfclChunkFile, type ChunkSegment } from './chunks';
 import { exampleMessages, exampleTools } from './tools';
 import { classifyLlmError, LlmFatalError } from '../../../llm/errors';
 
@@ -343,21 +344,38 @@ export interface EvaluateOptions {
   limit?: number;
   /** The BFCL data folder (the default: bfclDataDir() in src/infra/binaries.ts). */
   dataDir: string;
+  /**
+   * Examples per chunk (./chunks.ts): the examples are generated chunk by chunk, as the evaluation stage's chunk
+   * activities do, so the results equal the stage's for the same `chunkSize`. Default: one chunk (each category in
+   * one piece).
+   */
+  chunkSize?: number;
   /** Progress: category, examples done in it, its total. Also called while a batch is being generated. */
   onProgress?: (category: string, done: number, total: number) => void;
   log?: (line: string) => void;
   signal?: AbortSignal;
 }
 
-/** Runs `policy` on every chosen category and scores it. Data errors are thrown before anything runs. */
-export async function evaluateBfcl(policy: Policy, opts: EvaluateOptions): Promise<BfclResults> {
-  const t0 = Date.now();
-  const dataDir = opts.dataDir;
-  const log = opts.log ?? (() => undefined);
-  // Load (and validate) everything first: a bad file fails fast, before any generation.
-  const sets = opts.categories.map((c) => ({ category: c, examples: loadCategory(dataDir, c, opts.limit) }));
+/** The examples of a chunk's segments (validated); a data folder that lost examples since the plan is an input error. */
+export function loadChunk(dataDir: string, chunk: BfclChunk): Array<{ segment: ChunkSegment; examples: BfclExample[] }> {
+  return chunk.segments.map((segment) => {
+    const examples = loadCategory(dataDir, segment.category, segment.start + segment.count).slice(segment.start);
+    if (examples.length !== segment.count) {
+      throw new BfclInputError(`chunk ${chunk.index}: ${segment.category} has ${segment.start + examples.length} examples in ${dataDir}, the plan expected at least ${segment.start + segment.count}`);
+    }
+    return { segment, examples };
+  });
+}
+
+/** Runs `policy` on the examples of one chunk and scores them (segment by segment, examples in order). */
+export async function evaluateChunk(
+  policy: Policy,
+  segments: ReadonlyArray<{ segment: ChunkSegment; examples: readonly BfclExample[] }>,
+  opts: Pick<EvaluateOptions, 'onProgress' | 'log' | 'signal'> = {},
+): Promise<ExampleResult[]> {
   const results: ExampleResult[] = [];
-  for (const { category, examples } of sets) {
+  for (const { segment, examples } of segments) {
+    const { category } = segment;
     const tc = Date.now();
     let done = 0;
     const outputs = await policy.run(examples, {
@@ -365,27 +383,44 @@ export async function evaluateBfcl(policy: Policy, opts: EvaluateOptions): Promi
       onBusy: () => opts.onProgress?.(category, done, examples.length),
       ...(opts.signal ? { signal: opts.signal } : {}),
     });
+    let correct = 0;
     examples.forEach((example, i) => {
       const out = outputs[i]!;
       const verdict = out.failure
         ? { valid: false, reason: out.failure.reason, detail: out.failure.detail }
         : scoreExample(example, out.decoded, { underscoreToDot: policy.underscoreToDot });
+      if (verdict.valid) correct++;
       results.push(exampleResult(example, out.decoded, verdict, { ...(out.text !== undefined ? { text: out.text } : {}), ...(out.tokens !== undefined ? { tokens: out.tokens } : {}) }));
     });
-    const correct = results.filter((r) => r.category === category && r.valid).length;
-    log(`${category}: ${correct}/${examples.length} correct in ${((Date.now() - tc) / 1000).toFixed(1)}s`);
+    const range = segment.start === 0 && segment.count === examples.length ? '' : ` [${segment.start}, ${segment.start + segment.count})`;
+    opts.log?.(`${category}${range}: ${correct}/${examples.length} correct in ${((Date.now() - tc) / 1000).toFixed(1)}s`);
   }
-  const { categories, overall } = aggregate(opts.categories, results);
-  return {
-    benchmark: VERSION_PREFIX,
+  return results;
+}
+
+/** Runs `policy` on every chosen category (chunk by chunk) and scores it. Data errors are thrown before anything runs. */
+export async function evaluateBfcl(policy: Policy, opts: EvaluateOptions): Promise<BfclResults> {
+  const t0 = Date.now();
+  const dataDir = opts.dataDir;
+  // Load (and validate) everything first: a bad file fails fast, before any generation.
+  const sets = opts.categories.map((c) => ({ category: c, examples: loadCategory(dataDir, c, opts.limit) }));
+  const total = sets.reduce((n, s) => n + s.examples.length, 0);
+  const chunks = planChunks(sets.map((s) => ({ category: s.category, count: s.examples.length })), opts.chunkSize ?? Math.max(1, total));
+  const byCategory = new Map(sets.map((s) => [s.category, s.examples]));
+  const files: BfclChunkFile[] = [];
+  for (const chunk of chunks) {
+    const startedAt = Date.now();
+    const segments = chunk.segments.map((segment) => ({ segment, examples: byCategory.get(segment.category)!.slice(segment.start, segment.start + segment.count) }));
+    const results = await evaluateChunk(policy, segments, opts);
+    const finishedAt = Date.now();
+    files.push({ chunk, results, index: chunk.index, items: results.length, seconds: (finishedAt - startedAt) / 1000, startedAt, finishedAt, worker: 'local' });
+  }
+  const merged = mergeChunkFiles(files, {
+    categories: opts.categories,
     policy: policy.description,
     dataDir,
     ...(opts.limit !== undefined ? { limit: opts.limit } : {}),
     createdAt: new Date().toISOString(),
-    seconds: (Date.now() - t0) / 1000,
-    categories,
-    overall,
-    examples: results,
-  };
+  });
+  return { ...merged, seconds: (Date.now() - t0) / 1000 };
 }
-

@@ -1,6 +1,12 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { firstCallTarget, scoreToolCall } from '../../../../src/stages/sft/evaluate';
+import path from 'node:path';
+import { evaluateToolCalls, firstCallTarget, generateToolCalls, scoreToolCall, summarizeToolCalls, toolCallTargets } from '../../../../src/stages/sft/evaluate';
+import { loadChatTokenizer } from '../../../../src/chat/tokenize';
+import { selectBackend } from '../../../../src/model/backend';
+import { parseQwenConfig } from '../../../../src/model/config';
+import { QwenModel } from '../../../../src/model/qwen';
+import { TINY_POLICY } from '../../../helpers/rlFixture';
 import { sparkline } from '../../../../src/cli/sftCommand';
 import { generateDemoDataset } from '../../../../src/demo/generator';
 
@@ -31,4 +37,22 @@ test('sparkline spans min to max', () => {
   assert.equal(sparkline([3, 2, 1]), '█▅▁');
   assert.equal(sparkline([]), '');
   assert.equal(sparkline(Array.from({ length: 200 }, (_, i) => i), 50).length, 50);
+});
+
+test('the check in chunks of a multiple of the batch size gives the samples and shares of one pass', async () => {
+  await selectBackend('auto');
+  const tok = loadChatTokenizer(path.join(__dirname, '..', '..', '..', '..', 'assets', 'demo-tokenizer'));
+  const model = QwenModel.init(parseQwenConfig({ vocab_size: tok.vocabSize, eos_token_id: tok.special.imEnd, ...TINY_POLICY }), 7);
+  try {
+    const examples = generateDemoDataset({ seed: 3, count: 40, brokenRate: 0 });
+    const opts = { maxNewTokens: 12 };
+    const one = await evaluateToolCalls(model, tok, examples, { ...opts, limit: 20 });
+    assert.equal(one.prompts, 20);
+    const targets = toolCallTargets(examples, 20);
+    const samples = [];
+    for (let i = 0; i < targets.length; i += 8) samples.push(...(await generateToolCalls(model, tok, targets.slice(i, i + 8), opts)));
+    assert.deepEqual(summarizeToolCalls(samples), one);
+  } finally {
+    model.dispose();
+  }
 });
