@@ -83,11 +83,3 @@ export function takeBatch(cursor: DataCursor, count: number, n: number, seed: nu
   }
   return { indices, next: { epoch, index } };
 }
-
-/** [start, end) ranges cutting `n` items into consecutive chunks of `size` (the last may be shorter). */
-export function chunkRanges(n: number, size: number): [number, number][] {
-  if (!(size > 0)) throw new Error(`chunk size must be positive, got ${size}`);
-  const out: [number, number][] = [];
-  for (let a = 0; a < n; a += size) out.push([a, Math.min(n, a + size)]);
-  return out;
-}

@@ -29,7 +29,8 @@ import type { PhaseResult, RlActivities, RlAdvantagesResult, RlData } from './ac
 import { CM2_MEAN_REWARD, CM2_STATE, CM2_STEP, rlKeys } from '../../run/layout';
 import type { RlConfig, RlHyperparameters } from '../../run/config';
 import type { LlmConfig } from '../../llm/config';
-import { chunkRanges, takeBatch, type DataCursor } from '../../kernel/dataOrder';
+import { takeBatch, type DataCursor } from '../../kernel/dataOrder';
+import { chunkRanges } from '../../kernel/chunks';
 import type { ActivityTimeouts } from '../../run/types';
 import { pauseSignal, resumeSignal, stopSignal } from '../../run/control';
 import { beginStage, endStage, stageActivities } from '../../run/workflowUtil';
