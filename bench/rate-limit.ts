@@ -18,6 +18,9 @@
  *     rollouts are scripted (the reference dialogue of each prompt, each group member's assistant messages made
  *     distinct), so no policy model is needed; turn control from the fake verdicts ends some episodes early.
  *
+ * Local infrastructure as `cm2 infra up` (reused when running); CM2_TEMPORAL_PORT / CM2_MINIO_PORT (and the UI and
+ * console ports) put it beside another one on a shared machine.
+ *
  * Printed per part: limit, achieved throughput (paid answers/s from the first request to the last answer, and in
  * steady state: the mean over whole seconds without the first 5 and the last 3), 429s, failed examples (verdicts),
  * requests paid more than once, activity retries, wall time, and the CPU used by this process and by the machine.
@@ -28,7 +31,7 @@ import { parseArgs } from 'node:util';
 import { temporal } from '@temporalio/proto';
 import { DefaultLogger, Runtime } from '@temporalio/worker';
 import { loadConfig } from '../src/run/config';
-import { infraEnv, startInfra } from '../src/infra/localInfra';
+import { infraEnv, portsFromEnv, startInfra } from '../src/infra/localInfra';
 import { ObjectStore } from '../src/storage/store';
 import { prepareKeys, rlKeys } from '../src/run/layout';
 import { connectClient } from '../src/infra/temporal';
@@ -83,8 +86,9 @@ function throughput(fake: RateLimitedEndpoint) {
   const seconds = (t.lastPaidAt - t.firstAt) / 1000;
   const secs = fake.paidPerSecond.slice(5, Math.max(5, fake.paidPerSecond.length - 3));
   const steady = secs.length ? secs.reduce((a, b) => a + b, 0) / secs.length : Number.NaN;
-  const minSecond = secs.length ? Math.min(...secs) : Number.NaN;
-  return { ...t, seconds, overall: t.paid / seconds, steady, minSecond, steadySeconds: secs.length };
+  const sorted = [...secs].sort((a, b) => a - b);
+  const q = (f: number) => (sorted.length ? sorted[Math.min(sorted.length - 1, Math.floor(f * sorted.length))]! : Number.NaN);
+  return { ...t, seconds, overall: t.paid / seconds, steady, minSecond: q(0), p10: q(0.1), median: q(0.5), steadySeconds: secs.length };
 }
 
 function printPart(title: string, limit: string, fake: RateLimitedEndpoint, extra: Record<string, string>, m: ReturnType<Meter['stop']>) {
@@ -93,7 +97,7 @@ function printPart(title: string, limit: string, fake: RateLimitedEndpoint, extr
   console.log(`limit                   ${limit}`);
   console.log(`paid answers            ${t.paid} (requests ${t.requests}, 429s ${t.limited})`);
   console.log(`throughput overall      ${t.overall.toFixed(1)} req/s over ${t.seconds.toFixed(1)} s (first request → last answer)`);
-  console.log(`throughput steady       ${t.steady.toFixed(1)} req/s (mean of ${t.steadySeconds} whole seconds; slowest second ${t.minSecond})`);
+  console.log(`throughput steady       ${t.steady.toFixed(1)} req/s (mean of ${t.steadySeconds} whole seconds; per second: median ${t.median}, 10th percentile ${t.p10}, slowest ${t.minSecond})`);
   for (const [k, v] of Object.entries(extra)) console.log(`${k.padEnd(24)}${v}`);
   console.log(`wall time               ${m.wallS.toFixed(1)} s`);
   console.log(`CPU                     this process ${m.processCores.toFixed(2)} cores; machine ${(m.machineBusy * 100).toFixed(0)} % busy (${os.cpus().length} cores); load ${m.load}`);
@@ -223,7 +227,7 @@ async function main() {
       part: { type: 'string', default: 'all' },
     },
   });
-  const state = await startInfra({ log: (l) => console.log(l) });
+  const state = await startInfra({ ...portsFromEnv(), log: (l) => console.log(l) });
   for (const [k, v] of Object.entries(infraEnv(state))) process.env[k] ??= v;
   Runtime.install({ logger: new DefaultLogger('ERROR') });
   console.log(`${new Date().toISOString()}  ${os.cpus().length} cores, load ${os.loadavg().map((x) => x.toFixed(2)).join(' ')}`);

@@ -24,7 +24,11 @@ import { hashVerdict, judgeReply } from './fakeJudge';
 export interface RateLimitedOptions {
   /** Requests per second the endpoint accepts. */
   rate: number;
-  /** Bucket size: requests accepted at once after an idle spell. Default max(1, rate / 10). */
+  /**
+   * Bucket size: requests accepted at once after an idle spell. Default max(2, rate / 4). (Real endpoints limit per
+   * minute, with far larger bursts; with a burst of 1, two requests that a busy event loop sends a few ms too close
+   * together already get a 429.)
+   */
   burst?: number;
   /** Time to answer an accepted request, ms (default 50). */
   latencyMs?: number;
@@ -52,7 +56,7 @@ export const contentHash = (body: ChatBody): string =>
 
 export async function startRateLimitedOpenAI(opts: RateLimitedOptions): Promise<RateLimitedEndpoint> {
   const rate = opts.rate;
-  const burst = opts.burst ?? Math.max(1, Math.round(rate / 10));
+  const burst = opts.burst ?? Math.max(2, Math.round(rate / 4));
   const latencyMs = opts.latencyMs ?? 50;
   const paid = new Map<string, number>();
   const limited = new Map<string, number>();
