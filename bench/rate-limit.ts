@@ -5,7 +5,8 @@
  * fail, is any request paid twice?
  *
  *   npx tsx bench/rate-limit.ts [--examples 8000] [--variants 3] [--rate 60] [--judge-rate 50] [--prompts 64]
- *                               [--group 8] [--probe 600] [--latency 50] [--part all|checklist|judge]
+ *                               [--group 8] [--probe 600] [--latency 50] [--part all|checklist|client|judge]
+ *                               [--client-rate 50] [--client-concurrency 32] [--client-seconds 25]
  *
  * (0) `--probe N` (0 = skip): the checklist stage on N examples with no limit at all — how many requests/s our side
  *     (workers, MinIO, the fake, on this machine) can drive; the limit must sit well below it, or the figures
@@ -17,6 +18,8 @@
  *     the S3 response and verdict caches) phase after phase, against a fake judge limited to `--judge-rate`. The
  *     rollouts are scripted (the reference dialogue of each prompt, each group member's assistant messages made
  *     distinct), so no policy model is needed; turn control from the fake verdicts ends some episodes early.
+ *
+ * (c) The LLM client alone against the limit, pacing off and on (src/llm/rateLimit.ts): throughput and 429s.
  *
  * Local infrastructure as `cm2 infra up` (reused when running); CM2_TEMPORAL_PORT / CM2_MINIO_PORT (and the UI and
  * console ports) put it beside another one on a shared machine.
@@ -45,6 +48,8 @@ import { createRlActivities } from '../src/stages/rl/activities';
 import { promptMessages } from '../src/stages/rl/rollout';
 import { Rollout } from '../src/stages/rl/types';
 import { LlmConfig } from '../src/llm/config';
+import { LlmClient } from '../src/llm/client';
+import { replies } from '../test/helpers/fakeOpenAI';
 import type { Example } from '../src/kernel/schema';
 import { checklistAnswerer, judgeAnswerer, startRateLimitedOpenAI, type RateLimitedEndpoint } from '../test/helpers/rateLimitedOpenAI';
 
@@ -213,6 +218,32 @@ async function judgePart(opts: { prompts: number; group: number; rate: number; l
     }, stopped);
 }
 
+/**
+ * (c) The client alone, pacing off vs on: `--client-concurrency` callers ask as fast as they can for `--client-seconds`
+ * against the limit `--client-rate` (no Temporal, no S3): what the adaptive limiter changes.
+ */
+async function clientPart(opts: { rate: number; concurrency: number; seconds: number; latency: number }) {
+  for (const pace of [false, true]) {
+    const fake = await startRateLimitedOpenAI({ rate: opts.rate, latencyMs: opts.latency, answer: () => replies.json({ ok: true }) });
+    const client = new LlmClient(LlmConfig.parse({ roles: { annotator: { baseUrl: fake.url, model: 'fake', concurrency: opts.concurrency } } }), { backoff: { pace }, log: () => undefined });
+    const end = Date.now() + opts.seconds * 1000;
+    let n = 0;
+    let thrown = 0;
+    const m = meter();
+    await Promise.all(Array.from({ length: opts.concurrency }, async () => {
+      while (Date.now() < end) {
+        await client.chat({ role: 'annotator', messages: [{ role: 'user', content: `question ${n++}` }] }).catch(() => thrown++);
+      }
+    }));
+    printPart(`(c) the LLM client alone, ${opts.concurrency} eager callers for ${opts.seconds} s, pacing ${pace ? 'ON (default)' : 'OFF (only the jittered Retry-After)'}`,
+      `${fake.rate} req/s, burst ${fake.burst}, answer latency ${opts.latency} ms`, fake, {
+        'calls failed': String(thrown),
+        '429s per paid answer': (fake.totals().limited / Math.max(1, fake.totals().paid)).toFixed(2),
+      }, m.stop());
+    await fake.close();
+  }
+}
+
 async function main() {
   const { values } = parseArgs({
     options: {
@@ -225,6 +256,9 @@ async function main() {
       probe: { type: 'string', default: '600' },
       latency: { type: 'string', default: '50' },
       part: { type: 'string', default: 'all' },
+      'client-rate': { type: 'string', default: '50' },
+      'client-concurrency': { type: 'string', default: '32' },
+      'client-seconds': { type: 'string', default: '25' },
     },
   });
   const state = await startInfra({ ...portsFromEnv(), log: (l) => console.log(l) });
@@ -239,6 +273,9 @@ async function main() {
   }
   if (part === 'all' || part === 'checklist') {
     await checklistPart({ examples: Number(values.examples), variants, rate: Number(values.rate), latency, unlimited: false, seed: 16 });
+  }
+  if (part === 'all' || part === 'client') {
+    await clientPart({ rate: Number(values['client-rate']), concurrency: Number(values['client-concurrency']), seconds: Number(values['client-seconds']), latency });
   }
   if (part === 'all' || part === 'judge') {
     await judgePart({ prompts: Number(values.prompts), group: Number(values.group), rate: Number(values['judge-rate']), latency, seed: 64 });
