@@ -7,9 +7,12 @@
  * - bounded concurrency per role (one semaphore per role and client, i.e. per worker process);
  * - automatic downgrade of request parameters a server rejects (response_format json_schema →
  *   json_object → none, reasoning_effort dropped, max_tokens → max_completion_tokens), remembered per role;
- * - failure classification: transient failures (429, 5xx, 408, timeouts, connection errors) are retried
+ * - failure classification: transient failures (5xx, 408, timeouts, connection errors) are retried
  *   a few times in process, honouring Retry-After, then thrown as `LlmRetryableError` so the activity
  *   retries with Temporal's backoff; everything else is `LlmFatalError`;
+ * - rate limits (429) are not failures: the request waits its Retry-After (jittered) and is sent again without
+ *   using up those retries, and the role's requests are paced by an adaptive limiter (./rateLimit.ts) so that
+ *   throughput stays at the endpoint's limit instead of collapsing into waves of refused retries;
  * - token and cost accounting per call (totals per role, and an `onUsage` hook for metrics);
  * - an optional response cache, written as soon as an answer arrives (before anyone parses it), so that
  *   a crashed or retried activity never pays twice for the same answer.
@@ -23,6 +26,7 @@ import type { Usage } from '../kernel/roles';
 import { zeroUsage, addUsage } from '../kernel/roles';
 import { isOnline, type LlmConfig, type LlmRoleConfig, type ReasoningEffort, type RoleName, type StructuredOutputMode } from './config';
 import { classifyLlmError, LlmFatalError } from './errors';
+import { AdaptiveRateLimiter } from './rateLimit';
 
 // ---------------------------------------------------------------------------------------------------
 // Public types
@@ -79,6 +83,13 @@ export interface BackoffPolicy {
    * `retryAfterMs` becomes the activity's `nextRetryDelay`), so no activity slot idles for minutes.
    */
   maxRetryAfterMs: number;
+  /**
+   * Rate limiting (429) is not a failure: a 429'd request waits (its Retry-After, jittered) and is sent again without
+   * using up `maxTransportRetries`, for at most this long in total per call; after that the 429 goes to Temporal.
+   */
+  maxRateLimitWaitMs: number;
+  /** Pace a role's requests after 429s (./rateLimit.ts); off: only each 429'd request waits (measurements). */
+  pace: boolean;
 }
 
 export interface LlmClientOptions {
@@ -95,7 +106,7 @@ export interface LlmClientOptions {
   onUsage?: (role: RoleName, usage: Usage, cached: boolean) => void;
 }
 
-const DEFAULT_BACKOFF: BackoffPolicy = { baseMs: 1_000, maxMs: 30_000, maxRetryAfterMs: 60_000 };
+const DEFAULT_BACKOFF: BackoffPolicy = { baseMs: 1_000, maxMs: 30_000, maxRetryAfterMs: 60_000, maxRateLimitWaitMs: 15 * 60_000, pace: true };
 
 /** Sent when `apiKeyEnv` is unset or names an empty variable: local vLLM/Ollama servers need no key. */
 export const PLACEHOLDER_API_KEY = 'not-needed';
@@ -183,6 +194,8 @@ export type LlmAsk = Pick<LlmClient, 'chat' | 'roleConfig'>;
 interface RoleState {
   readonly cfg: OnlineRoleConfig;
   readonly semaphore: Semaphore;
+  /** Paces the role's requests once its endpoint has answered 429 (./rateLimit.ts). */
+  readonly limiter: AdaptiveRateLimiter;
   structured: StructuredOutputMode;
   sendReasoningEffort: boolean;
   maxTokensParam: 'max_tokens' | 'max_completion_tokens';
@@ -267,6 +280,7 @@ export class LlmClient {
     state = {
       cfg,
       semaphore: new Semaphore(cfg.concurrency),
+      limiter: new AdaptiveRateLimiter(),
       structured: cfg.structuredOutput,
       sendReasoningEffort: true,
       maxTokensParam: 'max_tokens',
@@ -335,12 +349,19 @@ export class LlmClient {
 
   private async callWithRetries(state: RoleState, req: ChatRequest, effort: ReasoningEffort | undefined): Promise<{ text: string; usage: Usage }> {
     let failures = 0;
+    let rateLimited = 0;
+    let rateLimitWaitedMs = 0;
     for (;;) {
       const body = this.buildBody(state, req, effort);
       let completion: ChatCompletion;
+      let sentAt = Date.now();
       try {
         const release = await state.semaphore.acquire();
         try {
+          // Paced inside the slot: a start time reserved by a request that then waits for a slot would be wasted.
+          const pace = this.backoff.pace ? state.limiter.reserve() : 0;
+          if (pace > 0) await sleep(pace, req.signal);
+          sentAt = Date.now();
           completion = await this.sdkOf(state).chat.completions.create(body, { signal: req.signal });
         } finally {
           release();
@@ -351,14 +372,27 @@ export class LlmClient {
         if (this.adaptToRejection(state, req.role, body, err)) continue;
         const classified = classifyLlmError(err);
         if (classified instanceof LlmFatalError) throw classified;
+        if (classified.kind === 'rate_limit') {
+          // Not a failure: the endpoint asks us to slow down. Pace the role, wait, send again; only an endless
+          // rate limit (or a Retry-After beyond the in-process budget) goes to Temporal.
+          state.limiter.onRateLimited(sentAt);
+          rateLimited++;
+          classified.attempts = failures + rateLimited;
+          const wait = this.rateLimitWaitMs(rateLimited, classified.retryAfterMs);
+          if (wait === undefined || rateLimitWaitedMs + wait > this.backoff.maxRateLimitWaitMs) throw classified;
+          rateLimitWaitedMs += wait;
+          await sleep(wait, req.signal);
+          continue;
+        }
         failures++;
-        classified.attempts = failures;
+        classified.attempts = failures + rateLimited;
         if (failures > state.cfg.maxTransportRetries) throw classified;
         const wait = this.backoffMs(failures, classified.retryAfterMs);
         if (wait === undefined) throw classified;
         await sleep(wait, req.signal);
         continue;
       }
+      state.limiter.onSuccess();
       return { text: completion.choices[0]?.message?.content ?? '', usage: this.usageOf(state.cfg, completion) };
     }
   }
@@ -368,6 +402,16 @@ export class LlmClient {
     if (retryAfterMs !== undefined) return retryAfterMs > this.backoff.maxRetryAfterMs ? undefined : retryAfterMs;
     const exp = Math.min(this.backoff.maxMs, this.backoff.baseMs * 2 ** (failures - 1));
     return exp * (0.5 + Math.random() * 0.5);
+  }
+
+  /**
+   * Wait after the `n`-th 429 of a call: the Retry-After plus up to half of it again (at most 1 s more), so that the
+   * requests refused together do not come back together; without one, the jittered exponential backoff.
+   */
+  private rateLimitWaitMs(n: number, retryAfterMs: number | undefined): number | undefined {
+    if (retryAfterMs === undefined) return this.backoffMs(n, undefined);
+    if (retryAfterMs > this.backoff.maxRetryAfterMs) return undefined;
+    return retryAfterMs + Math.random() * Math.min(retryAfterMs / 2, 1_000);
   }
 
   private usageOf(cfg: LlmRoleConfig, completion: ChatCompletion): Usage {

@@ -106,6 +106,8 @@ export interface FakeOpenAIOptions {
   behaviour?: Behaviour;
   /** Request key for `counts`/`nthForKey`; default: the JSON of the messages. */
   keyOf?: (body: ChatBody) => string;
+  /** Keep every request in `requests` (default true); load tests with tens of thousands of requests turn it off. */
+  record?: boolean;
 }
 
 /** Rough token count, ~4 characters per token, at least 1 for non-empty text. */
@@ -122,6 +124,7 @@ export async function startFakeOpenAI(opts: FakeOpenAIOptions = {}): Promise<Fak
   const timers = new Set<NodeJS.Timeout>();
   let inFlight = 0;
   let maxInFlight = 0;
+  let total = 0;
 
   const server = http.createServer((req, res) => {
     const chunks: Buffer[] = [];
@@ -166,8 +169,8 @@ export async function startFakeOpenAI(opts: FakeOpenAIOptions = {}): Promise<Fak
     const key = keyOf(body);
     const nthForKey = (counts.get(key) ?? 0) + 1;
     counts.set(key, nthForKey);
-    const recorded: RecordedRequest = { index: requests.length, method: req.method ?? 'POST', path, headers: req.headers, body, key, receivedAt: Date.now() };
-    requests.push(recorded);
+    const recorded: RecordedRequest = { index: total++, method: req.method ?? 'POST', path, headers: req.headers, body, key, receivedAt: Date.now() };
+    if (opts.record !== false) requests.push(recorded);
 
     inFlight++;
     maxInFlight = Math.max(maxInFlight, inFlight);
@@ -182,7 +185,7 @@ export async function startFakeOpenAI(opts: FakeOpenAIOptions = {}): Promise<Fak
 
     let reply: FakeReply;
     try {
-      reply = await behaviour(recorded, { total: requests.length, nthForKey, key });
+      reply = await behaviour(recorded, { total, nthForKey, key });
     } catch (e) {
       reply = replies.status(500, { message: `fake behaviour threw: ${(e as Error).message}` });
     }

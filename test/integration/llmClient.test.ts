@@ -156,6 +156,33 @@ test('a Retry-After longer than the in-process budget is handed to Temporal at o
   assert.equal(failure.category, 'BENIGN');
 });
 
+test('429s do not use up maxTransportRetries; a 503 between them does', async () => {
+  const limited = (): ReturnType<typeof replies.status> => replies.status(429, { code: 'rate_limit_exceeded', headers: { 'retry-after': '1', 'retry-after-ms': '20' } });
+  const s = await fake((_req, ctx) => (ctx.total <= 6 ? limited() : ctx.total === 7 ? replies.status(503) : replies.json(verdict)));
+  const { client } = clientFor(s, { maxTransportRetries: 1 });
+  const res = await ask(client);
+  assert.equal(res.text, JSON.stringify(verdict));
+  assert.equal(s.requests.length, 8);
+  // retry-after-ms is honoured (not the whole second of Retry-After).
+  assert.ok(s.requests[6]!.receivedAt - s.requests[0]!.receivedAt < 2_000);
+  // One more 503 and the call fails: the 429s left both transport retries to the 503s.
+  const s2 = await fake((_req, ctx) => (ctx.total <= 3 ? limited() : replies.status(503)));
+  const err = await ask(clientFor(s2, { maxTransportRetries: 1 }).client).catch((e: unknown) => e);
+  assert.ok(err instanceof LlmRetryableError && err.kind === 'server', String(err));
+  assert.equal(s2.requests.length, 5);
+});
+
+test('a 429 that never ends goes to Temporal after maxRateLimitWaitMs', async () => {
+  const s = await fake(() => replies.status(429, { code: 'rate_limit_exceeded', headers: { 'retry-after-ms': '50' } }));
+  const client = new LlmClient(LlmConfig.parse({ roles: { filter: { baseUrl: s.url, model: 'm' } } }), { backoff: { maxRateLimitWaitMs: 500 }, log: () => undefined, env: {} });
+  const t0 = Date.now();
+  const err = await client.chat({ role: 'filter', messages: [{ role: 'user', content: 'x' }] }).catch((e: unknown) => e);
+  assert.ok(err instanceof LlmRetryableError && err.kind === 'rate_limit', String(err));
+  assert.ok(Date.now() - t0 < 3_000);
+  assert.ok(s.requests.length >= 5, `${s.requests.length} requests`);
+  assert.equal(toTemporalFailure(err).category, 'BENIGN');
+});
+
 test('503 burst then success', async () => {
   const s = await fake((_req, ctx) => (ctx.total <= 2 ? replies.status(503, { message: 'overloaded' }) : replies.json(verdict)));
   const { client } = clientFor(s, { maxTransportRetries: 2 });

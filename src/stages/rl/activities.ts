@@ -335,14 +335,23 @@ export function createRlActivities(deps: ActivityDeps) {
           judgeCfg,
         );
         let stats: JudgeTotals;
+        let judged = { done: 0, total: 0 };
+        // Also while no step completes (calls waiting out a rate limit): a silent attempt would be timed out and
+        // started again beside itself.
+        const ticker = setInterval(() => heartbeat({ phase: input.phase, judged: judged.done, total: judged.total }), 5_000);
         try {
           stats = await judgePending(rollouts, d.checklists, judge, {
             concurrency: input.rl.judge.concurrency,
             salt: `${input.folder}/p${input.phase}`,
-            onProgress: (done, total) => heartbeat({ phase: input.phase, judged: done, total }),
+            onProgress: (done, total) => {
+              judged = { done, total };
+              heartbeat({ phase: input.phase, judged: done, total });
+            },
           });
         } catch (e) {
           throw asTemporalFailure(e);
+        } finally {
+          clearInterval(ticker);
         }
         applyTurnDecisions(rollouts, d.checklists, d.byUuid, input.rl.rollout);
         await store.putJson(outKey, { rollouts });
