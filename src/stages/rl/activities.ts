@@ -5,7 +5,7 @@
  * - gpu queue: `rlRollout` (advance every live episode of a step by one turn: batched generation + tool calls),
  *   `rlTrain` (one GRPO update → checkpoint).
  * - api queue: `rlJudge` (verdicts for the turns that just completed, then turn control), `rlAdvantages`,
- *   `rlRecordStep` (metrics JSONL).
+ *   `rlRecordStep` (metrics JSONL), `rlPruneCheckpoints` (retention, `rl.keepCheckpoints`).
  *
  * Everything large lives in S3; activities exchange keys and small numbers. Each activity writes its output under
  * a key fixed by (run, step, phase), so a retry after a crash overwrites the same object with the same content
@@ -24,7 +24,8 @@ import { loadChatTokenizer, promptIds, type ChatTokenizer } from '../../chat/tok
 import { AnnotatedExample, type ChecklistVariant } from '../checklist/schema';
 import type { Example } from '../../kernel/schema';
 import { resolveFromRoot } from '../../infra/binaries';
-import { stepFolder, CheckpointManifest } from '../../storage/checkpoints';
+import { stepFolder, CheckpointManifest, listCheckpointFolders, removeCheckpoint } from '../../storage/checkpoints';
+import { checkpointsToPrune } from '../../run/retention';
 import { Granularity, RlConfig, RlHyperparameters } from '../../run/config';
 import { LlmConfig, isOnline } from '../../llm/config';
 import { canonicalJson } from '../../llm/client';
@@ -158,6 +159,10 @@ export const RlTrainResult = z.object({
 export type RlTrainResult = z.infer<typeof RlTrainResult>;
 
 export const RlRecordInput = z.object({ runId: z.string(), step: z.number().int().nonnegative(), row: z.record(z.string(), z.unknown()) });
+
+/** Retention: `step` is the newest committed step (checkpoints above it are never touched), `keep` what stays. */
+export const RlPruneInput = z.object({ runId: z.string(), step: z.number().int().positive(), keep: z.array(z.number().int().positive()) });
+export const RlPruneResult = z.object({ removed: z.array(z.number().int()), objects: z.number().int() });
 
 
 const RolloutFile = z.object({ rollouts: z.array(Rollout) });
@@ -445,6 +450,29 @@ export function createRlActivities(deps: ActivityDeps) {
       await store.putJsonl(key, rows);
       await store.putJson(rlKeys.metricsRow(input.runId, input.step, String(input.row['kind'] ?? 'step')), { step: input.step, ...input.row });
       return { key, rows: rows.length };
+    },
+
+    /**
+     * Removes the checkpoints at or below `step` that `keep` does not list (src/run/retention.ts), each manifest first,
+     * so a kill midway leaves no folder that passes for a checkpoint; a retry lists again and finishes. api.
+     */
+    async rlPruneCheckpoints(raw: z.input<typeof RlPruneInput>): Promise<z.infer<typeof RlPruneResult>> {
+      const input = parseInput(RlPruneInput, raw, 'rlPruneCheckpoints');
+      if (!input.keep.includes(input.step)) throw ApplicationFailure.nonRetryable(`rlPruneCheckpoints: the current policy (step ${input.step}) is not in keep`, 'BadInput');
+      const prefix = rlKeys.checkpoints(input.runId);
+      const folders = await listCheckpointFolders(store, prefix);
+      const removed = checkpointsToPrune([...folders.keys()], input.step, input.keep);
+      // Tests only: a pause after each removal, so a kill can land in the middle of pruning.
+      const delayMs = Number(process.env['CM2_TEST_PRUNE_DELAY_MS'] ?? 0);
+      let objects = 0;
+      for (const step of removed) {
+        objects += await removeCheckpoint(store, prefix, step, folders.get(step) ?? [], async (key) => {
+          heartbeat({ step, key });
+          if (delayMs > 0) await new Promise((r) => setTimeout(r, delayMs));
+        });
+      }
+      if (removed.length) log(`pruned RL checkpoints ${removed.join(', ')} (${objects} objects)`);
+      return { removed, objects };
     },
   };
 }
