@@ -40,9 +40,10 @@ test('RL retention: keepCheckpoints keeps exactly the expected steps; a kill dur
   try {
     const handle = await startRl(client, b);
     // Step 3 recorded → step 1 is pruned: wait until its manifest is gone and its weights are still there.
-    const one = stepFolder(prefix, 1);
+    // (Step 1 looks the same while it is being written: step 3's manifest tells the two apart.)
+    const [one, three] = [stepFolder(prefix, 1), stepFolder(prefix, 3)];
     for (;;) {
-      if (!(await store.exists(`${one}/manifest.json`)) && (await store.exists(`${one}/model.safetensors`))) break;
+      if ((await store.exists(`${three}/manifest.json`)) && !(await store.exists(`${one}/manifest.json`)) && (await store.exists(`${one}/model.safetensors`))) break;
       await sleep(20);
     }
     await api.kill('SIGKILL');
