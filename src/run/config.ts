@@ -353,6 +353,9 @@ export const RlConfig = z.object({
   /** Continue-as-new after this many RL steps in one workflow run (history stays far below the limits). */
   continueAsNewEvery: z.number().int().positive().default(25)
     .describe('Continue-as-new after this many RL steps in one workflow run (history stays far below the limits).'),
+  /** Retention of RL checkpoints (src/run/retention.ts); 0 keeps every checkpoint. */
+  keepCheckpoints: z.number().int().min(0).default(0)
+    .describe('Keep only the newest this many RL checkpoints (at least 1; 2 with one-step-off async training), plus those still in use: the current policy, the evaluated ones and the final policy. Older ones are removed after each step, manifest first. 0 keeps all.'),
   /** Per attempt of a rollout/train activity. */
   startToCloseTimeout: z.string().default('2h').describe('Per attempt of a rollout or train activity.'),
 });

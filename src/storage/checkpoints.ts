@@ -7,6 +7,10 @@
  * checkpoint (a worker died while writing) and is never loaded: `latestCheckpoint` falls back to the previous one.
  * Writing the same step again (a retried activity) overwrites the same keys with the same content.
  *
+ * Removal (retention, `rl.keepCheckpoints`) is the write in reverse: the manifest goes FIRST, then the files, so a
+ * folder that a killed pruner left half-removed has no manifest and is never taken for a complete checkpoint; a
+ * retried removal finishes it.
+ *
  * Files of any size: a checkpoint's files are given as bytes (small ones) or as local files (written by the streaming
  * safetensors writer into a temp folder), uploaded as streams; `downloadCheckpoint` streams them back into a local
  * folder, each verified against the manifest's sha256 and size on the way.
@@ -108,27 +112,62 @@ export async function readCheckpoint(store: ObjectStore, manifestKey: string): P
 }
 
 /**
+ * The checkpoint of `manifestKey` when it is complete (every file present with the manifest's sha256), else
+ * undefined, with a note through `log` (a missing or unreadable manifest, a missing or altered file).
+ */
+export async function completeCheckpoint(store: ObjectStore, manifestKey: string, log: (m: string) => void = () => undefined): Promise<{ manifestKey: string; manifest: CheckpointManifest } | undefined> {
+  try {
+    const manifest = await store.getJson(manifestKey, CheckpointManifest);
+    for (const ref of Object.values(manifest.files)) {
+      const actual = await store.ref(ref.key);
+      if (!actual || actual.sha256 !== ref.sha256) {
+        log(`checkpoint ${manifestKey}: ${ref.key} is missing or differs from the manifest; skipped`);
+        return undefined;
+      }
+    }
+    return { manifestKey, manifest };
+  } catch (e) {
+    log(`checkpoint ${manifestKey}: unreadable manifest (${(e as Error).message}); skipped`);
+    return undefined;
+  }
+}
+
+/**
  * The newest complete checkpoint under `prefix`, or undefined. Folders without a manifest are skipped; a manifest
  * whose files are missing or altered is skipped too (with a note through `log`).
  */
 export async function latestCheckpoint(store: ObjectStore, prefix: string, log: (m: string) => void = () => undefined): Promise<{ manifestKey: string; manifest: CheckpointManifest } | undefined> {
   const keys = (await store.list(`${prefix}/`)).filter((k) => /\/step-\d{8}\/manifest\.json$/.test(k)).sort().reverse();
   for (const manifestKey of keys) {
-    try {
-      const manifest = await store.getJson(manifestKey, CheckpointManifest);
-      let complete = true;
-      for (const ref of Object.values(manifest.files)) {
-        const actual = await store.ref(ref.key);
-        if (!actual || actual.sha256 !== ref.sha256) {
-          complete = false;
-          log(`checkpoint ${manifestKey}: ${ref.key} is missing or differs from the manifest; skipped`);
-          break;
-        }
-      }
-      if (complete) return { manifestKey, manifest };
-    } catch (e) {
-      log(`checkpoint ${manifestKey}: unreadable manifest (${(e as Error).message}); skipped`);
-    }
+    const found = await completeCheckpoint(store, manifestKey, log);
+    if (found) return found;
   }
   return undefined;
+}
+
+/** The checkpoint folders under `prefix` by step, each with its keys (with or without a manifest). */
+export async function listCheckpointFolders(store: ObjectStore, prefix: string): Promise<Map<number, string[]>> {
+  const folders = new Map<number, string[]>();
+  for (const key of await store.list(`${prefix}/`)) {
+    const m = /\/step-(\d{8})\/[^/]+$/.exec(key.slice(prefix.length));
+    if (!m) continue;
+    const step = Number(m[1]);
+    folders.set(step, [...(folders.get(step) ?? []), key]);
+  }
+  return folders;
+}
+
+/**
+ * Removes one checkpoint folder: its manifest first (from then on the checkpoint no longer exists for any reader),
+ * then its other objects. `keys` are the folder's objects as listed; `onRemoved` runs after each removal (heartbeats).
+ * Idempotent: removing a missing object is not an error, so a retry after a kill finishes the job.
+ */
+export async function removeCheckpoint(store: ObjectStore, prefix: string, step: number, keys: readonly string[], onRemoved: (key: string) => Promise<void> | void = () => undefined): Promise<number> {
+  const manifestKey = `${stepFolder(prefix, step)}/manifest.json`;
+  const rest = keys.filter((k) => k !== manifestKey && k.startsWith(`${stepFolder(prefix, step)}/`)).sort();
+  for (const key of [manifestKey, ...rest]) {
+    await store.remove(key);
+    await onRemoved(key);
+  }
+  return rest.length + 1;
 }

@@ -1,7 +1,7 @@
 /** Training checkpoints on MinIO: manifest written last, torn and altered checkpoints are never loaded. */
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { latestCheckpoint, readCheckpoint, stepFolder, writeCheckpoint } from '../../src/storage/checkpoints';
+import { latestCheckpoint, listCheckpointFolders, readCheckpoint, removeCheckpoint, stepFolder, writeCheckpoint } from '../../src/storage/checkpoints';
 import { runKey } from '../../src/run/layout';
 import { testConfig, testStore, uniqueId } from '../helpers/env';
 
@@ -28,4 +28,30 @@ test('the newest complete checkpoint is found; torn and altered ones are skipped
   const notes: string[] = [];
   assert.equal((await latestCheckpoint(store, prefix, (m) => notes.push(m)))?.manifest.step, 10);
   assert.match(notes.join('\n'), /differs from the manifest/);
+});
+
+test('removal takes the manifest first: a half-removed folder is no checkpoint, and removing again finishes it', async () => {
+  const cfg = testConfig(uniqueId('ckpt-rm'));
+  const store = testStore(cfg);
+  const prefix = runKey(cfg.run.id, 'rl', 'checkpoints');
+  for (const step of [1, 2, 3]) await writeCheckpoint(store, prefix, step, { 'model.safetensors': new Uint8Array([step]), 'optimizer.safetensors': new Uint8Array([step, step]) }, {});
+  const folders = await listCheckpointFolders(store, prefix);
+  assert.deepEqual([...folders.keys()], [1, 2, 3]);
+
+  // A pruner killed right after its first removal: step 3 keeps its files but not its manifest.
+  const removed: string[] = [];
+  await assert.rejects(removeCheckpoint(store, prefix, 3, folders.get(3)!, (key) => {
+    removed.push(key);
+    throw new Error('killed');
+  }), /killed/);
+  assert.deepEqual(removed, [`${stepFolder(prefix, 3)}/manifest.json`]);
+  assert.equal((await latestCheckpoint(store, prefix))?.manifest.step, 2, 'the half-removed folder is skipped');
+  assert.equal((await listCheckpointFolders(store, prefix)).get(3)?.length, 2, 'its files are still there');
+
+  // The retry lists again and finishes; removing what is gone is no error.
+  assert.equal(await removeCheckpoint(store, prefix, 3, (await listCheckpointFolders(store, prefix)).get(3)!), 3);
+  assert.equal(await removeCheckpoint(store, prefix, 1, folders.get(1)!), 3);
+  assert.equal(await removeCheckpoint(store, prefix, 1, folders.get(1)!), 3);
+  assert.deepEqual([...(await listCheckpointFolders(store, prefix)).keys()], [2]);
+  assert.equal((await latestCheckpoint(store, prefix))?.manifest.step, 2);
 });

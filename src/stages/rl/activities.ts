@@ -5,7 +5,7 @@
  * - gpu queue: `rlRollout` (advance every live episode of a step by one turn: batched generation + tool calls),
  *   `rlTrain` (one GRPO update → checkpoint).
  * - api queue: `rlJudge` (verdicts for the turns that just completed, then turn control), `rlAdvantages`,
- *   `rlRecordStep` (metrics JSONL).
+ *   `rlRecordStep` (metrics JSONL), `rlPruneCheckpoints` (retention, `rl.keepCheckpoints`).
  *
  * Everything large lives in S3; activities exchange keys and small numbers. Each activity writes its output under
  * a key fixed by (run, step, phase), so a retry after a crash overwrites the same object with the same content
@@ -24,8 +24,9 @@ import { loadChatTokenizer, promptIds, type ChatTokenizer } from '../../chat/tok
 import { AnnotatedExample, type ChecklistVariant } from '../checklist/schema';
 import type { Example } from '../../kernel/schema';
 import { resolveFromRoot } from '../../infra/binaries';
-import { stepFolder, CheckpointManifest } from '../../storage/checkpoints';
-import { Granularity, RlConfig, RlHyperparameters } from '../../run/config';
+import { stepFolder, CheckpointManifest, listCheckpointFolders, removeCheckpoint } from '../../storage/checkpoints';
+import { checkpointsToPrune } from '../../run/retention';
+import { RlConfig } from '../../run/config';
 import { LlmConfig, isOnline } from '../../llm/config';
 import { canonicalJson } from '../../llm/client';
 import { ifExists, storeVerdictCache } from '../../storage/store';
@@ -39,149 +40,16 @@ import { judgePending } from './judge/phase';
 import { advanceRollouts, applyTurnDecisions, initRollouts, type RolloutLimits } from './rollout';
 import { ToolEnvironment } from './env/toolEnv';
 import { Rollout } from './types';
-import { loadPolicy, PolicyCache, PolicyRef, policyKey, saveTrainingCheckpoint } from '../../model/policyStore';
+import { loadPolicy, PolicyCache, policyKey, saveTrainingCheckpoint } from '../../model/policyStore';
 import { type ActivityDeps, asTemporalFailure, cancellationSignal, heapGuard, heartbeat, llmClients, once, parseInput, stageLog } from '../activityKit';
 import { demoWorldExecutables } from '../../demo/executables';
 import { withSimulatorDefaults } from './env/simulator';
-import { Counts, countsOf, summariseBatch } from './batch';
-import { type JudgeTotals, zeroJudgeTotals } from '../../kernel/counts';
+import { countsOf, summariseBatch } from './batch';
+import { type JudgeTotals } from '../../kernel/counts';
 import { recordJudgePhase, recordRlBatch } from '../activityMetrics';
+import { RlDataInput, RlData, PhaseResult, RlJudgeInput, RlRolloutInput, RlAdvantagesInput, RlMergeInput, RlMergeResult, RlAdvantagesResult, AdvantagesFile, RlTrainInput, RlTrainResult, RlRecordInput, RlPruneInput, RlPruneResult, RolloutFile } from './shapes';
 
-// ---------------------------------------------------------------------------------------------------------------
-// Shapes
-
-
-
-export const RlDataInput = z.object({ runId: z.string(), sourceKey: z.string().min(1), tokenizerDir: z.string(), rl: RlConfig });
-export const RlData = z.object({
-  /** Annotated examples usable for RL (prompt fits), as a JSONL in S3. */
-  key: z.string(),
-  train: z.number().int(),
-  heldOut: z.number().int(),
-  /** Dropped: prompt longer than maxModelLen − promptMargin. */
-  tooLong: z.number().int(),
-  invalid: z.number().int(),
-});
-export type RlData = z.infer<typeof RlData>;
-
-
-export const PhaseResult = z.object({
-  key: z.string(),
-  counts: Counts,
-  seconds: z.number(),
-  generatedTokens: z.number().int().optional(),
-  judge: z.object(Object.fromEntries(Object.keys(zeroJudgeTotals()).map((k) => [k, z.number()])) as Record<keyof JudgeTotals, z.ZodNumber>).optional(),
-});
-export type PhaseResult = z.infer<typeof PhaseResult>;
-
-/** One phase of a batch of rollouts: what judging it needs. */
-export const RlJudgeInput = z.object({
-  runId: z.string(),
-  /** Folder of this batch of rollouts: `runs/<id>/rl/steps/<step>` or `runs/<id>/rl/eval/<policy step>`. */
-  folder: z.string(),
-  phase: z.number().int().nonnegative(),
-  dataKey: z.string(),
-  rl: RlConfig,
-  llm: LlmConfig,
-});
-
-/** One phase of a batch of rollouts: what generating it needs. */
-export const RlRolloutInput = RlJudgeInput.extend({
-  tokenizerDir: z.string(),
-  policy: PolicyRef,
-  /** Phase 0 only: which examples (indices into the data file) and how many rollouts each. */
-  init: z.object({
-    indices: z.array(z.number().int().nonnegative()),
-    groupSize: z.number().int().positive(),
-    /** A chunk's first prompt's index in the step: its episodes' GRPO groups start there. */
-    groupOffset: z.number().int().nonnegative().optional(),
-  }).optional(),
-  /** Seed each episode by (seed, episode id, generation) (chunked rollouts): tokens independent of the batch. */
-  episodeSeeds: z.boolean().optional(),
-  /** Sampling overrides (evaluation). */
-  temperature: z.number().min(0).optional(),
-  seed: z.number().int(),
-});
-
-export const RlAdvantagesInput = RlJudgeInput.omit({ llm: true }).extend({
-  granularity: Granularity,
-  /** The finished rollouts (the merged chunks of a fanned-out batch); default: `phase` of `folder`. */
-  rolloutsKey: z.string().optional(),
-});
-
-/** The chunks of a fanned-out batch, each at its last phase, merged in chunk order into one rollouts file. */
-export const RlMergeInput = z.object({ runId: z.string(), folder: z.string(), parts: z.array(z.string().min(1)).min(1) });
-export const RlMergeResult = z.object({ key: z.string(), counts: Counts, rollouts: z.number().int() });
-export type RlMergeResult = z.infer<typeof RlMergeResult>;
-export const RlAdvantagesResult = z.object({
-  key: z.string(),
-  rollouts: z.number().int(),
-  rewardMean: z.number(),
-  rewardStd: z.number(),
-  failed: z.number().int(),
-  /** Mean |advantage| over policy segments, per granularity (the chosen one is used for training). */
-  advAbsMean: z.record(z.string(), z.number()),
-  /** Share of rollouts with a nonzero advantage somewhere, per granularity. */
-  advNonzero: z.record(z.string(), z.number()),
-  endReasons: z.record(z.string(), z.number().int()),
-  toolSources: z.record(z.string(), z.number().int()),
-  policyTokens: z.number().int(),
-  meanTurns: z.number(),
-  /** Judge pass counts per checklist `focus_on` (items of reached turns). */
-  passByFocus: z.record(z.string(), z.object({ passed: z.number().int(), total: z.number().int() })).default({}),
-  /** Mean reward over prompts with its standard error (prompts are the unit: src/stages/rl/heldOut.ts). */
-  byPrompt: z.object({ n: z.number().int(), mean: z.number(), sd: z.number().nullable(), se: z.number().nullable() }).optional(),
-  seconds: z.number(),
-});
-export type RlAdvantagesResult = z.infer<typeof RlAdvantagesResult>;
-
-/** `advantages.json`: rows keyed by rollout id (`advantages`, positional, in files written before the rows). */
-const AdvantagesFile = z.object({
-  granularity: z.string().optional(),
-  rows: z.array(z.object({ id: z.string(), advantages: z.array(z.number()) })).optional(),
-  advantages: z.array(z.array(z.number())).optional(),
-});
-
-export const RlTrainInput = z.object({
-  runId: z.string(),
-  step: z.number().int().positive(),
-  policy: PolicyRef,
-  /** The frozen reference policy for the KL term (the SFT policy). */
-  reference: PolicyRef,
-  /**
-   * The policy that generated the rollouts when it is not `policy` (one-step-off asynchronous RL): the importance
-   * ratio is taken against its log-probabilities, recomputed here. Absent: on-policy (ratio 1 at the update).
-   */
-  behaviour: PolicyRef.optional(),
-  rolloutsKey: z.string(),
-  advantagesKey: z.string(),
-  tokenizerDir: z.string(),
-  rl: RlConfig,
-  hp: RlHyperparameters,
-  /** Small state carried into the checkpoint (data cursor, hyperparameters). */
-  state: z.record(z.string(), z.unknown()),
-});
-export const RlTrainResult = z.object({
-  policy: PolicyRef,
-  step: z.number().int(),
-  /** True when the checkpoint already existed (a retried or replayed step): nothing was applied again. */
-  reused: z.boolean(),
-  loss: z.number(),
-  pgLoss: z.number(),
-  kl: z.number(),
-  clipFrac: z.number(),
-  gradNorm: z.number(),
-  policyTokens: z.number().int(),
-  trainSeconds: z.number(),
-  checkpointSeconds: z.number(),
-  weightsSha256: z.string(),
-});
-export type RlTrainResult = z.infer<typeof RlTrainResult>;
-
-export const RlRecordInput = z.object({ runId: z.string(), step: z.number().int().nonnegative(), row: z.record(z.string(), z.unknown()) });
-
-
-const RolloutFile = z.object({ rollouts: z.array(Rollout) });
+export * from './shapes';
 
 // ---------------------------------------------------------------------------------------------------------------
 // Per-worker caches: datasets, tokenizer, models
@@ -453,6 +321,7 @@ export function createRlActivities(deps: ActivityDeps) {
             behaviour,
           );
         } catch (e) {
+          trainer.optimizer.dispose();
           model.dispose();
           throw e;
         }
@@ -473,10 +342,17 @@ export function createRlActivities(deps: ActivityDeps) {
           weightsSha256: '',
         };
         const config = hfConfigJson(model);
-        const saved = await saveTrainingCheckpoint(store, prefix, input.step, model, trainer.optimizer, ({ weightsSha256 }) => {
-          result.weightsSha256 = weightsSha256;
-          return { ...input.state, hp: input.hp, train: { ...result, checkpointSeconds: 0 } };
-        }, { config });
+        let saved;
+        try {
+          saved = await saveTrainingCheckpoint(store, prefix, input.step, model, trainer.optimizer, ({ weightsSha256 }) => {
+            result.weightsSha256 = weightsSha256;
+            return { ...input.state, hp: input.hp, train: { ...result, checkpointSeconds: 0 } };
+          }, { config });
+        } finally {
+          // The moments live on in the checkpoint (the next step restores them into a new trainer): free them here,
+          // or every step leaks them and the optimizer's graph sessions (~5 MiB RSS a step: bench/soak.ts).
+          trainer.optimizer.dispose();
+        }
         result.weightsSha256 = saved.weightsSha256;
         result.checkpointSeconds = (Date.now() - t1) / 1000;
         // The updated policy is the next rollout's policy: keep it.
@@ -496,6 +372,29 @@ export function createRlActivities(deps: ActivityDeps) {
       await store.putJsonl(key, rows);
       await store.putJson(rlKeys.metricsRow(input.runId, input.step, String(input.row['kind'] ?? 'step')), { step: input.step, ...input.row });
       return { key, rows: rows.length };
+    },
+
+    /**
+     * Removes the checkpoints at or below `step` that `keep` does not list (src/run/retention.ts), each manifest first,
+     * so a kill midway leaves no folder that passes for a checkpoint; a retry lists again and finishes. api.
+     */
+    async rlPruneCheckpoints(raw: z.input<typeof RlPruneInput>): Promise<z.infer<typeof RlPruneResult>> {
+      const input = parseInput(RlPruneInput, raw, 'rlPruneCheckpoints');
+      if (!input.keep.includes(input.step)) throw ApplicationFailure.nonRetryable(`rlPruneCheckpoints: the current policy (step ${input.step}) is not in keep`, 'BadInput');
+      const prefix = rlKeys.checkpoints(input.runId);
+      const folders = await listCheckpointFolders(store, prefix);
+      const removed = checkpointsToPrune([...folders.keys()], input.step, input.keep);
+      // Tests only: a pause after each removal, so a kill can land in the middle of pruning.
+      const delayMs = Number(process.env['CM2_TEST_PRUNE_DELAY_MS'] ?? 0);
+      let objects = 0;
+      for (const step of removed) {
+        objects += await removeCheckpoint(store, prefix, step, folders.get(step) ?? [], async (key) => {
+          heartbeat({ step, key });
+          if (delayMs > 0) await new Promise((r) => setTimeout(r, delayMs));
+        });
+      }
+      if (removed.length) log(`pruned RL checkpoints ${removed.join(', ')} (${objects} objects)`);
+      return { removed, objects };
     },
   };
 }

@@ -9,6 +9,9 @@
  * - queries `progress` (shared stage shape) and `rlStatus` (step, hyperparameters, last metrics, evaluations).
  * Search attributes: Cm2Stage = rl, Cm2State (running / paused / stopping / completed), Cm2Step, Cm2MeanReward.
  *
+ * Retention (`rl.keepCheckpoints` > 0): after each recorded step, `rlPruneCheckpoints` removes the checkpoints that
+ * src/run/retention.ts does not keep (the newest few, the current policy, the evaluated ones).
+ *
  * Continue-as-new every `continueAsNewEvery` steps (or when the server suggests it), carrying the small loop state;
  * everything else is in S3. Rollouts, judge and advantages are idempotent per (step, phase) and the train step is
  * exactly-once per step (src/stages/rl/activities.ts), so a replay, a retry or a restarted server never applies an update
@@ -37,6 +40,7 @@ import { beginStage, endStage, stageActivities } from '../../run/workflowUtil';
 import type { PolicyRef } from '../../model/policyStore';
 import { addCounts, zeroJudgeTotals } from '../../kernel/counts';
 import { recordRlEval, recordRlStep } from '../../run/metrics';
+import { checkpointsToKeep, minimumKept } from '../../run/retention';
 
 export interface RlEvalPoint {
   step: number;
@@ -386,6 +390,14 @@ export async function rlWorkflow(input: RlWorkflowInput): Promise<RlResult> {
       { key: CM2_MEAN_REWARD, value: adv.rewardMean },
     ]);
     recordRlStep(input.runId, stepNo, hp.granularity, adv.rewardMean, adv.advAbsMean);
+    // Retention, from the committed state. Inputs recorded before `keepCheckpoints` existed lack it: no command.
+    if (rl.keepCheckpoints) {
+      // One-step-off: the rollouts in flight come from the policy this step started from; step n+1's update needs it.
+      const behaviourInFlight = prefetched() ? [stepNo - 1] : [];
+      const inUse = [...(state.policy.kind === 'ckpt' ? [state.policy.step] : []), ...state.evals.map((e) => e.step), ...behaviourInFlight];
+      const keep = checkpointsToKeep({ step: stepNo, keep: rl.keepCheckpoints, inUse, minimum: minimumKept(rl) });
+      if (keep) await api.rlPruneCheckpoints({ runId: input.runId, step: stepNo, keep });
+    }
     stepsThisRun++;
     if (state.step < rl.steps && !state.stopRequested && (stepsThisRun >= rl.continueAsNewEvery || workflowInfo().continueAsNewSuggested)) {
       // The next step's rollouts, in flight, finish first and travel with the state (references and counts only).

@@ -1,0 +1,146 @@
+/**
+ * The RL activities' inputs, results and S3 file shapes (zod): plain JSON with S3 references, so a worker in another
+ * language can serve the same task queues. The activities are in ./activities.ts.
+ */
+import { z } from 'zod';
+import { Granularity, RlConfig, RlHyperparameters } from '../../run/config';
+import { LlmConfig } from '../../llm/config';
+import { PolicyRef } from '../../model/policyStore';
+import { type JudgeTotals, zeroJudgeTotals } from '../../kernel/counts';
+import { Counts } from './batch';
+import { Rollout } from './types';
+
+export const RlDataInput = z.object({ runId: z.string(), sourceKey: z.string().min(1), tokenizerDir: z.string(), rl: RlConfig });
+export const RlData = z.object({
+  /** Annotated examples usable for RL (prompt fits), as a JSONL in S3. */
+  key: z.string(),
+  train: z.number().int(),
+  heldOut: z.number().int(),
+  /** Dropped: prompt longer than maxModelLen − promptMargin. */
+  tooLong: z.number().int(),
+  invalid: z.number().int(),
+});
+export type RlData = z.infer<typeof RlData>;
+
+
+export const PhaseResult = z.object({
+  key: z.string(),
+  counts: Counts,
+  seconds: z.number(),
+  generatedTokens: z.number().int().optional(),
+  judge: z.object(Object.fromEntries(Object.keys(zeroJudgeTotals()).map((k) => [k, z.number()])) as Record<keyof JudgeTotals, z.ZodNumber>).optional(),
+});
+export type PhaseResult = z.infer<typeof PhaseResult>;
+
+/** One phase of a batch of rollouts: what judging it needs. */
+export const RlJudgeInput = z.object({
+  runId: z.string(),
+  /** Folder of this batch of rollouts: `runs/<id>/rl/steps/<step>` or `runs/<id>/rl/eval/<policy step>`. */
+  folder: z.string(),
+  phase: z.number().int().nonnegative(),
+  dataKey: z.string(),
+  rl: RlConfig,
+  llm: LlmConfig,
+});
+
+/** One phase of a batch of rollouts: what generating it needs. */
+export const RlRolloutInput = RlJudgeInput.extend({
+  tokenizerDir: z.string(),
+  policy: PolicyRef,
+  /** Phase 0 only: which examples (indices into the data file) and how many rollouts each. */
+  init: z.object({
+    indices: z.array(z.number().int().nonnegative()),
+    groupSize: z.number().int().positive(),
+    /** A chunk's first prompt's index in the step: its episodes' GRPO groups start there. */
+    groupOffset: z.number().int().nonnegative().optional(),
+  }).optional(),
+  /** Seed each episode by (seed, episode id, generation) (chunked rollouts): tokens independent of the batch. */
+  episodeSeeds: z.boolean().optional(),
+  /** Sampling overrides (evaluation). */
+  temperature: z.number().min(0).optional(),
+  seed: z.number().int(),
+});
+
+export const RlAdvantagesInput = RlJudgeInput.omit({ llm: true }).extend({
+  granularity: Granularity,
+  /** The finished rollouts (the merged chunks of a fanned-out batch); default: `phase` of `folder`. */
+  rolloutsKey: z.string().optional(),
+});
+
+/** The chunks of a fanned-out batch, each at its last phase, merged in chunk order into one rollouts file. */
+export const RlMergeInput = z.object({ runId: z.string(), folder: z.string(), parts: z.array(z.string().min(1)).min(1) });
+export const RlMergeResult = z.object({ key: z.string(), counts: Counts, rollouts: z.number().int() });
+export type RlMergeResult = z.infer<typeof RlMergeResult>;
+export const RlAdvantagesResult = z.object({
+  key: z.string(),
+  rollouts: z.number().int(),
+  rewardMean: z.number(),
+  rewardStd: z.number(),
+  failed: z.number().int(),
+  /** Mean |advantage| over policy segments, per granularity (the chosen one is used for training). */
+  advAbsMean: z.record(z.string(), z.number()),
+  /** Share of rollouts with a nonzero advantage somewhere, per granularity. */
+  advNonzero: z.record(z.string(), z.number()),
+  endReasons: z.record(z.string(), z.number().int()),
+  toolSources: z.record(z.string(), z.number().int()),
+  policyTokens: z.number().int(),
+  meanTurns: z.number(),
+  /** Judge pass counts per checklist `focus_on` (items of reached turns). */
+  passByFocus: z.record(z.string(), z.object({ passed: z.number().int(), total: z.number().int() })).default({}),
+  /** Mean reward over prompts with its standard error (prompts are the unit: src/stages/rl/heldOut.ts). */
+  byPrompt: z.object({ n: z.number().int(), mean: z.number(), sd: z.number().nullable(), se: z.number().nullable() }).optional(),
+  seconds: z.number(),
+});
+export type RlAdvantagesResult = z.infer<typeof RlAdvantagesResult>;
+
+/** `advantages.json`: rows keyed by rollout id (`advantages`, positional, in files written before the rows). */
+export const AdvantagesFile = z.object({
+  granularity: z.string().optional(),
+  rows: z.array(z.object({ id: z.string(), advantages: z.array(z.number()) })).optional(),
+  advantages: z.array(z.array(z.number())).optional(),
+});
+
+export const RlTrainInput = z.object({
+  runId: z.string(),
+  step: z.number().int().positive(),
+  policy: PolicyRef,
+  /** The frozen reference policy for the KL term (the SFT policy). */
+  reference: PolicyRef,
+  /**
+   * The policy that generated the rollouts when it is not `policy` (one-step-off asynchronous RL): the importance
+   * ratio is taken against its log-probabilities, recomputed here. Absent: on-policy (ratio 1 at the update).
+   */
+  behaviour: PolicyRef.optional(),
+  rolloutsKey: z.string(),
+  advantagesKey: z.string(),
+  tokenizerDir: z.string(),
+  rl: RlConfig,
+  hp: RlHyperparameters,
+  /** Small state carried into the checkpoint (data cursor, hyperparameters). */
+  state: z.record(z.string(), z.unknown()),
+});
+export const RlTrainResult = z.object({
+  policy: PolicyRef,
+  step: z.number().int(),
+  /** True when the checkpoint already existed (a retried or replayed step): nothing was applied again. */
+  reused: z.boolean(),
+  loss: z.number(),
+  pgLoss: z.number(),
+  kl: z.number(),
+  clipFrac: z.number(),
+  gradNorm: z.number(),
+  policyTokens: z.number().int(),
+  trainSeconds: z.number(),
+  checkpointSeconds: z.number(),
+  weightsSha256: z.string(),
+});
+export type RlTrainResult = z.infer<typeof RlTrainResult>;
+
+export const RlRecordInput = z.object({ runId: z.string(), step: z.number().int().nonnegative(), row: z.record(z.string(), z.unknown()) });
+
+/** Retention: `step` is the newest committed step (checkpoints above it are never touched), `keep` what stays. */
+export const RlPruneInput = z.object({ runId: z.string(), step: z.number().int().positive(), keep: z.array(z.number().int().positive()) });
+export const RlPruneResult = z.object({ removed: z.array(z.number().int()), objects: z.number().int() });
+
+
+export const RolloutFile = z.object({ rollouts: z.array(Rollout) });
