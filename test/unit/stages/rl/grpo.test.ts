@@ -106,4 +106,30 @@ describe('GrpoTrainer', () => {
     const diff = tf.max(tf.abs(tf.sub(a.W, b.W))).dataSync()[0]!;
     assert.ok(diff < 1e-6, `max |ΔW| ${diff}`);
   });
+
+  test('one-step-off: the ratio is taken against the behaviour policy (same weights: the on-policy update; stale ones: clipped)', async () => {
+    const seqs: GrpoSequence[] = [
+      { tokens: [1, 2, 3, 4, 2], spans: [{ start: 2, end: 5, advantage: 0.7 }] },
+      { tokens: [1, 3, 3], spans: [{ start: 1, end: 3, advantage: -0.4 }] },
+    ];
+    const copy = (from: Bigram) => {
+      const m = new Bigram(6);
+      m.E.assign(from.E);
+      m.W.assign(from.W);
+      return m;
+    };
+    const onPolicy = new Bigram(6);
+    const withSelf = copy(onPolicy);
+    const twin = copy(onPolicy);
+    const stale = copy(onPolicy);
+    stale.W.assign(tf.mul(stale.W, 8)); // far from the policy: every ratio leaves the clip range
+    const withStale = copy(onPolicy);
+    await new GrpoTrainer(onPolicy, undefined, 0).step(seqs, step);
+    await new GrpoTrainer(withSelf, undefined, 0).step(seqs, step, undefined, twin);
+    const diff = tf.max(tf.abs(tf.sub(onPolicy.W, withSelf.W))).dataSync()[0]!;
+    assert.ok(diff < 1e-6, `behaviour = policy: the on-policy update (max |ΔW| ${diff})`);
+    const metrics = await new GrpoTrainer(withStale, undefined, 0).step(seqs, step, undefined, stale);
+    assert.ok(metrics.clipFrac > 0, `a stale behaviour policy is clipped (clipFrac ${metrics.clipFrac})`);
+    assert.ok(tf.max(tf.abs(tf.sub(onPolicy.W, withStale.W))).dataSync()[0]! > 1e-6, 'and changes the update');
+  });
 });
