@@ -271,7 +271,7 @@ export const RlConfig = z.object({
      * the number of workers. 0 = one activity per turn for the whole batch (no fan-out).
      */
     chunkPrompts: z.number().int().min(0).default(0)
-      .describe('Fan-out: prompts per rollout chunk (one activity per chunk and turn, spread over the gpu workers; results do not depend on how many workers there are). 0 = no fan-out: one activity per turn for the whole batch.'),
+      .describe('Fan-out: prompts per rollout chunk of a training step (one activity per chunk and turn, spread over the gpu workers; results do not depend on how many workers there are); held-out evaluations use chunks of about as many episodes (chunkPrompts × groupSize / eval.samples prompts). 0 = no fan-out: one activity per turn for the whole batch.'),
   }).prefault({}).describe('Multi-turn rollouts: limits and sampling.'),
   judge: z.object({
     /** Items of one step judged in one call (1 = the reference). */

@@ -240,13 +240,13 @@ export async function rlWorkflow(input: RlWorkflowInput): Promise<RlResult> {
    * histories replay).
    */
   const chunkPrompts = rl.rollout.chunkPrompts ?? 0;
-  const batchOf = async (folder: string, policy: PolicyRef, init: { indices: number[]; groupSize: number }, seed: number, temperature?: number): Promise<RlBatch> => {
+  const batchOf = async (folder: string, policy: PolicyRef, init: { indices: number[]; groupSize: number }, seed: number, temperature?: number, promptsPerChunk = chunkPrompts): Promise<RlBatch> => {
     const t0 = Date.now();
     if (chunkPrompts <= 0) {
       const ep = await episodes(folder, policy, init, seed, temperature);
       return { ...ep, rolloutsKey: rlKeys.phase(folder, ep.lastPhase), wall: (Date.now() - t0) / 1000, chunks: 1, behaviour: policy };
     }
-    const ranges = chunkRanges(init.indices.length, chunkPrompts);
+    const ranges = chunkRanges(init.indices.length, promptsPerChunk);
     const parts = await Promise.all(ranges.map(([a, b], c) =>
       episodes(rlKeys.chunk(folder, c), policy, { indices: init.indices.slice(a, b), groupSize: init.groupSize, groupOffset: a }, seed, temperature, true)));
     const merged = await api.rlMergeChunks({ runId: input.runId, folder, parts: parts.map((ep, c) => rlKeys.phase(rlKeys.chunk(folder, c), ep.lastPhase)) });
@@ -269,7 +269,10 @@ export async function rlWorkflow(input: RlWorkflowInput): Promise<RlResult> {
     phase('eval', `held-out prompts: ${state.data.heldOut} × ${rl.eval.samples}`);
     const folder = rlKeys.eval(input.runId, state.step);
     const indices = Array.from({ length: state.data.heldOut }, (_, i) => i);
-    const ep = await batchOf(folder, state.policy, { indices, groupSize: rl.eval.samples }, rl.seed + 7919, rl.eval.temperature);
+    // Evaluation chunks hold about as many episodes as a training chunk (chunkPrompts × groupSize), not as many prompts:
+    // one held-out episode per prompt in chunks of one prompt would generate one sequence at a time.
+    const evalChunk = chunkPrompts * Math.max(1, Math.floor(rl.groupSize / rl.eval.samples));
+    const ep = await batchOf(folder, state.policy, { indices, groupSize: rl.eval.samples }, rl.seed + 7919, rl.eval.temperature, evalChunk);
     const adv: RlAdvantagesResult = await api.rlAdvantages({ runId: input.runId, folder, phase: ep.lastPhase, dataKey: state.data.key, rl, granularity: 'trajectory', ...rolloutsOf(ep) });
     const point: RlEvalPoint = {
       step: state.step,
