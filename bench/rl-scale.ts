@@ -16,6 +16,11 @@
  * Part `async`: the demo's RL (config/demo.yaml: 8 steps, held-out evaluation of 64 prompts at steps 0 and 8) with
  * `--async-workers` gpu workers and fan-out, synchronous and one-step-off, same seeds: wall time, seconds per step
  * and held-out reward (mean ± standard error over prompts).
+ *
+ * `--judge-latency-ms N`: the judge is an LLM endpoint (a local fake whose verdict is a hash of the item and the
+ * judged text) that answers after N ms, as a real LLM judge spends seconds per call without using this machine's
+ * CPU; then the judge's waiting is what one-step-off can hide behind training. The rewards are then meaningless
+ * (hashed verdicts); compare the times.
  */
 import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -29,6 +34,8 @@ import { ObjectStore } from '../src/storage/store';
 import { checklistKeys, rlKeys, sftKeys } from '../src/run/layout';
 import { connectClient } from '../src/infra/temporal';
 import { startWorkers } from '../src/worker';
+import { startFakeOpenAI, type FakeOpenAI } from '../test/helpers/fakeOpenAI';
+import { hashVerdict, judgeReply } from '../test/helpers/fakeJudge';
 
 interface Row {
   kind: string;
@@ -43,8 +50,11 @@ interface Row {
 const mean = (xs: number[]) => (xs.length ? xs.reduce((a, b) => a + b, 0) / xs.length : 0);
 const f1 = (x: number) => x.toFixed(1);
 
+let judgeEndpoint: FakeOpenAI | undefined;
+
 async function runOnce(base: Cm2Config, store: ObjectStore, runId: string, rl: Record<string, unknown>, gpuWorkers: number): Promise<{ rows: Row[]; wall: number }> {
-  const cfg = loadConfig('config/demo.yaml', { overrides: { run: { id: runId }, rl: { ...base.rl, ...rl } } });
+  const llm = judgeEndpoint ? { roles: { judge: { baseUrl: judgeEndpoint.url, model: 'fake-judge', concurrency: 64 } } } : {};
+  const cfg = loadConfig('config/demo.yaml', { overrides: { run: { id: runId }, rl: { ...base.rl, ...rl }, llm } });
   const file = `${mkdtempSync(`${tmpdir()}/cm2-bench-`)}/config.yaml`;
   writeFileSync(file, JSON.stringify(cfg));
   const workers = await startWorkers(cfg, ['workflows', 'api']);
@@ -72,8 +82,19 @@ async function main() {
       'async-workers': { type: 'string', default: '2' },
       'async-steps': { type: 'string', default: '8' },
       'eval-prompts': { type: 'string', default: '64' },
+      'judge-latency-ms': { type: 'string' },
     },
   });
+  if (values['judge-latency-ms']) {
+    const ms = Number(values['judge-latency-ms']);
+    judgeEndpoint = await startFakeOpenAI({
+      behaviour: async (req) => {
+        await new Promise((r) => setTimeout(r, ms));
+        return judgeReply(req.body, (id, prompt) => hashVerdict(`${id}\n${prompt}`));
+      },
+    });
+    console.log(`judge: a fake LLM endpoint answering after ${ms} ms (${judgeEndpoint.url})`);
+  }
   const state = await startInfra({ log: (l) => console.log(l) });
   for (const [k, v] of Object.entries(infraEnv(state))) process.env[k] ??= v;
   Runtime.install({ logger: new DefaultLogger('ERROR') });
@@ -126,7 +147,7 @@ async function main() {
       const r = await runOnce(base, store, runId, { ...source, steps, async: mode, eval: evalCfg, rollout: { ...base.rl.rollout, chunkPrompts: chunk } }, w);
       out.push({ mode, ...r });
     }
-    console.log(`\nSynchronous vs one-step-off RL on the demo (${steps} steps, ${w} gpu workers, chunkPrompts ${chunk}, same seeds)`);
+    console.log(`\nSynchronous vs one-step-off RL on the demo (${steps} steps, ${w} gpu workers, chunkPrompts ${chunk}, same seeds${judgeEndpoint ? `, LLM judge answering after ${values['judge-latency-ms']} ms` : ', offline judge'})`);
     console.log('| mode | run wall s | mean s/step (all) | mean s/step (steps 2..) | rollout wait s/step | train s/step | held-out reward at 0 | held-out reward at end | staleness |');
     console.log('|---|---|---|---|---|---|---|---|---|');
     for (const o of out) {
