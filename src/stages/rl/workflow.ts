@@ -9,6 +9,10 @@
  * - queries `progress` (shared stage shape) and `rlStatus` (step, hyperparameters, last metrics, evaluations).
  * Search attributes: Cm2Stage = rl, Cm2State (running / paused / stopping / completed), Cm2Step, Cm2MeanReward.
  *
+ * Fan-out (`rl.rollout.chunkPrompts` > 0): a step's prompts are cut into fixed chunks, each advancing through its own
+ * rollout → judge chain (in parallel over the gpu workers), merged by `rlMergeChunks`. One-step-off
+ * (`rl.async: one-step-off`): step n+1's episodes start, with the pre-update policy, when step n's update starts.
+ *
  * Retention (`rl.keepCheckpoints` > 0): after each recorded step, `rlPruneCheckpoints` removes the checkpoints that
  * src/run/retention.ts does not keep (the newest few, the current policy, the evaluated ones).
  *
