@@ -214,7 +214,7 @@ async function judgePart(opts: { prompts: number; group: number; rate: number; l
       'judge calls': `${totals.calls} (verdict cache hits ${totals.cacheHits})`,
       'failed verdicts': `${verdicts.filter((v) => !v.ok).length} (judge stats: ${totals.failed})`,
       'paid twice': `${t.paidTwiceOrMore} requests paid more than once (max ${t.maxPaidPerKey}× one request)`,
-      'activity retries': '0 (rlJudge called in process; a 429 that escaped the client would have thrown)',
+      'activity failures': 'none (rlJudge is called in process: a 429 that escaped the client would have stopped the bench)',
     }, stopped);
 }
 
