@@ -113,6 +113,7 @@ async function soakRun(cfg: Cm2Config, store: ObjectStore, workers: Map<string, 
   const t0 = Date.now();
   const handle = await startRl(client, cfg);
   sampleRss(0);
+  await sampleBytes(0);
   let step = 0;
   let lastLine = Date.now();
   let stopped = false;
