@@ -62,11 +62,11 @@ export const LlmRoleConfig = z.object({
   /** Attempts at getting a parseable answer (the reference's `--retry 3`). */
   maxParseAttempts: z.number().int().min(1).default(3).describe('Attempts at getting a parseable answer (the reference `--retry 3`).'),
   /**
-   * In-process retries on 429/5xx/408/timeouts/connection errors before the error is thrown to Temporal,
+   * In-process retries on 5xx/408/timeouts/connection errors (not 429s: src/llm/client.ts) before the error is thrown to Temporal,
    * which then retries the whole activity with its own (longer) backoff.
    */
   maxTransportRetries: z.number().int().min(0).default(2)
-    .describe('In-process retries on 429/5xx/408/timeouts/connection errors before the error goes to Temporal, which then retries the whole activity with its own (longer) backoff.'),
+    .describe('In-process retries on 5xx/408/timeouts/connection errors before the error goes to Temporal, which then retries the whole activity with its own (longer) backoff. A 429 does not use them up: the call waits its Retry-After (jittered, paced per role) for up to 15 minutes in all.'),
   /** Concurrent in-flight requests of this role, per client (i.e. per worker process). */
   concurrency: z.number().int().min(1).default(8).describe('Concurrent in-flight requests of this role, per client (i.e. per worker process).'),
   pricing: LlmPricing.prefault({}).describe('USD per one million tokens, for the cost ledger and the reports (gpt-5: 1.25 / 0.125 / 10).'),
