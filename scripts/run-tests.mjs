@@ -56,7 +56,8 @@ if (needsServers) {
 let passed = 0;
 let failed = 0;
 let skipped = 0;
-const stream = run({ files, concurrency: Number(process.env.CM2_TEST_CONCURRENCY ?? 2), timeout: 15 * 60_000 });
+// Per test file; CM2_TEST_TIMEOUT_MIN raises it for the long bench versions (e.g. CM2_CHAOS_STEPS=400).
+const stream = run({ files, concurrency: Number(process.env.CM2_TEST_CONCURRENCY ?? 2), timeout: Number(process.env.CM2_TEST_TIMEOUT_MIN ?? 15) * 60_000 });
 // Count tests, not suites (a describe block is reported as a test of type 'suite').
 const isSuite = (e) => e.details?.type === 'suite';
 stream.on('test:pass', (e) => {
