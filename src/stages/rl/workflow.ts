@@ -266,7 +266,7 @@ export async function rlWorkflow(input: RlWorkflowInput): Promise<RlResult> {
     };
   };
   /** The advantages input's rollouts: named explicitly only for merged chunks (older inputs stay as recorded). */
-  const rolloutsOf = (b: RlBatch) => (b.chunks > 1 || chunkPrompts > 0 ? { rolloutsKey: b.rolloutsKey } : {});
+  const rolloutsOf = (b: RlBatch) => (chunkPrompts > 0 ? { rolloutsKey: b.rolloutsKey } : {});
 
   const evaluate = async (): Promise<void> => {
     if (state.data.heldOut === 0 || state.evals.some((e) => e.step === state.step)) return;
