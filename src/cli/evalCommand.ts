@@ -47,6 +47,8 @@ export interface EvalBfclCommandOptions {
   backend?: string;
   concurrency?: string;
   temperature?: string;
+  /** One endpoint request's timeout, in milliseconds. */
+  timeoutMs?: string;
   /** commander's `--no-thinking`: false appends an empty think block. */
   thinking?: boolean;
   json?: boolean;
@@ -110,6 +112,9 @@ async function resolvePolicy(opts: EvalBfclCommandOptions, config: () => Cm2Conf
       ...(opts.apiKeyEnv ? { apiKeyEnv: opts.apiKeyEnv } : {}),
       ...(opts.concurrency ? { concurrency: int(opts.concurrency, 'concurrency') } : {}),
       ...(opts.temperature ? { temperature: Number(opts.temperature) } : {}),
+      // Without it the server decides: a model that never stops runs to the end of its context.
+      ...(opts.maxNewTokens ? { maxTokens: int(opts.maxNewTokens, 'max-new-tokens') } : {}),
+      ...(opts.timeoutMs ? { timeoutMs: int(opts.timeoutMs, 'timeout-ms') } : {}),
     });
     if (!parsed.success) throw new BfclInputError(`endpoint: ${parsed.error.issues.map((i) => `${i.path.join('.')}: ${i.message}`).join('; ')}`);
     return { policy: new EndpointPolicy(parsed.data), dispose: none };

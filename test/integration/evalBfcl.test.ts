@@ -211,6 +211,30 @@ describe('evalBfcl', () => {
     assert.ok(results.examples.filter((e) => !e.valid).every((e) => typeof e.reason === 'string'));
   });
 
+  test('`cm2 eval bfcl --endpoint`: --max-new-tokens is sent as max_tokens, --timeout-ms bounds each request', async () => {
+    const fake = await startFakeOpenAI({ behaviour: () => replies.text('No function fits.') });
+    const dir = mkdtempSync(path.join(tmpdir(), 'cm2-bfcl-endpoint-'));
+    try {
+      const cli = ['bin/cm2.js', 'eval', 'bfcl', '--endpoint', fake.url, '--model', 'chatty', '--category', 'irrelevance', '--limit', '2'];
+      await run(process.execPath, [...cli, '--max-new-tokens', '77', '--timeout-ms', '5000', '--out', path.join(dir, 'a.json')], { cwd: root, timeout: 120_000 });
+      assert.equal(fake.requests.length, 2);
+      assert.ok(fake.requests.every((r) => r.body['max_tokens'] === 77), JSON.stringify(fake.requests.map((r) => r.body['max_tokens'])));
+      // Unset by default: the server decides.
+      await run(process.execPath, [...cli, '--out', path.join(dir, 'b.json')], { cwd: root, timeout: 120_000 });
+      assert.equal(fake.requests.length, 4);
+      assert.ok(fake.requests.slice(2).every((r) => !('max_tokens' in r.body)));
+      // A request slower than --timeout-ms fails (after the transport retries) with the timeout named.
+      const slow = await startFakeOpenAI({ behaviour: () => replies.text('late', { delayMs: 3000 }) });
+      try {
+        await assert.rejects(run(process.execPath, ['bin/cm2.js', 'eval', 'bfcl', '--endpoint', slow.url, '--model', 'slow', '--category', 'irrelevance', '--limit', '1', '--timeout-ms', '200'], { cwd: root, timeout: 120_000 }), /timed out/i);
+      } finally {
+        await slow.close();
+      }
+    } finally {
+      await fake.close();
+    }
+  });
+
   test('the project\'s model through `cm2 eval bfcl --policy DIR` and `--policy s3://…`', async () => {
     const dir = mkdtempSync(path.join(tmpdir(), 'cm2-bfcl-policy-'));
     const model = tinyModel();

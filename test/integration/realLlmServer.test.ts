@@ -216,7 +216,9 @@ test('real server: `cm2 eval bfcl --endpoint` sends tool definitions and scores 
   const s = real(t);
   if (!s) return;
   const out = path.join(mkdtempSync(path.join(tmpdir(), 'cm2-bfcl-real-')), 'bfcl.json');
-  const r = await cm2(['eval', 'bfcl', '--endpoint', s.url, '--model', s.model, '--category', 'simple_python,irrelevance', '--limit', '3', '--out', out]);
+  const r = await cm2(['eval', 'bfcl', '--endpoint', s.url, '--model', s.model, '--category', 'simple_python,irrelevance', '--limit', '3', '--out', out,
+    // Two requests at a time for the server's two slots, each bounded (a 135M model may talk to the end of its context).
+    '--concurrency', '2', '--max-new-tokens', '160', '--timeout-ms', '300000']);
   assert.equal(r.code, 0, r.out);
   const res = JSON.parse(readFileSync(out, 'utf8')) as { categories: Record<string, { total: number; correct: number }>; examples?: unknown[] };
   assert.deepEqual(Object.keys(res.categories).sort(), ['irrelevance', 'simple_python']);
