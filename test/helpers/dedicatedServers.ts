@@ -52,7 +52,12 @@ export async function startDedicatedServers(prefix: string): Promise<DedicatedSe
       killPid(temporal.pid, 'SIGTERM');
       killPid(minio.pid, 'SIGTERM');
       await sleep(500);
-      rmSync(dir, { recursive: true, force: true });
+      // A server still writing as it stops leaves the folder briefly non-empty: retry, and never fail the caller.
+      try {
+        rmSync(dir, { recursive: true, force: true, maxRetries: 10, retryDelay: 300 });
+      } catch (e) {
+        console.warn(`could not remove ${dir}: ${(e as Error).message}`);
+      }
     },
   };
 }
