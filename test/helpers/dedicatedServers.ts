@@ -12,6 +12,7 @@ import { runKey } from '../../src/run/layout';
 import type { Cm2Config } from '../../src/run/config';
 import type { PipelineResult } from '../../src/stages/pipeline/workflow';
 import { ObjectStore } from '../../src/storage/store';
+import { track, untrack } from './leftovers';
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
@@ -31,7 +32,9 @@ export async function startDedicatedServers(prefix: string): Promise<DedicatedSe
   const dir = mkdtempSync(path.join(tmpdir(), `cm2-${prefix}-`));
   const [port, uiPort, s3Port, consolePort] = [await freePort(), await freePort(), await freePort(), await freePort()];
   let temporal = await startTemporal(dir, { port, uiPort });
+  track(temporal.pid);
   let minio = await startMinio(dir, { port: s3Port, consolePort });
+  track(minio.pid);
   const creds = localCredentials(dir);
   const env = { TEMPORAL_ADDRESS: temporal.address, CM2_S3_ENDPOINT: minio.endpoint, CM2_S3_ACCESS_KEY: creds.accessKey, CM2_S3_SECRET_KEY: creds.secretKey };
   return {
@@ -40,17 +43,23 @@ export async function startDedicatedServers(prefix: string): Promise<DedicatedSe
     store: (cfg) => ObjectStore.fromConfig({ ...cfg.s3, endpoint: minio.endpoint }, { ...process.env, ...env }),
     async restartTemporal(downMs = 2000) {
       killPid(temporal.pid, 'SIGKILL');
+      untrack(temporal.pid);
       await sleep(downMs);
       temporal = await startTemporal(dir, { port, uiPort });
+      track(temporal.pid);
     },
     async restartMinio(downMs = 3000) {
       killPid(minio.pid, 'SIGKILL');
+      untrack(minio.pid);
       await sleep(downMs);
       minio = await startMinio(dir, { port: s3Port, consolePort });
+      track(minio.pid);
     },
     async stop() {
       killPid(temporal.pid, 'SIGTERM');
       killPid(minio.pid, 'SIGTERM');
+      untrack(temporal.pid);
+      untrack(minio.pid);
       await sleep(500);
       // A server still writing as it stops leaves the folder briefly non-empty: retry, and never fail the caller.
       try {

@@ -1,6 +1,7 @@
 /** A whole CM2 run sized for tests: a few dozen demo dialogues, a tiny policy, two RL steps. */
 import { spawn } from 'node:child_process';
 import path from 'node:path';
+import { track, untrack } from './leftovers';
 import { tinyRl } from './rlFixture';
 
 const root = path.resolve(__dirname, '..', '..');
@@ -32,6 +33,8 @@ export const tinyPipeline = (over: { rlSteps?: number } = {}) => ({
 export function cm2(args: string[], env: NodeJS.ProcessEnv = {}): Promise<{ code: number | null; out: string }> {
   return new Promise((resolve) => {
     const proc = spawn(process.execPath, [path.join(root, 'bin', 'cm2.js'), ...args], { env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
+    track(proc.pid);
+    proc.once('exit', () => untrack(proc.pid));
     let out = '';
     proc.stdout.on('data', (d: Buffer) => (out += d.toString()));
     proc.stderr.on('data', (d: Buffer) => (out += d.toString()));

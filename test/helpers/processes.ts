@@ -4,6 +4,7 @@ import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import type { Cm2Config } from '../../src/run/config';
+import { track, untrack } from './leftovers';
 
 const root = path.resolve(__dirname, '..', '..');
 
@@ -27,6 +28,8 @@ export async function startChildWorker(configFile: string, queues = 'workflows,a
     env: { ...process.env, ...env },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
+  track(proc.pid);
+  proc.once('exit', () => untrack(proc.pid));
   let out = '';
   proc.stdout!.on('data', (d: Buffer) => (out += d.toString()));
   proc.stderr!.on('data', (d: Buffer) => (out += d.toString()));

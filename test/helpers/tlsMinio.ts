@@ -12,6 +12,7 @@ import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { requireBinary } from '../../src/infra/binaries';
 import { freePort } from '../../src/infra/localInfra';
+import { track, untrack } from './leftovers';
 
 export const TLS_DIR = path.resolve(__dirname, '..', 'fixtures', 'tls');
 export const CA_FILE = path.join(TLS_DIR, 'ca.pem');
@@ -59,6 +60,8 @@ export async function startTlsMinio(opts: { kms?: boolean } = {}): Promise<TlsMi
   };
   const args = ['server', path.join(dir, 'data'), '--address', `127.0.0.1:${port}`, '--certs-dir', certs, '--quiet'];
   const proc: ChildProcess = spawn(requireBinary('minio'), args, { env, stdio: ['ignore', 'pipe', 'pipe'] });
+  track(proc.pid);
+  proc.once('exit', () => untrack(proc.pid));
   let out = '';
   proc.stdout!.on('data', (d: Buffer) => (out += d.toString()));
   proc.stderr!.on('data', (d: Buffer) => (out += d.toString()));

@@ -7,7 +7,9 @@ import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import assert from 'node:assert/strict';
+import * as tf from '@tensorflow/tfjs';
 import { runSft } from '../../src/stages/sft/activities';
+import { selectBackend } from '../../src/model/backend';
 import { startSft, sftInput } from '../../src/cli/stages';
 import { connectClient } from '../../src/infra/temporal';
 import { runKey } from '../../src/run/layout';
@@ -34,7 +36,11 @@ for (const backend of exactnessBackends()) test(`SFT resumes after a worker kill
   // Reference: the same training, uninterrupted, in this process.
   const refRun = `${cfg.run.id}-ref`;
   await store.putJsonl(runKey(refRun, 'data', 'cold_start.jsonl'), examples);
+  await selectBackend(backend as Parameters<typeof selectBackend>[0]);
+  const tensors = tf.memory().numTensors;
   const reference = await runSft(store, { runId: refRun, sft: cfg.sft, sourceKey: runKey(refRun, 'data', 'cold_start.jsonl') }, { log: () => undefined });
+  // Nothing left behind (the model, the optimizer's moments): a worker trains again and again.
+  assert.equal(tf.memory().numTensors, tensors, 'tensors left after runSft');
   assert.ok(reference.steps >= 15, `${reference.steps} steps`);
   const mean = (xs: number[]) => xs.reduce((a, b) => a + b, 0) / xs.length;
   assert.ok(mean(reference.losses.slice(-5)) < mean(reference.losses.slice(0, 5)), `the loss falls: ${reference.losses.map((l) => l.toFixed(2)).join(' ')}`);

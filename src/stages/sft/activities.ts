@@ -198,11 +198,13 @@ export async function runSft(store: ObjectStore, input: z.infer<typeof SftTrainI
   }
 
   const model = baseModel(sft, tok);
+  let releaseOptimizer = () => undefined as void;
   try {
     const trainer = new SftTrainer(model, data, {
       epochs: sft.epochs, microBatch: sft.microBatch, gradAccum: sft.gradAccum, peakLr: sft.peakLr, warmupRatio: sft.warmupRatio,
       minLrRatio: sft.minLrRatio, maxGradNorm: sft.maxGradNorm, weightDecay: sft.weightDecay, maxSeqLen: sft.maxSeqLen, seed: sft.seed, padId: tok.special.pad,
     });
+    releaseOptimizer = () => trainer.optimizer.dispose();
     const prefix = sftKeys.checkpoints(input.runId);
     const latest = await latestCheckpoint(store, prefix, log);
     if (latest) {
@@ -253,6 +255,8 @@ export async function runSft(store: ObjectStore, input: z.infer<typeof SftTrainI
       model: modelRef,
     };
   } finally {
+    // The AdamW moments are as large as the weights, twice: a worker that trains again must not keep them.
+    releaseOptimizer();
     model.dispose();
   }
 }
