@@ -113,8 +113,6 @@ export async function runChaos(opts: ChaosOptions): Promise<ChaosReport> {
   for (const q of QUEUES) workers.set(q, await startChildWorker(file, q, env));
   const events: string[] = [];
   const kills = { workflows: 0, api: 0, gpu: 0 };
-  let temporalRestarts = 0;
-  let minioRestarts = 0;
   let done = false;
   try {
     await startPipeline(await connectClient(b), b, pipelineInput(b));
@@ -130,22 +128,19 @@ export async function runChaos(opts: ChaosOptions): Promise<ChaosReport> {
     const every = opts.serverEverySec;
     const again = () => (every === undefined ? Infinity : Date.now() + every * between(0.75, 1.25) * 1000);
     let nextKill = began + between(killLo, killHi) * 1000;
-    let temporalAt = began + between(10, 50) * 1000;
-    let minioAt = began + between(30, 70) * 1000;
+    const restarts = [
+      { name: 'Temporal', restart: (ms: number) => servers.restartTemporal(ms), at: began + between(10, 50) * 1000, count: 0 },
+      { name: 'MinIO', restart: (ms: number) => servers.restartMinio(ms), at: began + between(30, 70) * 1000, count: 0 },
+    ];
     while (!done) {
       const now = Date.now();
-      if (now >= temporalAt) {
-        at('Temporal killed');
-        await servers.restartTemporal(between(1, 4) * 1000);
-        temporalRestarts++;
-        at('Temporal restarted');
-        temporalAt = again();
-      } else if (now >= minioAt) {
-        at('MinIO killed');
-        await servers.restartMinio(between(1, 4) * 1000);
-        minioRestarts++;
-        at('MinIO restarted');
-        minioAt = again();
+      const server = restarts.find((r) => now >= r.at);
+      if (server) {
+        at(`${server.name} killed`);
+        await server.restart(between(1, 4) * 1000);
+        server.count++;
+        at(`${server.name} restarted`);
+        server.at = again();
       } else if (now >= nextKill) {
         const q = QUEUES[Math.floor(rand() * QUEUES.length)]!;
         await workers.get(q)!.kill('SIGKILL');
@@ -169,8 +164,8 @@ export async function runChaos(opts: ChaosOptions): Promise<ChaosReport> {
       chaosSeconds,
       events,
       kills,
-      temporalRestarts,
-      minioRestarts,
+      temporalRestarts: restarts[0]!.count,
+      minioRestarts: restarts[1]!.count,
       reference,
       result,
       stages: { reference: comparableStages(reference, OMIT), chaos: comparableStages(result, OMIT) },

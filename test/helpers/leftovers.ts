@@ -3,6 +3,8 @@
  * limit (SIGTERM) or it is interrupted, every pid still tracked is SIGKILLed, so one stuck file never leaves a
  * Temporal server, a MinIO or workers loading the machine for the rest of the run.
  */
+import { constants } from 'node:os';
+
 const pids = new Set<number>();
 let installed = false;
 
@@ -27,7 +29,7 @@ export function track(pid: number | undefined): void {
   for (const signal of ['SIGTERM', 'SIGINT', 'SIGHUP'] as const) {
     process.once(signal, () => {
       killAll();
-      process.exit(128 + (signal === 'SIGTERM' ? 15 : signal === 'SIGINT' ? 2 : 1));
+      process.exit(128 + constants.signals[signal]);
     });
   }
 }

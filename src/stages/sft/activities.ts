@@ -198,13 +198,13 @@ export async function runSft(store: ObjectStore, input: z.infer<typeof SftTrainI
   }
 
   const model = baseModel(sft, tok);
-  let releaseOptimizer = () => undefined as void;
+  let optimizer: SftTrainer['optimizer'] | undefined;
   try {
     const trainer = new SftTrainer(model, data, {
       epochs: sft.epochs, microBatch: sft.microBatch, gradAccum: sft.gradAccum, peakLr: sft.peakLr, warmupRatio: sft.warmupRatio,
       minLrRatio: sft.minLrRatio, maxGradNorm: sft.maxGradNorm, weightDecay: sft.weightDecay, maxSeqLen: sft.maxSeqLen, seed: sft.seed, padId: tok.special.pad,
     });
-    releaseOptimizer = () => trainer.optimizer.dispose();
+    optimizer = trainer.optimizer;
     const prefix = sftKeys.checkpoints(input.runId);
     const latest = await latestCheckpoint(store, prefix, log);
     if (latest) {
@@ -256,7 +256,7 @@ export async function runSft(store: ObjectStore, input: z.infer<typeof SftTrainI
     };
   } finally {
     // The AdamW moments are as large as the weights, twice: a worker that trains again must not keep them.
-    releaseOptimizer();
+    optimizer?.dispose();
     model.dispose();
   }
 }
