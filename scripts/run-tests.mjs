@@ -35,7 +35,7 @@ let infraDir;
 const needsServers = files.some((f) => f.includes(`${path.sep}integration${path.sep}`));
 if (needsServers) {
   const { ensureBinaries } = await import('../src/infra/binaries.ts');
-  const bins = ensureBinaries();
+  const bins = await ensureBinaries();
   process.env.CM2_TEMPORAL_BIN ??= bins.temporal;
   process.env.CM2_MINIO_BIN ??= bins.minio;
   const { startInfra, freePort, infraEnv, stopInfra } = await import('../src/infra/localInfra.ts');

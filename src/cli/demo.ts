@@ -222,7 +222,7 @@ export async function demoCommand(configFile: string, opts: { keepInfra: boolean
  * it too). Returns the run's config; `servers.stopped` tells later whether the demo stopped the servers.
  */
 async function setUp(configFile: string, opts: { keepInfra: boolean; runId?: string | undefined }, life: Lifecycle, say: (line: string) => void, servers: { stopped: boolean }): Promise<Cm2Config> {
-  ensureBinaries((l) => say(l));
+  await ensureBinaries((l) => say(l));
   const dir = defaultInfraDir();
   const before = readInfraState(dir);
   const upBefore = before ? Object.values(await infraHealth(before)).every(Boolean) : false;

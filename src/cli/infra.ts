@@ -5,12 +5,12 @@ import { infraHealth, isAlive, portsFromEnv, readInfraState, setInfraOwner, star
 export async function infraCommand(action: string, dir: string): Promise<void> {
   switch (action) {
     case 'install': {
-      const bins = ensureBinaries();
+      const bins = await ensureBinaries();
       console.log(`temporal: ${bins.temporal}\nminio:    ${bins.minio}`);
       return;
     }
     case 'up': {
-      ensureBinaries();
+      await ensureBinaries();
       const state = await startInfra({ dir, log: (l) => console.log(l), ...portsFromEnv() });
       // Up on request: no demo stops them at its end any more.
       setInfraOwner(dir, undefined);

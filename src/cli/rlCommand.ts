@@ -29,8 +29,9 @@ export async function rlControlCommand(cfg: Cm2Config, action: 'status' | 'pause
   else if (action === 'resume') await handle.signal(resumeSignal);
   else if (action === 'stop') await handle.signal(stopSignal);
   else if (action === 'set') {
-    const hp = await handle.executeUpdate(setHyperparametersUpdate, { args: [patch ?? {}] });
-    console.log(`hyperparameters from the next step: ${JSON.stringify(hp)}`);
+    const { fromStep, ...hp } = await handle.executeUpdate(setHyperparametersUpdate, { args: [patch ?? {}] });
+    // Replies of workflows started before `fromStep` existed lack it.
+    console.log(`hyperparameters from ${fromStep === undefined ? 'the next step' : `step ${fromStep}`}: ${JSON.stringify(hp)}`);
     return;
   }
   const s: RlStatus = await handle.query(rlStatusQuery);

@@ -230,7 +230,7 @@ export const RlConfig = z.object({
   /** Rollouts per prompt (GRPO group size n). */
   groupSize: z.number().int().positive().default(4).describe('Rollouts per prompt (GRPO group size n).'),
   hp: RlHyperparameters.prefault({})
-    .describe('Hyperparameters that `cm2 rl set` (the `setHyperparameters` update) can change while the run goes on, from the next step.'),
+    .describe('Hyperparameters that `cm2 rl set` (the `setHyperparameters` update) can change while the run goes on, from the first step that has not yet scheduled its advantages (the reply says which).'),
   clipLow: z.number().min(0).max(1).default(0.2).describe('PPO clip below: the probability ratio is clipped at 1 − clipLow.'),
   clipHigh: z.number().min(0).max(10).default(0.2).describe('PPO clip above: the probability ratio is clipped at 1 + clipHigh.'),
   /** Dual-clip constant (> 1); null disables it. */

@@ -51,6 +51,9 @@ test('RL workflow: steps across continue-as-new, checkpoints and metrics; steere
     assert.throws(() => temporal('workflow', 'update', 'execute', '--workflow-id', id, '--name', 'setHyperparameters', '--input', '{"granularity": "episode"}'), /granularity must be/);
     const out = temporal('workflow', 'update', 'execute', '--workflow-id', id, '--name', 'setHyperparameters', '--input', '{"lr": 0.002, "granularity": "turn"}');
     assert.match(out, /0\.002/);
+    // The reply names the first step that uses it: the one in progress if its advantages were not scheduled yet.
+    const fromStep = Number(/"?fromStep"?\s*:\s*(\d+)/.exec(out)?.[1]);
+    assert.ok(fromStep >= 1 && fromStep <= 2, `the update applies from step ${fromStep}: ${out}`);
     await sleep(1500);
     const paused = status();
     assert.equal(paused.hp.lr, 0.002);
@@ -69,8 +72,9 @@ test('RL workflow: steps across continue-as-new, checkpoints and metrics; steere
     const steps = rows.filter((r) => r.kind === 'step').map((r) => r.step);
     assert.deepEqual(steps, [1, 2, 3, 4, 5], 'each step recorded exactly once');
     for (const r of rows.filter((x) => x.kind === 'step')) {
-      assert.equal(r['lr'], 0.002, `step ${r.step} ran with the updated lr`);
-      assert.equal(r['granularity'], 'turn');
+      const updated = r.step >= fromStep;
+      assert.equal(r['lr'], updated ? 0.002 : 1e-3, `step ${r.step} ran with the ${updated ? 'updated' : 'initial'} lr`);
+      assert.equal(r['granularity'], updated ? 'turn' : 'trajectory');
       for (const k of ['rollout', 'judge', 'advantages', 'train', 'checkpoint', 'orchestration']) assert.equal(typeof (r['seconds'] as Record<string, number>)[k], 'number');
     }
     const evals = rows.filter((r) => r.kind === 'eval').map((r) => r.step);

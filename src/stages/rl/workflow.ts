@@ -5,7 +5,9 @@
  * Steering (from the CLI, `temporal workflow signal|update|query`, or the Web UI):
  * - signals `pause`, `resume`, `stop` (stop ends after the current step, with a final evaluation);
  * - update `setHyperparameters` {lr?, klCoef?, granularity?}: validated (rejected updates never enter history as
- *   accepted), applied from the next step, returns the hyperparameters in force;
+ *   accepted); a step's hyperparameters are fixed when its advantages activity (the first to use them, followed at
+ *   once by the GRPO update) is scheduled, so an accepted update applies to the first step that has not reached that
+ *   point; the reply is the hyperparameters in force and that step (`fromStep`);
  * - queries `progress` (shared stage shape) and `rlStatus` (step, hyperparameters, last metrics, evaluations).
  * Search attributes: Cm2Stage = rl, Cm2State (running / paused / stopping / completed), Cm2Step, Cm2MeanReward.
  *
@@ -27,6 +29,7 @@ import {
   continueAsNew,
   defineQuery,
   defineUpdate,
+  patched,
   setCurrentDetails,
   setHandler,
   upsertSearchAttributes,
@@ -127,7 +130,9 @@ export interface RlStatus {
 /** Updates applied to a policy: 0 for the initial one. */
 const policyStep = (p: PolicyRef): number => (p.kind === 'ckpt' ? p.step : 0);
 
-export const setHyperparametersUpdate = defineUpdate<RlHyperparameters, [Partial<RlHyperparameters>]>('setHyperparameters');
+/** The reply to `setHyperparameters`: the hyperparameters in force after the update, and the first step that uses them. */
+export type RlHyperparametersReply = RlHyperparameters & { fromStep: number };
+export const setHyperparametersUpdate = defineUpdate<RlHyperparametersReply, [Partial<RlHyperparameters>]>('setHyperparameters');
 export const rlStatusQuery = defineQuery<RlStatus>('rlStatus');
 
 const GRANULARITIES = ['trajectory', 'turn', 'step'] as const;
@@ -177,11 +182,13 @@ export async function rlWorkflow(input: RlWorkflowInput): Promise<RlResult> {
     state.stopRequested = true;
     setState('stopping');
   });
+  // The step whose hyperparameters are already fixed (its advantages are scheduled) and not yet recorded, if any.
+  let hpFixedFor = 0;
   setHandler(
     setHyperparametersUpdate,
     (patch) => {
       state.hp = { ...state.hp, ...patch };
-      return state.hp;
+      return { ...state.hp, fromStep: hpFixedFor === state.step + 1 ? state.step + 2 : state.step + 1 };
     },
     {
       validator: (patch) => {
@@ -319,7 +326,9 @@ export async function rlWorkflow(input: RlWorkflowInput): Promise<RlResult> {
     // `atStart` is absent from inputs recorded before it existed: evaluating at step 0 is the default.
     if (state.step % rl.eval.every === 0 && (state.step > 0 || rl.eval.atStart !== false)) await evaluate();
     const started = Date.now();
-    const hp = state.hp;
+    // Histories recorded before 'rl-hp-at-advantages' fixed a step's hyperparameters here, before its rollouts, so an
+    // update accepted during the rollouts waited a step more than the reply said.
+    const hpAtStart = state.hp;
     const stepNo = state.step + 1;
     const folder = rlKeys.step(input.runId, stepNo);
     const { indices, next } = takeBatch(state.cursor, rl.promptsPerStep, state.data.train, rl.seed, Number.MAX_SAFE_INTEGER);
@@ -332,6 +341,8 @@ export async function rlWorkflow(input: RlWorkflowInput): Promise<RlResult> {
     const rolloutWait = (Date.now() - waitStarted) / 1000;
     delete inFlight.next;
     delete state.prefetched;
+    const hp = patched('rl-hp-at-advantages') ? state.hp : hpAtStart;
+    hpFixedFor = stepNo;
     phase('advantages', hp.granularity);
     const adv = await api.rlAdvantages({ runId: input.runId, folder, phase: ep.lastPhase, dataKey: state.data.key, rl, granularity: hp.granularity, ...rolloutsOf(ep) });
     // Staleness stays at one step: the next step's rollouts start only now, with the policy this step updates.
