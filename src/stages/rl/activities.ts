@@ -277,9 +277,11 @@ export function createRlActivities(deps: ActivityDeps) {
         const t0 = Date.now();
         const tok = tokenizer(input.tokenizerDir);
         const rollouts = await readRollouts(input.rolloutsKey);
+        // Read outside the try: an S3 error here (MinIO restarting) is retried like any other, never taken for bad input.
+        const rows = await readAdvantageRows(input.advantagesKey, rollouts);
         let spans;
         try {
-          spans = joinAdvantages(rollouts, await readAdvantageRows(input.advantagesKey, rollouts), `${input.advantagesKey} × ${input.rolloutsKey}`);
+          spans = joinAdvantages(rollouts, rows, `${input.advantagesKey} × ${input.rolloutsKey}`);
         } catch (e) {
           // A misaligned batch stays misaligned on every retry.
           throw e instanceof ApplicationFailure ? e : ApplicationFailure.nonRetryable((e as Error).message, 'BadInput');
