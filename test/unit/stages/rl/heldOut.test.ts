@@ -132,7 +132,7 @@ describe('failed held-out rollouts beside the mean', () => {
     assert.equal(formatFailed(0, 5), '');
   });
 
-  test('the pipeline summary, its status and memo (cm2 runs)', () => {
+  test('the pipeline summary, its status and memo (the list of runs of cm2 status)', () => {
     const s = summarize('rl', { steps: 10, evals: [{ step: 0, rewardMean: 0.05, rewardSe: 0.01, prompts: 32, failed: 0, rollouts: 32 }, { step: 10, rewardMean: 0.1, rewardSe: 0.015, prompts: 32, failed: 3, rollouts: 32 }] });
     assert.deepEqual(s, { steps: 10, heldOutSft: 0.05, heldOutSftSe: 0.01, heldOutSftFailed: 0, heldOutSftRollouts: 32, heldOutRl: 0.1, heldOutRlSe: 0.015, heldOutStep: 10, heldOutRlFailed: 3, heldOutRlRollouts: 32, heldOutPrompts: 32 });
     assert.equal(heldOutOfMemo({ heldOut: { sft: 0.05, rl: 0.1, sftFailed: 0, sftRollouts: 32, rlFailed: 3, rlRollouts: 32 } }), '0.0500 → 0.1000 [3 of 32 rollouts failed, scored 0]');
