@@ -23,6 +23,7 @@ import { crashFault, displayFault } from './faults';
 import { formatProgress, pipelineInput, pipelineWorkflowId, resultOf, sleep, startPipeline } from './stages';
 import { failureText, rootCauseText, RunWatch, withHeartbeatCount } from './watch';
 import { describeWorkflow, fmtSeconds, fmtValue, formatStatus, heldOutLine, iso, quickQuery, runStatus } from './runStatus';
+import { formatFailed } from '../stages/rl/heldOut';
 
 /** Temporal client and S3 store, with a clear message when either server is not running. */
 export async function connect(cfg: Cm2Config): Promise<{ client: Client; store: ObjectStore }> {
@@ -255,11 +256,17 @@ export async function statusCommand(cfg: Cm2Config, runId: string | undefined, j
   for (const row of table) console.log(row.map((c, i) => c.padEnd(widths[i]!)).join('  '));
 }
 
-/** `0.4943 → 0.8302` from a pipeline's memo (written since the patch `pipeline-heldout-memo`); '' when absent. */
+/**
+ * `0.4943 → 0.8302` from a pipeline's memo (written since the patch `pipeline-heldout-memo`), with a mean's failed
+ * rollouts when some failed (`0.4943 → 0.8302 [3 of 24 rollouts failed, scored 0]`); '' when absent.
+ */
 export function heldOutOfMemo(memo: Record<string, unknown> | undefined): string {
-  const h = memo?.['heldOut'] as { sft?: unknown; rl?: unknown } | undefined;
-  const f = (v: unknown) => (typeof v === 'number' && Number.isFinite(v) ? v.toFixed(4) : '–');
-  return h && typeof h === 'object' ? `${f(h.sft)} → ${f(h.rl)}` : '';
+  const h = memo?.['heldOut'] as Record<string, unknown> | undefined;
+  const num = (v: unknown) => (typeof v === 'number' && Number.isFinite(v) ? v : undefined);
+  const f = (v: unknown) => num(v)?.toFixed(4) ?? '–';
+  return h && typeof h === 'object'
+    ? `${f(h['sft'])}${formatFailed(num(h['sftFailed']), num(h['sftRollouts']))} → ${f(h['rl'])}${formatFailed(num(h['rlFailed']), num(h['rlRollouts']))}`
+    : '';
 }
 
 export async function controlCommand(cfg: Cm2Config, runId: string, action: 'pause' | 'unpause' | 'stop'): Promise<void> {

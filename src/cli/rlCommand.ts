@@ -9,6 +9,7 @@ import { pauseSignal, resumeSignal, stopSignal } from '../run/control';
 import type { RlHyperparameters } from '../run/config';
 import { type RlResult, runStageCommand, startRl } from './stages';
 import { stageWorkflowId } from '../run/layout';
+import { formatFailed } from '../stages/rl/heldOut';
 
 export function rlRunCommand(cfg: Cm2Config, wait: boolean): Promise<void> {
   return runStageCommand<RlResult>(cfg, wait, startRl, printRlResult);
@@ -37,7 +38,7 @@ export async function rlControlCommand(cfg: Cm2Config, action: 'status' | 'pause
   const s: RlStatus = await handle.query(rlStatusQuery);
   console.log(`step ${s.step}/${s.totalSteps}  phase ${s.phase}${s.paused ? '  PAUSED' : ''}${s.stopRequested ? '  stopping' : ''}`);
   console.log(`hyperparameters: ${JSON.stringify(s.hp)}`);
-  for (const e of s.evals) console.log(`held-out reward at step ${e.step}: ${e.rewardMean.toFixed(3)}`);
+  for (const e of s.evals) console.log(`held-out reward at step ${e.step}: ${e.rewardMean.toFixed(3)}${formatFailed(e.failed, e.rollouts)}`);
   const reward = (s.last?.['reward'] as { mean?: number } | undefined)?.mean;
   if (reward !== undefined) console.log(`last step mean reward: ${reward.toFixed(3)}`);
 }

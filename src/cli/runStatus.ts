@@ -15,7 +15,7 @@ import { type StageProgress } from '../run/types';
 import { failureText } from './watch';
 import { formatProgress } from './stages';
 import { stageProgressQuery } from '../run/workflowUtil';
-import { formatMeanSe } from '../stages/rl/heldOut';
+import { formatFailed, formatMeanSe } from '../stages/rl/heldOut';
 
 /** A query answered within `ms` (a closed workflow with no worker never answers), else undefined. */
 export async function quickQuery<T>(handle: WorkflowHandle, query: string | { name: string }, ms = 3000): Promise<T | undefined> {
@@ -161,7 +161,14 @@ export function formatStatus(s: RunStatus, cfg: Cm2Config): string {
   return lines.join('\n');
 }
 
-export function heldOutLine(h: { sft?: number | null; sftSe?: number | null; rl?: number | null; rlSe?: number | null; rlStep?: number | null; prompts?: number | null }): string {
+/**
+ * `held-out mean checklist reward: SFT 0.0500 ± 0.0100 → RL 0.1000 ± 0.0150 [3 of 32 rollouts failed, scored 0] (step
+ * 10; …)`: failed rollouts count as 0 in a mean, so each mean carries its count of them when some failed.
+ */
+export function heldOutLine(h: {
+  sft?: number | null; sftSe?: number | null; rl?: number | null; rlSe?: number | null; rlStep?: number | null; prompts?: number | null;
+  sftFailed?: number | null; sftRollouts?: number | null; rlFailed?: number | null; rlRollouts?: number | null;
+}): string {
   const detail: string[] = [];
   if (h.rlStep !== undefined && h.rlStep !== null) detail.push(`step ${h.rlStep}`);
   const anySe = (h.sftSe ?? null) !== null || (h.rlSe ?? null) !== null;
@@ -170,5 +177,7 @@ export function heldOutLine(h: { sft?: number | null; sftSe?: number | null; rl?
     const z = (h.rl - h.sft) / Math.sqrt(h.sftSe ** 2 + h.rlSe ** 2);
     detail.push(`difference ${z >= 0 ? '+' : ''}${z.toFixed(1)} standard errors`);
   }
-  return `held-out mean checklist reward: SFT ${formatMeanSe(h.sft, h.sftSe)} → RL ${formatMeanSe(h.rl, h.rlSe)}${detail.length ? ` (${detail.join('; ')})` : ''}`;
+  const sft = `${formatMeanSe(h.sft, h.sftSe)}${formatFailed(h.sftFailed, h.sftRollouts)}`;
+  const rl = `${formatMeanSe(h.rl, h.rlSe)}${formatFailed(h.rlFailed, h.rlRollouts)}`;
+  return `held-out mean checklist reward: SFT ${sft} → RL ${rl}${detail.length ? ` (${detail.join('; ')})` : ''}`;
 }

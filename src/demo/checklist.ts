@@ -93,7 +93,7 @@ const FACT_LABELS: Readonly<Record<string, string>> = {
 /** Checklist blocks for every turn of a demo-world example (annotator form, spec §5.4). */
 export function offlineChecklist(example: Example): ChecklistOutput {
   const world = (example.meta as { world?: WorldMeta } | undefined)?.world;
-  if (!world) throw new Error(`offline checklist: example ${example.uuid} has no meta.world (only demo-world examples can be annotated offline)`);
+  if (!world) throw new Error(`offline annotator cannot annotate non-demo data — configure llm.roles.annotator: example ${example.uuid} has no meta.world (only demo-world examples can be annotated offline)`);
   const spans = turnSpans(example.messages);
   if (spans.length !== world.turns.length) {
     throw new Error(`offline checklist: example ${example.uuid} has ${spans.length} user turns but meta.world describes ${world.turns.length}`);

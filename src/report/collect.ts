@@ -62,6 +62,8 @@ const RlRow = z.union([
     rewardSe: z.number().nullable().optional(),
     prompts: z.number().optional(),
     rollouts: z.number().optional(),
+    /** Rollouts that failed (judge or tool environment), scored 0 in `rewardMean`. */
+    failed: z.number().optional(),
     judge: JudgeStats.optional(),
     seconds: z.record(z.string(), z.number()).optional(),
   }),
@@ -77,6 +79,8 @@ export interface HeldOutEval {
   /** Held-out prompts (null when unknown). */
   n: number | null;
   rollouts: number | null;
+  /** Failed rollouts, scored 0 in `mean` (null when unknown). */
+  failed: number | null;
 }
 
 /** The held-out rewards of a run: the SFT policy (step 0), the latest RL policy, every evaluation. */
@@ -88,6 +92,11 @@ export interface HeldOutSummary {
   rlStep: number | null;
   /** Held-out prompts of the latest evaluation. */
   prompts: number | null;
+  /** Failed rollouts of the SFT and RL evaluations (scored 0 in their means) and their rollouts; null when unknown. */
+  sftFailed: number | null;
+  sftRollouts: number | null;
+  rlFailed: number | null;
+  rlRollouts: number | null;
   /** (RL − SFT) / √(SE_SFT² + SE_RL²): how many standard errors apart the two means are (unpaired); null without SEs. */
   z: number | null;
   evals: HeldOutEval[];
@@ -98,7 +107,7 @@ export function heldOutSummary(rows: readonly RlRow[]): HeldOutSummary {
   const byStep = new Map<number, HeldOutEval>();
   for (const r of rows) {
     if (r.kind !== 'eval') continue;
-    byStep.set(r.step, { step: r.step, mean: r.rewardMean, se: r.rewardSe ?? null, n: r.prompts ?? null, rollouts: r.rollouts ?? null });
+    byStep.set(r.step, { step: r.step, mean: r.rewardMean, se: r.rewardSe ?? null, n: r.prompts ?? null, rollouts: r.rollouts ?? null, failed: r.failed ?? null });
   }
   const evals = [...byStep.values()].sort((a, b) => a.step - b.step);
   const first = evals.find((e) => e.step === 0);
@@ -111,6 +120,10 @@ export function heldOutSummary(rows: readonly RlRow[]): HeldOutSummary {
     rlSe: last?.se ?? null,
     rlStep: last?.step ?? null,
     prompts: (last ?? first)?.n ?? null,
+    sftFailed: first?.failed ?? null,
+    sftRollouts: first?.rollouts ?? null,
+    rlFailed: last?.failed ?? null,
+    rlRollouts: last?.rollouts ?? null,
     z,
     evals,
   };
@@ -242,7 +255,14 @@ export function buildReport(runId: string, src: RunSources, opts: { stages: Stag
           judge.costUsd += row.judge.costUsd;
         }
         if (row.kind === 'eval') {
-          evals.push({ series, step: row.step, rewardMean: row.rewardMean, ...(typeof row.rewardSe === 'number' ? { rewardSe: row.rewardSe } : {}), ...(row.prompts !== undefined ? { prompts: row.prompts } : {}) });
+          evals.push({
+            series,
+            step: row.step,
+            rewardMean: row.rewardMean,
+            ...(typeof row.rewardSe === 'number' ? { rewardSe: row.rewardSe } : {}),
+            ...(row.prompts !== undefined ? { prompts: row.prompts } : {}),
+            ...(row.failed !== undefined ? { failed: row.failed, ...(row.rollouts !== undefined ? { rollouts: row.rollouts } : {}) } : {}),
+          });
           for (const [k, v] of Object.entries(row.seconds ?? {})) add(rlPhases, `eval ${k}`, v);
           continue;
         }
@@ -284,10 +304,12 @@ export function buildReport(runId: string, src: RunSources, opts: { stages: Stag
     if (first) {
       data.heldOut.sft = first.rewardMean;
       if (first.rewardSe !== undefined) data.heldOut.sftSe = first.rewardSe;
+      if (first.failed !== undefined) Object.assign(data.heldOut, { sftFailed: first.failed }, first.rollouts !== undefined ? { sftRollouts: first.rollouts } : {});
     }
     if (last && last.step > 0) {
       data.heldOut.rl = last.rewardMean;
       if (last.rewardSe !== undefined) data.heldOut.rlSe = last.rewardSe;
+      if (last.failed !== undefined) Object.assign(data.heldOut, { rlFailed: last.failed }, last.rollouts !== undefined ? { rlRollouts: last.rollouts } : {});
     }
     const n = (last ?? first)?.prompts;
     if (n !== undefined) data.heldOut.prompts = n;

@@ -16,7 +16,7 @@ import { escapeXml as esc, lineChart, type LineSeries } from './svg';
 import type { ReportData } from './types';
 import { barChart, groupedBarChart, stackedBarChart } from './barChart';
 import { formatInt, formatNumber, formatSeconds, formatValue } from './format';
-import { bySeries, distinct, figure, NO_DATA, numCols, pct, ratio, reward, section, seText, signed, sum, table, textCols, usd } from './htmlParts';
+import { bySeries, distinct, failedText, figure, NO_DATA, numCols, pct, ratio, reward, section, seText, signed, sum, table, textCols, usd } from './htmlParts';
 import { heldOutSection, judgeSection, rlSection } from './rlSections';
 
 // ---------------------------------------------------------------------------------------------------------------
@@ -61,7 +61,7 @@ function nav(d: ReportData): string {
 
 /** ` ± 0.0123` after a reward, when its standard error is known. */
 function headline(d: ReportData): string {
-  const { sft, rl, sftSe, rlSe, prompts } = d.heldOut;
+  const { sft, rl, sftSe, rlSe, prompts, sftFailed, sftRollouts, rlFailed, rlRollouts } = d.heldOut;
   if (sft === undefined && rl === undefined) return `<div class="headline">\n<div class="label">Held-out mean checklist reward</div>\n${NO_DATA}\n</div>`;
   let delta = '';
   if (sft !== undefined && rl !== undefined) {
@@ -77,8 +77,8 @@ function headline(d: ReportData): string {
     : '';
   return (
     `<div class="headline">\n<div class="label">Held-out mean checklist reward</div>\n` +
-    `<div class="values"><span class="policy">SFT</span> <span class="big">${reward(sft)}</span>${seText(sftSe)} <span class="arrow">→</span> ` +
-    `<span class="policy">RL</span> <span class="big">${reward(rl)}</span>${seText(rlSe)}</div>\n${delta}${note}\n</div>`
+    `<div class="values"><span class="policy">SFT</span> <span class="big">${reward(sft)}</span>${seText(sftSe)}${failedText(sftFailed, sftRollouts)} <span class="arrow">→</span> ` +
+    `<span class="policy">RL</span> <span class="big">${reward(rl)}</span>${seText(rlSe)}${failedText(rlFailed, rlRollouts)}</div>\n${delta}${note}\n</div>`
   );
 }
 
@@ -317,6 +317,7 @@ tfoot td { font-weight: 600; border-top: 2px solid #ccc; }
 .headline .arrow { font-size: 22px; color: #888; margin: 0 8px; }
 .headline .delta { font-size: 16px; font-weight: 600; }
 .headline .se { font-size: 16px; color: #555; font-variant-numeric: tabular-nums; }
+.failed { color: #c62828; font-size: 13px; }
 .up { color: #1a7f37; }
 .down { color: #c62828; }
 .state { display: inline-block; padding: 0 8px; border-radius: 10px; font-size: 12px; background: #eee; color: #555; }

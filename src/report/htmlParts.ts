@@ -1,6 +1,7 @@
 /** Building blocks of the report page (src/report/html.ts): number formats, sections, figures and tables. */
 import { escapeXml as esc } from './svg';
 import { formatValue } from './format';
+import { formatFailed } from '../stages/rl/heldOut';
 
 export const reward = (v: number | undefined): string => (v === undefined || !Number.isFinite(v) ? '–' : v.toFixed(4));
 export const pct = (v: number | undefined): string => (v === undefined ? '–' : formatValue(v, 'percent'));
@@ -58,3 +59,9 @@ export function bySeries<T extends { series: string; step: number }>(rows: reado
 export const sum = (xs: readonly number[]): number => xs.reduce((a, b) => a + b, 0);
 
 export const seText = (se: number | undefined): string => (se === undefined || !Number.isFinite(se) ? '' : ` <span class="se">± ${se.toFixed(4)}</span>`);
+
+/** ` [3 of 24 rollouts failed, scored 0]` after a held-out mean, when some failed (they count as 0 in the mean). */
+export const failedText = (failed: number | undefined, rollouts: number | undefined): string => {
+  const t = formatFailed(failed, rollouts);
+  return t ? ` <span class="failed">${esc(t.trim())}</span>` : '';
+};

@@ -1,5 +1,5 @@
 /** The RL sections of the report page (src/report/html.ts): training curves and steps, held-out evaluations, judge. */
-import { bySeries, figure, NO_DATA, numCols, pct, ratio, reward, section, seText, signed, sum, table, textCols } from './htmlParts';
+import { bySeries, failedText, figure, NO_DATA, numCols, pct, ratio, reward, section, seText, signed, sum, table, textCols } from './htmlParts';
 import type { ReportData, ReportRlStep } from './types';
 import { barChart } from './barChart';
 import { formatInt, formatNumber } from './format';
@@ -88,14 +88,19 @@ export function heldOutSection(d: ReportData): string {
     const first = g.rows[0]!;
     const last = g.rows[g.rows.length - 1]!;
     const ch = signed(last.rewardMean - first.rewardMean);
-    return [esc(g.name), formatInt(g.rows.length), `${reward(first.rewardMean)}${seText(first.rewardSe)} <span class="muted">@${formatInt(first.step)}</span>`, `${reward(last.rewardMean)}${seText(last.rewardSe)} <span class="muted">@${formatInt(last.step)}</span>`, `<span class="${ch.cls}">${ch.text}</span>`];
+    const at = (e: typeof first) => `${reward(e.rewardMean)}${seText(e.rewardSe)}${failedText(e.failed, e.rollouts)} <span class="muted">@${formatInt(e.step)}</span>`;
+    return [esc(g.name), formatInt(g.rows.length), at(first), at(last), `<span class="${ch.cls}">${ch.text}</span>`];
   });
-  const every = groups.flatMap((g) => g.rows.map((e) => [esc(g.name), formatInt(e.step), reward(e.rewardMean), e.rewardSe === undefined ? '–' : e.rewardSe.toFixed(4), e.prompts === undefined ? '–' : formatInt(e.prompts)]));
+  // Failed rollouts count as reward 0 in a mean: where any evaluation knows its count, the table shows it.
+  const withFailed = evals.some((e) => e.failed !== undefined);
+  const failedCell = (e: (typeof evals)[number]) => (e.failed === undefined ? '–' : `${formatInt(e.failed)}${e.rollouts !== undefined ? ` / ${formatInt(e.rollouts)}` : ''}`);
+  const every = groups.flatMap((g) => g.rows.map((e) => [esc(g.name), formatInt(e.step), reward(e.rewardMean), e.rewardSe === undefined ? '–' : e.rewardSe.toFixed(4), e.prompts === undefined ? '–' : formatInt(e.prompts), ...(withFailed ? [failedCell(e)] : [])]));
+  const note = [withSe ? 'shaded: ± one standard error across held-out prompts' : '', withFailed ? 'failed rollouts (judge or tool environment) count as reward 0 in a mean' : ''].filter(Boolean).join('; ');
   return section(
     'heldout',
     'Held-out evaluations',
-    `${figure(chart, withSe ? 'shaded: ± one standard error across held-out prompts' : undefined)}\n${table([...textCols('series'), ...numCols('evaluations', 'first', 'latest', 'change')], rows)}` +
-      (withSe ? `\n<details><summary>every evaluation</summary>\n${table([...textCols('series'), ...numCols('step', 'mean', 'standard error', 'prompts')], every)}\n</details>` : ''),
+    `${figure(chart, note || undefined)}\n${table([...textCols('series'), ...numCols('evaluations', 'first', 'latest', 'change')], rows)}` +
+      (withSe || withFailed ? `\n<details><summary>every evaluation</summary>\n${table([...textCols('series'), ...numCols('step', 'mean', 'standard error', 'prompts', ...(withFailed ? ['failed rollouts'] : []))], every)}\n</details>` : ''),
   );
 }
 

@@ -65,6 +65,11 @@ export const ReportData = z.object({
       rl: fraction.optional(),
       rlSe: z.number().nonnegative().optional(),
       prompts: count.optional(),
+      /** Failed rollouts of each evaluation (scored 0 in its mean) out of its rollouts, when known. */
+      sftFailed: count.optional(),
+      sftRollouts: count.optional(),
+      rlFailed: count.optional(),
+      rlRollouts: count.optional(),
     })
     .default({}),
   data: z
@@ -95,7 +100,16 @@ export const ReportData = z.object({
     .object({
       steps: z.array(ReportRlStep),
       /** Held-out evaluations (step 0 = the SFT policy), with the standard error across prompts when known. */
-      evals: z.array(z.object({ series: z.string(), step: z.number(), rewardMean: z.number(), rewardSe: z.number().nonnegative().optional(), prompts: count.optional() })),
+      evals: z.array(z.object({
+        series: z.string(),
+        step: z.number(),
+        rewardMean: z.number(),
+        rewardSe: z.number().nonnegative().optional(),
+        prompts: count.optional(),
+        /** Failed rollouts (scored 0 in `rewardMean`) and all rollouts of the evaluation, when known. */
+        failed: count.optional(),
+        rollouts: count.optional(),
+      })),
       /** Judge pass counts per checklist `focus_on`, summed over the run's training steps. */
       passByFocus: z.array(z.object({ focus: z.string(), passed: count, total: count })),
     })

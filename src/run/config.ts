@@ -120,6 +120,9 @@ export const ChecklistConfig = z.object({
    */
   retryFailed: z.boolean().default(false)
     .describe('On a re-run of the stage, annotate again the examples whose annotation failed before (their calls were paid for); successful ones are never sent again.'),
+  /** The stage fails (not retried) when fewer examples than this end with a checklist; 0 = never. */
+  minAnnotated: z.number().int().min(0).default(1)
+    .describe('The stage fails (not retried), with the failure reasons counted, when fewer examples than this end with a checklist; 0 = never.'),
 });
 export type ChecklistConfig = z.infer<typeof ChecklistConfig>;
 
@@ -287,6 +290,9 @@ export const RlConfig = z.object({
       .describe('Decide machine-checkable items offline: `auto` only when the judge role has no endpoint, `always`, or `never`.'),
     cache: z.boolean().default(true).describe('Reuse verdicts from the S3 verdict cache (`cache/judge/`).'),
   }).prefault({}).describe('The checklist judge (role `judge`).'),
+  /** The stage fails (not retried) when fewer annotated examples than this are left to train on (at least 1). */
+  minExamples: z.number().int().min(1).default(1)
+    .describe('The stage fails (not retried), with invalid and too-long lines counted, when fewer annotated examples than this are left to train on after the held-out prompts (at least 1).'),
   /** Demo world: execute its tools instead of simulating them. */
   executableTools: z.boolean().default(true).describe('Demo world: execute its tools instead of simulating them.'),
   eval: z.object({

@@ -5,6 +5,8 @@
  * written LAST, listing every file with its sha256 and size and carrying the small training state (step, data
  * cursor, RNG state, metrics so far). A folder without a manifest, or whose files do not match it, is a torn
  * checkpoint (a worker died while writing) and is never loaded: `latestCheckpoint` falls back to the previous one.
+ * Only an answer of the store makes it fall back: an error in asking (network, 5xx, timeout) is retried and then
+ * thrown, never taken for "no checkpoint" (`completeCheckpoint` tells the three cases apart).
  * Writing the same step again (a retried activity) overwrites the same keys with the same content.
  *
  * Removal (retention, `rl.keepCheckpoints`) is the write in reverse: the manifest goes FIRST, then the files, so a
@@ -19,7 +21,7 @@ import { mkdtemp, readFile, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { z } from 'zod';
-import { ifExists, ObjectRef, type ObjectStore } from './store';
+import { ifExists, NotFoundError, ObjectRef, retryTransient, type ObjectStore, type RetryOptions } from './store';
 
 export const CheckpointManifest = z.object({
   format: z.literal('cm2-checkpoint/1'),
@@ -112,34 +114,83 @@ export async function readCheckpoint(store: ObjectStore, manifestKey: string): P
 }
 
 /**
- * The checkpoint of `manifestKey` when it is complete (every file present with the manifest's sha256), else
- * undefined, with a note through `log` (a missing or unreadable manifest, a missing or altered file).
+ * The store could not be asked about a checkpoint (network error, 5xx, timeout) even after retries. Never a reason to
+ * fall back to an older checkpoint: thrown, so the activity fails and Temporal retries it.
  */
-export async function completeCheckpoint(store: ObjectStore, manifestKey: string, log: (m: string) => void = () => undefined): Promise<{ manifestKey: string; manifest: CheckpointManifest } | undefined> {
-  try {
-    const manifest = await store.getJson(manifestKey, CheckpointManifest);
-    for (const ref of Object.values(manifest.files)) {
-      const actual = await store.ref(ref.key);
-      if (!actual || actual.sha256 !== ref.sha256) {
-        log(`checkpoint ${manifestKey}: ${ref.key} is missing or differs from the manifest; skipped`);
-        return undefined;
-      }
+export class CheckpointUnavailableError extends Error {
+  constructor(readonly key: string, cause: unknown) {
+    super(`checkpoint ${key}: the store could not be asked (${cause instanceof Error ? cause.message : String(cause)}); not falling back to an older checkpoint`, { cause });
+    this.name = 'CheckpointUnavailableError';
+  }
+}
+
+/** Retries of the lookups (tests shorten them). */
+export interface LookupOptions {
+  retry?: RetryOptions;
+}
+
+/**
+ * The checkpoint of `manifestKey` when it is complete, else undefined. Three outcomes apart:
+ * - absent: no manifest (a crash before the manifest, or a removal in progress) or a file the manifest lists is
+ *   missing or differs: not a checkpoint, undefined (with a note through `log` for a missing or altered file);
+ * - unreadable: the manifest exists but is not JSON or not a `cm2-checkpoint/1` manifest. No torn write makes one (the
+ *   manifest is one whole-object write): it was written by something else. Skipped with a WARNING through `log` naming
+ *   the key, so a resume starts from the previous checkpoint (a retrained step writes the same keys again);
+ * - could not ask: any other error of the store (network, 5xx, timeout), after `retryTransient`'s tries, throws a
+ *   CheckpointUnavailableError: an older checkpoint is never taken for want of an answer.
+ */
+export async function completeCheckpoint(store: ObjectStore, manifestKey: string, log: (m: string) => void = () => undefined, opts: LookupOptions = {}): Promise<{ manifestKey: string; manifest: CheckpointManifest } | undefined> {
+  const ask = async <T>(op: () => Promise<T>): Promise<T> => {
+    try {
+      return await retryTransient(op, opts.retry);
+    } catch (e) {
+      throw e instanceof NotFoundError ? e : new CheckpointUnavailableError(manifestKey, e);
     }
-    return { manifestKey, manifest };
-  } catch (e) {
-    log(`checkpoint ${manifestKey}: unreadable manifest (${(e as Error).message}); skipped`);
+  };
+  const bytes = await ifExists(() => ask(() => store.getBytes(manifestKey)));
+  if (!bytes) {
+    log(`checkpoint ${manifestKey}: no manifest (removed meanwhile); skipped`);
     return undefined;
   }
+  const manifest = parseManifest(bytes);
+  if (typeof manifest === 'string') {
+    log(`WARNING: checkpoint ${manifestKey}: unreadable manifest (${manifest}); skipped, an older checkpoint is used`);
+    return undefined;
+  }
+  for (const ref of Object.values(manifest.files)) {
+    const actual = await ask(() => store.ref(ref.key));
+    if (!actual || actual.sha256 !== ref.sha256) {
+      log(`checkpoint ${manifestKey}: ${ref.key} is missing or differs from the manifest; skipped`);
+      return undefined;
+    }
+  }
+  return { manifestKey, manifest };
+}
+
+/** A manifest's bytes as a manifest, or why they are not one. */
+function parseManifest(bytes: Buffer): CheckpointManifest | string {
+  let value: unknown;
+  try {
+    value = JSON.parse(bytes.toString('utf8'));
+  } catch (e) {
+    return `not JSON: ${(e as Error).message}`;
+  }
+  const parsed = CheckpointManifest.safeParse(value);
+  return parsed.success ? parsed.data : parsed.error.issues.map((i) => `${i.path.join('.') || '(root)'}: ${i.message}`).join('; ');
 }
 
 /**
  * The newest complete checkpoint under `prefix`, or undefined. Folders without a manifest are skipped; a manifest
- * whose files are missing or altered is skipped too (with a note through `log`).
+ * whose files are missing or altered is skipped too (with a note through `log`), and so is an unreadable one (with a
+ * WARNING). A store that cannot be asked (listing or reading) throws: see `completeCheckpoint`.
  */
-export async function latestCheckpoint(store: ObjectStore, prefix: string, log: (m: string) => void = () => undefined): Promise<{ manifestKey: string; manifest: CheckpointManifest } | undefined> {
-  const keys = (await store.list(`${prefix}/`)).filter((k) => /\/step-\d{8}\/manifest\.json$/.test(k)).sort().reverse();
+export async function latestCheckpoint(store: ObjectStore, prefix: string, log: (m: string) => void = () => undefined, opts: LookupOptions = {}): Promise<{ manifestKey: string; manifest: CheckpointManifest } | undefined> {
+  const listed = await retryTransient(() => store.list(`${prefix}/`), opts.retry).catch((e: unknown) => {
+    throw new CheckpointUnavailableError(`${prefix}/`, e);
+  });
+  const keys = listed.filter((k) => /\/step-\d{8}\/manifest\.json$/.test(k)).sort().reverse();
   for (const manifestKey of keys) {
-    const found = await completeCheckpoint(store, manifestKey, log);
+    const found = await completeCheckpoint(store, manifestKey, log, opts);
     if (found) return found;
   }
   return undefined;

@@ -304,6 +304,32 @@ export async function ifExists<T>(read: () => Promise<T>): Promise<T | undefined
   }
 }
 
+/** How often and how patiently `retryTransient` asks again. */
+export interface RetryOptions {
+  /** Tries in all (>= 1). */
+  attempts?: number;
+  /** Wait before the second try; doubled for each further one. */
+  delayMs?: number;
+}
+
+/**
+ * The value of `op`, asked again after errors that say nothing about the object (network errors, 5xx, timeouts):
+ * up to `attempts` tries with doubling waits, then the last error is thrown. A NotFoundError is an answer, not a
+ * failure to ask: it is thrown at once (so is a missing object's `undefined` returned at once).
+ */
+export async function retryTransient<T>(op: () => Promise<T>, opts: RetryOptions = {}): Promise<T> {
+  const attempts = Math.max(1, opts.attempts ?? 4);
+  const delayMs = opts.delayMs ?? 250;
+  for (let i = 1; ; i++) {
+    try {
+      return await op();
+    } catch (e) {
+      if (e instanceof NotFoundError || i >= attempts) throw e;
+      await new Promise((r) => setTimeout(r, delayMs * 2 ** (i - 1)));
+    }
+  }
+}
+
 /** The response-cache interface of the LLM client, backed by the store (`cache/llm/<hash>.json`). */
 export function storeCache(store: ObjectStore, prefix = 'cache/llm') {
   return {

@@ -10,11 +10,13 @@
  * re-runs skip it (it was paid for) unless `retryFailed` is set.
  */
 import { createHash } from 'node:crypto';
+import { ApplicationFailure } from '@temporalio/common';
 import { z } from 'zod';
 import { annotatorAsk, LlmChecklistAnnotator, OfflineChecklistAnnotator, type ChecklistAnnotator, type ExampleAnnotation } from './annotate';
 import { AnnotatedExample } from './schema';
 import { addUsage, UsageSchema, zeroUsage, type Usage } from '../../kernel/roles';
 import { Example } from '../../kernel/schema';
+import { belowFloor, formatReasons } from '../../kernel/floor';
 import { isOnline, LlmConfig } from '../../llm/config';
 import { checklistKeys } from '../../run/layout';
 import { offlineChecklist, OFFLINE_ANNOTATOR } from '../../demo/checklist';
@@ -55,7 +57,13 @@ export const AnnotateShardResult = z.object({
 });
 export type AnnotateShardResult = z.infer<typeof AnnotateShardResult>;
 
-export const ChecklistReportArgs = z.object({ runId: z.string(), shards: z.array(ShardRef), inputErrors: z.number().int() });
+export const ChecklistReportArgs = z.object({
+  runId: z.string(),
+  shards: z.array(ShardRef),
+  inputErrors: z.number().int(),
+  /** `checklist.minAnnotated`: fewer annotated examples fail the stage. */
+  minAnnotated: z.number().int().min(0).default(1),
+});
 export const ChecklistReport = z.object({
   runId: z.string(),
   annotator: z.string(),
@@ -96,6 +104,19 @@ export interface ChecklistDeps extends ActivityDeps {
 }
 
 const reasonKey = (reason: string) => reason.replace(/:.*$/s, '').slice(0, 80);
+
+/** The stage's failure message when fewer than `min` examples were annotated (`checklist.minAnnotated`), else undefined. */
+export function checklistShortfall(r: Pick<ChecklistReport, 'annotated' | 'total' | 'failed' | 'failureReasons' | 'inputErrors'>, min: number): string | undefined {
+  return belowFloor({
+    stage: 'checklist',
+    usable: r.annotated,
+    of: r.total,
+    what: 'examples annotated',
+    min,
+    setting: 'checklist.minAnnotated',
+    lost: [r.failed ? `${r.failed} failed: ${formatReasons(r.failureReasons)}` : '', r.inputErrors ? `${r.inputErrors} input line(s) not examples, skipped` : ''],
+  });
+}
 
 export function createChecklistActivities(deps: ChecklistDeps) {
   const { store } = deps;
@@ -270,7 +291,11 @@ export function createChecklistActivities(deps: ChecklistDeps) {
         failedKey,
         reportKey,
       };
-      return saveReport(store, reportKey, report);
+      await saveReport(store, reportKey, report);
+      // Written first, so `cm2 checklist report` shows the stage that fails here.
+      const short = checklistShortfall(report, input.minAnnotated);
+      if (short) throw ApplicationFailure.nonRetryable(short, 'TooFewOutputs');
+      return report;
     },
   };
 }

@@ -54,7 +54,9 @@ export async function checklistWorkflow(input: ChecklistWorkflowInput): Promise<
   progress.phase = 'report';
   progress.done = 0;
   progress.total = 1;
-  const report = await acts.writeChecklistReport({ runId: input.runId, shards: source.shards, inputErrors: source.inputErrors });
+  // Fails the stage (not retried) when fewer than `minAnnotated` examples got a checklist; older inputs have no field
+  // and get the activity's default.
+  const report = await acts.writeChecklistReport({ runId: input.runId, shards: source.shards, inputErrors: source.inputErrors, minAnnotated: input.checklist.minAnnotated });
   progress.phase = 'done';
   progress.done = 1;
   progress.counts['annotated'] = report.annotated;

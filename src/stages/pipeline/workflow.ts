@@ -87,7 +87,11 @@ export interface PipelineStatus {
    * Held-out mean checklist reward of the SFT policy (RL evaluation at step 0) and of the latest RL policy, each with
    * its standard error across the held-out prompts (`prompts` of them).
    */
-  heldOut: { sft?: number; sftSe?: number; rl?: number; rlSe?: number; rlStep?: number; prompts?: number };
+  heldOut: {
+    sft?: number; sftSe?: number; rl?: number; rlSe?: number; rlStep?: number; prompts?: number;
+    /** Failed rollouts of each evaluation (scored 0 in its mean) and its rollouts; absent in runs before they were kept. */
+    sftFailed?: number; sftRollouts?: number; rlFailed?: number; rlRollouts?: number;
+  };
 }
 
 export interface PipelineResult extends PipelineStatus {
@@ -139,14 +143,19 @@ export function summarize(stage: PipelineStage, result: unknown): Record<string,
       const evals = rl.evals ?? [];
       const first = evals.find((e) => e.step === 0);
       const last = evals[evals.length - 1];
+      // Failed rollouts count as 0 in a mean: each mean goes with its count of them (and of rollouts).
       if (first) {
         put('heldOutSft', first.rewardMean);
         put('heldOutSftSe', first.rewardSe ?? undefined);
+        put('heldOutSftFailed', first.failed);
+        if (typeof first.failed === 'number') put('heldOutSftRollouts', first.rollouts);
       }
       if (last) {
         put('heldOutRl', last.rewardMean);
         put('heldOutRlSe', last.rewardSe ?? undefined);
         put('heldOutStep', last.step);
+        put('heldOutRlFailed', last.failed);
+        if (typeof last.failed === 'number') put('heldOutRlRollouts', last.rollouts);
       }
       put('heldOutPrompts', (last ?? first)?.prompts);
       if (rl.policy) put('policy', rl.policy.kind === 'hf' ? rl.policy.prefix : rl.policy.manifestKey);
@@ -328,7 +337,10 @@ export async function cm2Pipeline(input: PipelineInput): Promise<PipelineResult>
 }
 
 function applyHeldOut(status: PipelineStatus, summary: Record<string, number | string>): void {
-  const fields = [['heldOutSft', 'sft'], ['heldOutSftSe', 'sftSe'], ['heldOutRl', 'rl'], ['heldOutRlSe', 'rlSe'], ['heldOutStep', 'rlStep'], ['heldOutPrompts', 'prompts']] as const;
+  const fields = [
+    ['heldOutSft', 'sft'], ['heldOutSftSe', 'sftSe'], ['heldOutRl', 'rl'], ['heldOutRlSe', 'rlSe'], ['heldOutStep', 'rlStep'], ['heldOutPrompts', 'prompts'],
+    ['heldOutSftFailed', 'sftFailed'], ['heldOutSftRollouts', 'sftRollouts'], ['heldOutRlFailed', 'rlFailed'], ['heldOutRlRollouts', 'rlRollouts'],
+  ] as const;
   for (const [from, to] of fields) {
     const v = summary[from];
     if (typeof v === 'number') status.heldOut[to] = v;

@@ -45,6 +45,8 @@ import { type ActivityDeps, asTemporalFailure, cancellationSignal, heapGuard, he
 import { demoWorldExecutables } from '../../demo/executables';
 import { withSimulatorDefaults } from './env/simulator';
 import { countsOf, summariseBatch } from './batch';
+import { heldOutShrunk, rlDataShortfall, selectRlData } from './data';
+import { formatReasons } from '../../kernel/floor';
 import { type JudgeTotals } from '../../kernel/counts';
 import { recordJudgePhase, recordRlBatch } from '../activityMetrics';
 import { RlDataInput, RlData, PhaseResult, RlJudgeInput, RlRolloutInput, RlAdvantagesInput, RlMergeInput, RlMergeResult, RlAdvantagesResult, AdvantagesFile, RlTrainInput, RlTrainResult, RlRecordInput, RlPruneInput, RlPruneResult, RolloutFile } from './shapes';
@@ -111,38 +113,26 @@ export function createRlActivities(deps: ActivityDeps) {
 
   return {
     /**
-     * The RL data: annotated examples whose prompt fits the context (spec §6.1's length filter). The first
-     * `eval.prompts` of them (file order, as the reference's validation split) are held out.
+     * The RL data (./data.ts): annotated examples whose prompt fits the context (spec §6.1's length filter), the first
+     * `eval.prompts` of them held out. Invalid lines are counted by reason; a held-out set smaller than asked for is
+     * logged and in the result; fewer than `rl.minExamples` left to train on fails the stage (not retried).
      */
     async rlPrepareData(raw: z.input<typeof RlDataInput>): Promise<RlData> {
       const input = parseInput(RlDataInput, raw, 'rlPrepareData');
       return once(store, rlKeys.folder(input.runId, 'data', 'result.json'), RlData, async () => {
         const tok = tokenizer(input.tokenizerDir);
         const lines = (await store.getText(input.sourceKey)).split('\n').filter((l) => l.trim() !== '');
-        const kept: AnnotatedExample[] = [];
-        let invalid = 0;
-        let tooLong = 0;
-        for (const line of lines) {
-          const parsed = AnnotatedExample.safeParse(JSON.parse(line));
-          if (!parsed.success) {
-            invalid++;
-            continue;
-          }
-          const ex = parsed.data;
-          const first = ex.messages.findIndex((m) => m.role === 'user');
-          if (first < 0) {
-            invalid++;
-            continue;
-          }
-          const len = promptIds(ex.messages.slice(0, first + 1), ex.tools, tok).length;
-          if (len > input.rl.rollout.maxModelLen - input.rl.rollout.promptMargin) tooLong++;
-          else kept.push(ex);
-        }
+        const maxPromptTokens = input.rl.rollout.maxModelLen - input.rl.rollout.promptMargin;
+        const promptLength = (ex: AnnotatedExample) => promptIds(ex.messages.slice(0, ex.messages.findIndex((m) => m.role === 'user') + 1), ex.tools, tok).length;
+        const { kept, ...sel } = selectRlData(lines, { promptLength, maxPromptTokens, heldOut: input.rl.eval.prompts });
+        const short = rlDataShortfall({ ...sel, lines: lines.length }, input.rl.minExamples, input.sourceKey, maxPromptTokens);
+        if (short) throw ApplicationFailure.nonRetryable(short, 'TooFewOutputs');
+        if (sel.invalid) log(`${input.sourceKey}: ${sel.invalid} invalid line(s) left out: ${formatReasons(sel.invalidReasons)}`);
+        const shrunk = heldOutShrunk({ ...sel, kept });
+        if (shrunk) log(shrunk);
         const key = rlKeys.folder(input.runId, 'data', 'examples.jsonl');
         await store.putJsonl(key, kept);
-        const heldOut = Math.min(input.rl.eval.prompts, Math.max(0, kept.length - 1));
-        if (kept.length - heldOut < 1) throw ApplicationFailure.nonRetryable(`${input.sourceKey}: no RL examples left after the length filter (${tooLong} too long)`, 'BadInput');
-        return { key, train: kept.length - heldOut, heldOut, tooLong, invalid };
+        return { key, train: sel.train, heldOut: sel.heldOut, tooLong: sel.tooLong, invalid: sel.invalid, invalidReasons: sel.invalidReasons, heldOutRequested: sel.heldOutRequested };
       });
     },
 

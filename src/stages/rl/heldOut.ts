@@ -42,3 +42,12 @@ export function formatMeanSe(mean: number | null | undefined, se: number | null 
   const err = se !== null && se !== undefined && Number.isFinite(se) ? ` ± ${se.toFixed(4)}` : '';
   return `${base}${err}${n ? ` (n=${n})` : ''}`;
 }
+
+/**
+ * ` [3 of 24 rollouts failed, scored 0]` after a held-out mean: a failed rollout (judge or tool environment) counts as
+ * reward 0 in the mean, so a mean is not read without it. '' when none failed or the count is unknown (older runs).
+ */
+export function formatFailed(failed: number | null | undefined, rollouts?: number | null): string {
+  if (!failed || !Number.isFinite(failed)) return '';
+  return ` [${failed}${rollouts ? ` of ${rollouts}` : ''} rollout${(rollouts ?? failed) === 1 ? '' : 's'} failed, scored 0]`;
+}

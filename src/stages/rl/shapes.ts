@@ -19,6 +19,10 @@ export const RlData = z.object({
   /** Dropped: prompt longer than maxModelLen − promptMargin. */
   tooLong: z.number().int(),
   invalid: z.number().int(),
+  /** Invalid lines by reason (absent in results recorded before it was kept). */
+  invalidReasons: z.record(z.string(), z.number().int()).optional(),
+  /** Held-out prompts asked for (`rl.eval.prompts`): more than `heldOut` when too few examples were usable. */
+  heldOutRequested: z.number().int().optional(),
 });
 export type RlData = z.infer<typeof RlData>;
 

@@ -8,9 +8,10 @@ import assert from 'node:assert/strict';
 import { buildReport, heldOutSummary, type RlRow, type RunSources } from '../../../../src/report/collect';
 import { renderReport } from '../../../../src/report/html';
 import { ReportData } from '../../../../src/report/types';
-import { formatMeanSe, promptMeanStats } from '../../../../src/stages/rl/heldOut';
+import { formatFailed, formatMeanSe, promptMeanStats } from '../../../../src/stages/rl/heldOut';
 import { summarize } from '../../../../src/stages/pipeline/workflow';
 import { heldOutLine } from '../../../../src/cli/runStatus';
+import { heldOutOfMemo } from '../../../../src/cli/pipelineCommand';
 
 const close = (a: number | null, b: number, tol = 1e-12) => assert.ok(a !== null && Math.abs(a - b) < tol, `${a} ≉ ${b}`);
 
@@ -112,5 +113,41 @@ describe('report', () => {
     assert.match(heldout, /shaded: ± one standard error across held-out prompts/);
     assert.match(heldout, /<td class="num">10<\/td><td class="num">0\.1000<\/td><td class="num">0\.0150<\/td><td class="num">32<\/td>/);
     assert.ok(!html.includes('NaN'));
+  });
+});
+
+// Issue 28: a failed rollout counts as reward 0 in a held-out mean, so every place that shows the mean shows how many failed.
+describe('failed held-out rollouts beside the mean', () => {
+  const withFailed: RlRow[] = [
+    { kind: 'eval', step: 0, rewardMean: 0.05, rewardSe: 0.01, prompts: 32, rollouts: 32, failed: 0 },
+    { kind: 'eval', step: 10, rewardMean: 0.1, rewardSe: 0.015, prompts: 32, rollouts: 32, failed: 3 },
+  ];
+
+  test('cm2 status and the run end line', () => {
+    const h = heldOutSummary(withFailed);
+    assert.deepEqual([h.sftFailed, h.sftRollouts, h.rlFailed, h.rlRollouts], [0, 32, 3, 32]);
+    assert.equal(heldOutLine(h), 'held-out mean checklist reward: SFT 0.0500 ± 0.0100 → RL 0.1000 ± 0.0150 [3 of 32 rollouts failed, scored 0] (step 10; 32 prompts, ± one standard error; difference +2.8 standard errors)');
+    assert.equal(formatFailed(1, 1), ' [1 of 1 rollout failed, scored 0]');
+    assert.equal(formatFailed(2, null), ' [2 rollouts failed, scored 0]');
+    assert.equal(formatFailed(0, 5), '');
+  });
+
+  test('the pipeline summary, its status and memo (the list of runs of cm2 status)', () => {
+    const s = summarize('rl', { steps: 10, evals: [{ step: 0, rewardMean: 0.05, rewardSe: 0.01, prompts: 32, failed: 0, rollouts: 32 }, { step: 10, rewardMean: 0.1, rewardSe: 0.015, prompts: 32, failed: 3, rollouts: 32 }] });
+    assert.deepEqual(s, { steps: 10, heldOutSft: 0.05, heldOutSftSe: 0.01, heldOutSftFailed: 0, heldOutSftRollouts: 32, heldOutRl: 0.1, heldOutRlSe: 0.015, heldOutStep: 10, heldOutRlFailed: 3, heldOutRlRollouts: 32, heldOutPrompts: 32 });
+    assert.equal(heldOutOfMemo({ heldOut: { sft: 0.05, rl: 0.1, sftFailed: 0, sftRollouts: 32, rlFailed: 3, rlRollouts: 32 } }), '0.0500 → 0.1000 [3 of 32 rollouts failed, scored 0]');
+    assert.equal(heldOutOfMemo({ heldOut: { sft: 0.05, rl: 0.1 } }), '0.0500 → 0.1000', 'memos written before the counts');
+  });
+
+  test('the HTML report: headline and held-out table', () => {
+    const data = buildReport('r', { rl: [{ runId: 'r', rows: withFailed }], bfcl: [] }, { stages: [], generatedAt: '2026-01-01T00:00:00Z' });
+    assert.deepEqual(data.heldOut, { sft: 0.05, sftSe: 0.01, sftFailed: 0, sftRollouts: 32, rl: 0.1, rlSe: 0.015, rlFailed: 3, rlRollouts: 32, prompts: 32 });
+    ReportData.parse(data);
+    const html = renderReport(data);
+    assert.match(html, /<span class="big">0\.1000<\/span> <span class="se">± 0\.0150<\/span> <span class="failed">\[3 of 32 rollouts failed, scored 0\]<\/span>/);
+    assert.ok(!/<span class="big">0\.0500<\/span>[^→]*failed/.test(html), 'no note where none failed');
+    const heldout = /<section id="heldout">[\s\S]*?<\/section>/.exec(html)![0];
+    assert.match(heldout, /failed rollouts \(judge or tool environment\) count as reward 0 in a mean/);
+    assert.match(heldout, /<td class="num">10<\/td><td class="num">0\.1000<\/td><td class="num">0\.0150<\/td><td class="num">32<\/td><td class="num">3 \/ 32<\/td>/);
   });
 });
