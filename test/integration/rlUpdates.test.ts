@@ -31,10 +31,10 @@ test('RL: updates sent at random moments under load apply from the step their re
   const cfg = testConfig(uniqueId('rlupd'), { rl: tinyRl({ steps: STEPS, hp: initial, continueAsNewEvery: 3, eval: { prompts: 2, every: 4 } }), temporal: { activity: { heartbeatTimeout: '20s', maxRetryInterval: '1s' } } });
   const store = testStore(cfg);
   await writeRlFixture(cfg, store);
-  // The CPU-bound process beside the run (the load the race was seen under).
-  const hog = spawn(process.execPath, ['-e', 'for (;;) {}'], { stdio: 'ignore' });
-  track(hog.pid);
   const worker = await startChildWorker(writeConfigFile(cfg));
+  // The CPU-bound process beside the run (the load the race was seen under), niced as in the drills.
+  const hog = spawn('nice', ['-n', '5', process.execPath, '-e', 'for (;;) {}'], { stdio: 'ignore' });
+  track(hog.pid);
   try {
     const client = await connectClient(cfg);
     const handle = await startRl(client, cfg);
