@@ -44,12 +44,20 @@ import { loadPolicy, PolicyCache, policyKey, saveTrainingCheckpoint } from '../.
 import { type ActivityDeps, asTemporalFailure, cancellationSignal, heapGuard, heartbeat, llmClients, once, parseInput, stageLog } from '../activityKit';
 import { demoWorldExecutables } from '../../demo/executables';
 import { withSimulatorDefaults } from './env/simulator';
+import { executableToolNames, missingSimulatorMessage, toolsNeedingSimulator } from './env/answers';
 import { countsOf, summariseBatch } from './batch';
 import { type JudgeTotals } from '../../kernel/counts';
 import { recordJudgePhase, recordRlBatch } from '../activityMetrics';
 import { RlDataInput, RlData, PhaseResult, RlJudgeInput, RlRolloutInput, RlAdvantagesInput, RlMergeInput, RlMergeResult, RlAdvantagesResult, AdvantagesFile, RlTrainInput, RlTrainResult, RlRecordInput, RlPruneInput, RlPruneResult, RolloutFile } from './shapes';
 
 export * from './shapes';
+
+/**
+ * The demo-world tools executed in this run. Workflow inputs carry the list resolved from the config and the data
+ * source (src/cli/stages.ts `rlInput`); a bare `true` comes only from inputs recorded before that, when it meant the
+ * demo world's tools.
+ */
+const executableNames = (rl: RlConfig): string[] => executableToolNames(rl.executableTools, true);
 
 // ---------------------------------------------------------------------------------------------------------------
 // Per-worker caches: datasets, tokenizer, models
@@ -87,11 +95,12 @@ export function createRlActivities(deps: ActivityDeps) {
     return d;
   };
   const environment = (d: Dataset, rl: RlConfig, llm: LlmConfig): ToolEnvironment => {
-    const key = canonicalJson({ exe: rl.executableTools, llm: llm.roles.simulator });
+    const executable = executableNames(rl);
+    const key = canonicalJson({ exe: executable, llm: llm.roles.simulator });
     if (!d.env || d.envKey !== key) {
       d.env = new ToolEnvironment(d.examples, {
         ...(isOnline(llm.roles.simulator) ? { llm: llmClient(withSimulatorDefaults(llm)) } : {}),
-        ...(rl.executableTools ? { executables: demoWorldExecutables() } : {}),
+        ...(executable.length ? { executables: demoWorldExecutables(undefined, executable) } : {}),
       });
       d.envKey = key;
     }
@@ -112,7 +121,8 @@ export function createRlActivities(deps: ActivityDeps) {
   return {
     /**
      * The RL data: annotated examples whose prompt fits the context (spec §6.1's length filter). The first
-     * `eval.prompts` of them (file order, as the reference's validation split) are held out.
+     * `eval.prompts` of them (file order, as the reference's validation split) are held out. Fails (`ConfigError`,
+     * not retried) when a tool of the data has neither an executable nor a simulator endpoint.
      */
     async rlPrepareData(raw: z.input<typeof RlDataInput>): Promise<RlData> {
       const input = parseInput(RlDataInput, raw, 'rlPrepareData');
@@ -137,6 +147,11 @@ export function createRlActivities(deps: ActivityDeps) {
           const len = promptIds(ex.messages.slice(0, first + 1), ex.tools, tok).length;
           if (len > input.rl.rollout.maxModelLen - input.rl.rollout.promptMargin) tooLong++;
           else kept.push(ex);
+        }
+        // No silent zeros: tools that neither an executable nor the simulator answers fail the run here (./env/answers.ts).
+        if (input.llm && !isOnline(input.llm.roles.simulator)) {
+          const unanswered = toolsNeedingSimulator(kept, new Set(executableNames(input.rl)));
+          if (unanswered.size) throw ApplicationFailure.nonRetryable(`${input.sourceKey}: ${missingSimulatorMessage(unanswered, kept.length)}`, 'ConfigError');
         }
         const key = rlKeys.folder(input.runId, 'data', 'examples.jsonl');
         await store.putJsonl(key, kept);
