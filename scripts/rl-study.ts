@@ -30,7 +30,8 @@ import { WorkflowNotFoundError, type Client, type WorkflowHandle } from '@tempor
 import { defaultPayloadConverter } from '@temporalio/common';
 import type { EvalBfclSummary, EvalPolicy } from '../src/stages/eval/activities';
 import { connect } from '../src/cli/pipelineCommand';
-import { startRl, startStage } from '../src/cli/stages';
+import { rlInput, startRl, startStage } from '../src/cli/stages';
+import { executableToolNames } from '../src/stages/rl/env/answers';
 import { DEFAULT_CATEGORIES } from '../src/stages/eval/bfcl/categories';
 import { projectRoot } from '../src/infra/binaries';
 import { loadConfig, type Cm2Config } from '../src/run/config';
@@ -125,8 +126,9 @@ async function adoptRun(client: Client, p: Planned, runId: string): Promise<RlRe
   const payload = history.events?.[0]?.workflowExecutionStartedEventAttributes?.input?.payloads?.[0];
   const input = payload ? (defaultPayloadConverter.fromPayload(payload) as RlWorkflowInput) : undefined;
   if (!input) throw new Error(`--adopt ${p.label}=${runId}: no workflow input in the history of ${stageWorkflowId(runId, 'rl')}`);
-  const want = { ...trainingSettings(p.cfg.rl), sourceKey: p.cfg.rl.sourceKey, policyPrefix: p.cfg.rl.policyPrefix };
-  const got = { ...trainingSettings(input.rl), sourceKey: input.sourceKey, policyPrefix: input.policyPrefix };
+  // Executable tools as the run resolves them (a recorded `true` predates the resolution and meant the demo world's tools).
+  const want = { ...trainingSettings(rlInput(p.cfg).rl), sourceKey: p.cfg.rl.sourceKey, policyPrefix: p.cfg.rl.policyPrefix };
+  const got = { ...trainingSettings({ ...input.rl, executableTools: executableToolNames(input.rl.executableTools, true) }), sourceKey: input.sourceKey, policyPrefix: input.policyPrefix };
   if (canonicalJson(want) !== canonicalJson(got)) throw new Error(`--adopt ${p.label}=${runId}: its RL settings differ from the study's:\n  run:   ${canonicalJson(got)}\n  study: ${canonicalJson(want)}`);
   log(`${p.label}: adopted run ${runId}`);
   return (await handle.result()) as RlResult;

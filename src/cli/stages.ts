@@ -5,7 +5,9 @@
 import { isGrpcServiceError, ServiceError, WorkflowFailedError, WorkflowIdConflictPolicy, type Client, type WorkflowHandle, type WorkflowStartOptions } from '@temporalio/client';
 import { WorkflowNotFoundError } from '@temporalio/common';
 import type { Workflow } from '@temporalio/common';
-import type { Cm2Config } from '../run/config';
+import { ConfigError, REFERENCE_CASCADE, type Cm2Config } from '../run/config';
+import { isOnline } from '../llm/config';
+import { executableToolNames, toolAnswerIssues } from '../stages/rl/env/answers';
 import { connectClient } from '../infra/temporal';
 import type { PrepareReport } from '../stages/prepare/activities';
 import type { ChecklistReport } from '../stages/checklist/activities';
@@ -18,7 +20,6 @@ import type { SftReport } from '../stages/sft/activities';
 import { CM2_RUN_ID, CM2_STAGE } from '../run/layout';
 import { displayFault } from './faults';
 import { RunWatch, withHeartbeatCount } from './watch';
-import { REFERENCE_CASCADE } from '../run/config';
 
 /**
  * Starts the workflow of a stage of a run (`cm2-<run>-<stage>`), or attaches to it when it is already running: the
@@ -75,11 +76,19 @@ export function sftInput(cfg: Cm2Config): SftWorkflowInput {
   };
 }
 
-/** The workflow input of the RL stage: the checklist stage's annotated examples, starting from the SFT policy. */
+/**
+ * The workflow input of the RL stage: the checklist stage's annotated examples, starting from the SFT policy.
+ * `rl.executableTools` becomes the list of demo-world tools the run executes (none unless the data source is the demo
+ * world or the config names them: src/stages/rl/env/answers.ts). Throws `ConfigError` when no tool call could be
+ * answered (no executable tool and no simulator endpoint) or a named tool is not the demo world's, before any stage runs.
+ */
 export function rlInput(cfg: Cm2Config): RlWorkflowInput {
+  const demoData = cfg.data.source.kind === 'demo';
+  const issues = toolAnswerIssues(cfg.rl.executableTools, demoData, isOnline(cfg.llm.roles.simulator));
+  if (issues.length) throw new ConfigError(`of run ${cfg.run.id}`, issues);
   return {
     runId: cfg.run.id,
-    rl: cfg.rl,
+    rl: { ...cfg.rl, executableTools: executableToolNames(cfg.rl.executableTools, demoData) },
     llm: cfg.llm,
     tokenizerDir: cfg.sft.tokenizerDir,
     sourceKey: cfg.rl.sourceKey ?? checklistKeys.annotated(cfg.run.id),

@@ -293,8 +293,13 @@ export const RlConfig = z.object({
   /** The stage fails (not retried) when fewer annotated examples than this are left to train on (at least 1). */
   minExamples: z.number().int().min(1).default(1)
     .describe('The stage fails (not retried), with invalid and too-long lines counted, when fewer annotated examples than this are left to train on after the held-out prompts (at least 1).'),
-  /** Demo world: execute its tools instead of simulating them. */
-  executableTools: z.boolean().default(true).describe('Demo world: execute its tools instead of simulating them.'),
+  /**
+   * Tool calls answered by the demo world's executables instead of the simulator (src/stages/rl/env/answers.ts).
+   * `true`: the demo world's tools when `data.source` is the demo, none otherwise; a list: these demo-world tools
+   * whatever the source; `false`: none.
+   */
+  executableTools: z.union([z.boolean(), z.array(z.string().min(1))]).default(true)
+    .describe("Tool calls answered by the demo world's executables instead of the simulator: `true` = the demo world's tools when `data.source` is the demo, none otherwise; a list = these demo-world tools whatever the source (e.g. the demo world exported to a file); `false` = none. Calls no executable answers need `llm.roles.simulator`."),
   eval: z.object({
     /** Held-out prompts (taken from the start of the annotated file, never trained on); 0 = no evaluation. */
     prompts: z.number().int().min(0).default(24)

@@ -1,7 +1,7 @@
 /** A small RL setup in S3: demo-world examples with offline checklists, and a tiny random policy in HF layout. */
 import path from 'node:path';
 import { loadChatTokenizer } from '../../src/chat/tokenize';
-import { toStoredVariant } from '../../src/stages/checklist/schema';
+import { toStoredVariant, type AnnotatedExample } from '../../src/stages/checklist/schema';
 import type { Cm2Config } from '../../src/run/config';
 import { type ObjectStore } from '../../src/storage/store';
 import { runKey } from '../../src/run/layout';
@@ -28,9 +28,10 @@ export const tinyRl = (over: Record<string, unknown> = {}) => ({
   ...over,
 });
 
-export async function writeRlFixture(cfg: Cm2Config, store: ObjectStore, count = 16): Promise<void> {
+/** `mapExample` turns the annotated demo examples into other data (e.g. a real dataset's, without the demo's `meta`). */
+export async function writeRlFixture(cfg: Cm2Config, store: ObjectStore, count = 16, mapExample: (ex: AnnotatedExample) => AnnotatedExample = (ex) => ex): Promise<void> {
   const examples = generateDemoDataset({ seed: 11, count, brokenRate: 0 });
-  const annotated = examples.map((ex) => ({ ...ex, checklists: [toStoredVariant(offlineChecklist(ex), 0)] }));
+  const annotated = examples.map((ex) => mapExample({ ...ex, checklists: [toStoredVariant(offlineChecklist(ex), 0)] }));
   await store.putJsonl(runKey(cfg.run.id, 'checklists', 'annotated.jsonl'), annotated);
   const tok = loadChatTokenizer(path.join(root, 'assets', 'demo-tokenizer'));
   const model = QwenModel.init(parseQwenConfig({ vocab_size: tok.vocabSize, eos_token_id: tok.special.imEnd, ...TINY_POLICY }), 5);

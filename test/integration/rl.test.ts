@@ -8,7 +8,9 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
 import { z } from 'zod';
+import { WorkflowFailedError, WorkflowNotFoundError } from '@temporalio/client';
 import { startRl } from '../../src/cli/stages';
+import { ConfigError } from '../../src/run/config';
 import { CheckpointManifest, stepFolder } from '../../src/storage/checkpoints';
 import { connectClient } from '../../src/infra/temporal';
 import { type ObjectStore } from '../../src/storage/store';
@@ -216,6 +218,35 @@ test('RL: `rl.steps: 0` only evaluates the policy; `rl.eval.atStart: false` skip
     assert.equal(late.steps, 2);
     assert.deepEqual(late.evals.map((e) => e.step), [1, 2]);
     assert.deepEqual((await metricRows(store, cfg2.run.id)).map((r) => [r.kind, r.step]), [['step', 1], ['eval', 1], ['step', 2], ['eval', 2]]);
+  } finally {
+    await worker.kill('SIGTERM');
+  }
+});
+
+test('RL on real (non-demo) data without a simulator endpoint fails at start-up naming llm.roles.simulator, never trains on zeros', async () => {
+  const realData = { source: { kind: 'file', paths: ['/data/bank-and-shop.jsonl'] } };
+  const cfg = testConfig(uniqueId('rl-nosim'), { rl: tinyRl({ steps: 1, eval: { prompts: 0 } }), data: realData });
+  const store = testStore(cfg);
+  const client = await connectClient(cfg);
+  // No executable tool (the data is not the demo world's) and no simulator: refused before any workflow starts.
+  assert.throws(() => startRl(client, cfg), (e: unknown) => e instanceof ConfigError && /llm\.roles\.simulator\.baseUrl: RL needs a tool simulator/.test(e.message));
+  await assert.rejects(client.workflow.getHandle(stageWorkflowId(cfg.run.id, 'rl')).describe(), WorkflowNotFoundError);
+
+  // The config names one demo-world tool as executable; the data (a real dataset: its own uuids, no demo `meta`)
+  // offers others too, which nothing answers: the RL data preparation refuses the run, once, not retried.
+  const named = { ...cfg, run: { id: `${cfg.run.id}-named` }, rl: { ...cfg.rl, executableTools: ['get_weather'] } };
+  await writeRlFixture(named, store, 16, ({ meta: _meta, ...ex }) => ({ ...ex, uuid: `bank-${ex.uuid}` }));
+  const worker = await startChildWorker(writeConfigFile(named));
+  try {
+    const err = await (await startRl(client, named)).result().then(() => undefined, (e: unknown) => e);
+    assert.ok(err instanceof WorkflowFailedError, `the run fails: ${String(err)}`);
+    const messages: string[] = [];
+    for (let e: unknown = err; e instanceof Error; e = e.cause) messages.push(e.message);
+    const why = messages.find((m) => m.includes('llm.roles.simulator has no endpoint'));
+    assert.ok(why, `the failure names the role: ${messages.join(' | ')}`);
+    assert.match(why, /no executable answers: \w+ \(\d+ of \d+ examples\)/);
+    assert.doesNotMatch(why, /get_weather \(/, 'the tool the config names is executable');
+    assert.equal(await store.exists(rlKeys.folder(named.run.id, 'data', 'result.json')), false, 'no RL data, no step');
   } finally {
     await worker.kill('SIGTERM');
   }

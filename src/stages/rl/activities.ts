@@ -44,6 +44,7 @@ import { loadPolicy, PolicyCache, policyKey, saveTrainingCheckpoint } from '../.
 import { type ActivityDeps, asTemporalFailure, cancellationSignal, heapGuard, heartbeat, llmClients, once, parseInput, stageLog } from '../activityKit';
 import { demoWorldExecutables } from '../../demo/executables';
 import { withSimulatorDefaults } from './env/simulator';
+import { executableToolNames, missingSimulatorMessage, toolsNeedingSimulator } from './env/answers';
 import { countsOf, summariseBatch } from './batch';
 import { heldOutShrunk, rlDataShortfall, selectRlData } from './data';
 import { formatReasons } from '../../kernel/floor';
@@ -52,6 +53,13 @@ import { recordJudgePhase, recordRlBatch } from '../activityMetrics';
 import { RlDataInput, RlData, PhaseResult, RlJudgeInput, RlRolloutInput, RlAdvantagesInput, RlMergeInput, RlMergeResult, RlAdvantagesResult, AdvantagesFile, RlTrainInput, RlTrainResult, RlRecordInput, RlPruneInput, RlPruneResult, RolloutFile } from './shapes';
 
 export * from './shapes';
+
+/**
+ * The demo-world tools executed in this run. Workflow inputs carry the list resolved from the config and the data
+ * source (src/cli/stages.ts `rlInput`); a bare `true` comes only from inputs recorded before that, when it meant the
+ * demo world's tools.
+ */
+const executableNames = (rl: RlConfig): string[] => executableToolNames(rl.executableTools, true);
 
 // ---------------------------------------------------------------------------------------------------------------
 // Per-worker caches: datasets, tokenizer, models
@@ -89,11 +97,12 @@ export function createRlActivities(deps: ActivityDeps) {
     return d;
   };
   const environment = (d: Dataset, rl: RlConfig, llm: LlmConfig): ToolEnvironment => {
-    const key = canonicalJson({ exe: rl.executableTools, llm: llm.roles.simulator });
+    const executable = executableNames(rl);
+    const key = canonicalJson({ exe: executable, llm: llm.roles.simulator });
     if (!d.env || d.envKey !== key) {
       d.env = new ToolEnvironment(d.examples, {
         ...(isOnline(llm.roles.simulator) ? { llm: llmClient(withSimulatorDefaults(llm)) } : {}),
-        ...(rl.executableTools ? { executables: demoWorldExecutables() } : {}),
+        ...(executable.length ? { executables: demoWorldExecutables(undefined, executable) } : {}),
       });
       d.envKey = key;
     }
@@ -115,7 +124,8 @@ export function createRlActivities(deps: ActivityDeps) {
     /**
      * The RL data (./data.ts): annotated examples whose prompt fits the context (spec §6.1's length filter), the first
      * `eval.prompts` of them held out. Invalid lines are counted by reason; a held-out set smaller than asked for is
-     * logged and in the result; fewer than `rl.minExamples` left to train on fails the stage (not retried).
+     * logged and in the result; fewer than `rl.minExamples` left to train on fails the stage (not retried), and so
+     * (`ConfigError`) does a tool of the data that has neither an executable nor a simulator endpoint.
      */
     async rlPrepareData(raw: z.input<typeof RlDataInput>): Promise<RlData> {
       const input = parseInput(RlDataInput, raw, 'rlPrepareData');
@@ -130,6 +140,11 @@ export function createRlActivities(deps: ActivityDeps) {
         if (sel.invalid) log(`${input.sourceKey}: ${sel.invalid} invalid line(s) left out: ${formatReasons(sel.invalidReasons)}`);
         const shrunk = heldOutShrunk({ ...sel, kept });
         if (shrunk) log(shrunk);
+        // No silent zeros: tools that neither an executable nor the simulator answers fail the run here (./env/answers.ts).
+        if (input.llm && !isOnline(input.llm.roles.simulator)) {
+          const unanswered = toolsNeedingSimulator(kept, new Set(executableNames(input.rl)));
+          if (unanswered.size) throw ApplicationFailure.nonRetryable(`${input.sourceKey}: ${missingSimulatorMessage(unanswered, kept.length)}`, 'ConfigError');
+        }
         const key = rlKeys.folder(input.runId, 'data', 'examples.jsonl');
         await store.putJsonl(key, kept);
         return { key, train: sel.train, heldOut: sel.heldOut, tooLong: sel.tooLong, invalid: sel.invalid, invalidReasons: sel.invalidReasons, heldOutRequested: sel.heldOutRequested };

@@ -10,7 +10,14 @@ import { type JudgeTotals, zeroJudgeTotals } from '../../kernel/counts';
 import { Counts } from './batch';
 import { Rollout } from './types';
 
-export const RlDataInput = z.object({ runId: z.string(), sourceKey: z.string().min(1), tokenizerDir: z.string(), rl: RlConfig });
+export const RlDataInput = z.object({
+  runId: z.string(),
+  sourceKey: z.string().min(1),
+  tokenizerDir: z.string(),
+  rl: RlConfig,
+  /** To check that every tool of the data has an answer (./env/answers.ts); absent in inputs recorded before that check. */
+  llm: LlmConfig.optional(),
+});
 export const RlData = z.object({
   /** Annotated examples usable for RL (prompt fits), as a JSONL in S3. */
   key: z.string(),

@@ -211,7 +211,7 @@ export async function rlWorkflow(input: RlWorkflowInput): Promise<RlResult> {
   if (state.paused) setState('paused');
   if (!input.state) {
     progress.phase = 'data';
-    state.data = await api.rlPrepareData({ runId: input.runId, sourceKey: input.sourceKey, tokenizerDir: input.tokenizerDir, rl });
+    state.data = await api.rlPrepareData({ runId: input.runId, sourceKey: input.sourceKey, tokenizerDir: input.tokenizerDir, rl, llm: input.llm });
   }
   progress.total = rl.steps;
   progress.done = state.step;

@@ -66,8 +66,11 @@ describe('configuration reference', () => {
     const keys = [...rows.keys()];
     const leaves = leafPaths(Cm2Config);
     assert.ok(leaves.length > 100, `found ${leaves.length} leaves`);
-    for (const leaf of leaves) {
-      const key = keys.find((k) => matches(k, leaf));
+    for (const at of leaves) {
+      // A scalar-or-list union (`rl.executableTools: true | [names]`) is one row whose type names the list.
+      const listOf = at.endsWith('[]') ? keys.find((k) => matches(k, at.slice(0, -2)) && /\blist of\b/.test(rows.get(k)!.type)) : undefined;
+      const leaf = listOf !== undefined ? at.slice(0, -2) : at;
+      const key = listOf ?? keys.find((k) => matches(k, leaf));
       assert.ok(key, `${leaf} is in the configuration reference`);
       // A placeholder standing for fixed keys (`<role>`) lists them.
       key.split('.').forEach((seg, i) => {

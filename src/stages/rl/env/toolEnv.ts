@@ -13,13 +13,17 @@
  *    absent = strict), `enum` membership (Python `in`, so `1 == 1.0 == true`) →
  *    `{"error_tool_call": {"code": "SCHEMA_VALIDATION_FAILED", …, "details": {"errors": […], …}}}`, success true.
  * 4. **Executable tool** (our addition) — when an executable is registered under the name (the demo world's tools,
- *    `demoWorldExecutables`), its result text, success true. A real environment instead of a simulated one.
+ *    `demoWorldExecutables`, only for the demo world's data or the tools `rl.executableTools` names: ./answers.ts),
+ *    its result text, success true. A real environment instead of a simulated one.
  * 5. **LLM simulation** — the sample's recorded tool I/O as few-shot, the tool's full schema and the arguments; the
  *    `execution_result` of the answer, re-serialised as Python's `json.dumps(…, ensure_ascii=True)`. An answer that
  *    is still unusable after the simulator role's `maxParseAttempts` → `{"error": <message>}` (not valid JSON, as in
  *    the reference), success false: the rollout ends and the sample is failed (§6.6). Transport errors from the
  *    client are thrown, so Temporal retries the activity; the cache salt is derived from `ctx.salt`, so a retried
  *    activity replays the answers it already paid for. Simulated results are never remembered (no state, §8.2).
+ *    Without a simulator endpoint the call throws `LlmFatalError` (the activity fails, not retried), as the judge
+ *    does: a failed result would be rewarded 0 and RL would train on zeros. RL checks at start-up that every tool of
+ *    its data has an executable or a simulator (./answers.ts), so this is a last line of defence.
  *
  * Python JSON semantics (int vs float, §8.1): src/kernel/pyjson.ts.
  *
@@ -30,11 +34,12 @@
  * Sampling (§6.3: temperature 0.6, top_p 0.8, 8000 max tokens): the LLM client only sends what the role config
  * sets, so those defaults live in the config — `withSimulatorDefaults(llmConfig)` fills whichever are unset.
  */
-import { zeroUsage, type Usage } from '../../../kernel/roles';
+import type { Usage } from '../../../kernel/roles';
 import type { Example } from '../../../kernel/schema';
 import { stripLoneSurrogates } from '../../../chat/toolCalls';
 import type { LlmAsk } from '../../../llm/client';
 import { isOnline } from '../../../llm/config';
+import { LlmFatalError } from '../../../llm/errors';
 import { withParseRetries } from '../../../llm/roles';
 import { canonical, fromJs, hasOwn, isPyObject, isRecord, pyDumps, type PyJson, type PyObject, pyTypeName, toJs } from '../../../kernel/pyjson';
 import { type Checker, compileChecker, RawArguments, readArguments, type ToolArguments } from './arguments';
@@ -57,7 +62,7 @@ export interface ToolResult {
 export type Executable = (args: Record<string, unknown>) => string;
 
 export interface ToolEnvironmentOptions {
-  /** Client for the `simulator` role; without it (or with the role offline) non-executable calls fail. */
+  /** Client for the `simulator` role; without it (or with the role offline) a call that needs it throws `LlmFatalError`. */
   llm?: LlmAsk;
   /** Tools executed for real, by name (used after replay and the schema check). */
   executables?: Readonly<Record<string, Executable>>;
@@ -109,6 +114,9 @@ function wrapTool(entry: unknown): { name: string; tool: Record<string, unknown>
   }
   return typeof entry['name'] === 'string' ? { name: entry['name'], tool: { type: 'function', function: entry } } : undefined;
 }
+
+/** The names of an example's tools (entries without a usable name skipped), in list order. */
+export const sampleToolNames = (ex: Example): string[] => ex.tools.flatMap((entry) => wrapTool(entry)?.name ?? []);
 
 /** Pair each call of assistant message `i` with a following tool message: by id when both have one, else by position. */
 function pairCalls(messages: Example['messages'], i: number): RecordedCall[] {
@@ -212,7 +220,7 @@ export class ToolEnvironment {
         return { text: failureText(`executable tool ${name} threw: ${(e as Error).message}`), success: false, source: 'failed' };
       }
     }
-    return this.simulate(sample, entry, name, params, ctx);
+    return this.simulate(uuid, sample, entry, name, params, ctx);
   }
 
   private replayTable(sample: SampleIndex, entry: ToolEntry, name: string): Map<string, string> {
@@ -227,11 +235,14 @@ export class ToolEnvironment {
     return (entry.replay = table);
   }
 
-  private async simulate(sample: SampleIndex, entry: ToolEntry, name: string, params: PyObject, ctx: ExecuteContext): Promise<ToolResult> {
+  private async simulate(uuid: string, sample: SampleIndex, entry: ToolEntry, name: string, params: PyObject, ctx: ExecuteContext): Promise<ToolResult> {
     const llm = this.llm;
     if (!llm || !isOnline(llm.roleConfig('simulator'))) {
-      const message = `tool ${name} has no executable implementation and the simulator LLM role is offline (no baseUrl configured)`;
-      return { text: failureText(message), success: false, source: 'failed', usage: zeroUsage() };
+      // A configuration error, not a bad rollout: a failed result would be rewarded 0 and the run would train on zeros.
+      throw new LlmFatalError(
+        `tool environment: a call of tool ${name} (sample ${uuid}) is neither a replay nor executable, and the simulator role has no endpoint ` +
+          '(no llm.roles.simulator.baseUrl); give llm.roles.simulator an endpoint, or name the demo world\'s tools in rl.executableTools',
+      );
     }
     const user = stripLoneSurrogates(
       `${this.fewShot(sample)}\n\n` +

@@ -17,7 +17,7 @@ import { checkArguments, RawArguments, rawCallArguments } from '../../../../src/
 import { parseSimulation, SIMULATION_JSON_SCHEMA, SIMULATOR_SYSTEM_PROMPT, withSimulatorDefaults } from '../../../../src/stages/rl/env/simulator';
 import { demoWorldExecutables } from '../../../../src/demo/executables';
 import { pyCanonicalJson } from '../../../../src/kernel/pyjson';
-import { LlmRetryableError } from '../../../../src/llm/errors';
+import { LlmFatalError, LlmRetryableError } from '../../../../src/llm/errors';
 
 const servers: FakeOpenAI[] = [];
 after(async () => {
@@ -66,6 +66,9 @@ const otherSample = (): Example => ({
 });
 
 const offlineEnv = () => new ToolEnvironment([sample(), otherSample()]);
+/** A call that got past replay, the schema check and the executables: without a simulator endpoint it throws (no silent 0). */
+const needsSimulator = (p: Promise<ToolResult>, message?: string) =>
+  assert.rejects(p, (e: unknown) => e instanceof LlmFatalError && /llm\.roles\.simulator/.test(e.message), message);
 const errorOf = (r: ToolResult) => (JSON.parse(r.text) as { error_tool_call: { code: string; message: string; details: Record<string, unknown> } }).error_tool_call;
 
 describe('Python JSON semantics', () => {
@@ -147,12 +150,11 @@ describe('replay', () => {
 
   test('int vs float: 1 does not replay a recorded 1.0 (raw text), and a float fails the integer check', async () => {
     const env = offlineEnv();
-    const asInt = await env.execute('s1', 'get_weather', new RawArguments('{"city": "Rome", "days": 1}'), ctx);
-    assert.equal(asInt.source, 'failed', 'no replay, schema passes, then the (offline) simulator');
+    await needsSimulator(env.execute('s1', 'get_weather', new RawArguments('{"city": "Rome", "days": 1}'), ctx), 'no replay, schema passes, then the (offline) simulator');
     const parisFloat = await env.execute('s1', 'get_weather', new RawArguments('{"city": "Paris", "days": 2.0}'), ctx);
     assert.equal(parisFloat.source, 'schema_error', 'neither a replay of days=2 nor a valid integer');
     // A plain object went through JSON.parse: 1.0 is lost, so it is the int 1 (JS semantics).
-    assert.equal((await env.execute('s1', 'get_weather', { city: 'Rome', days: 1.0 }, ctx)).source, 'failed');
+    await needsSimulator(env.execute('s1', 'get_weather', { city: 'Rome', days: 1.0 }, ctx));
     assert.equal((await env.execute('s1', 'get_weather', { city: 'Paris', days: 2.0 }, ctx)).source, 'replay');
   });
 });
@@ -176,8 +178,7 @@ describe('schema check', () => {
 
   test('strict: false allows extra keys; enum membership is checked', async () => {
     assert.deepEqual(await errors('set_mode', { mode: 'slow', extra: 1 }), ["field 'mode' not in enum: ['eco', 'fast']"]);
-    const ok = await env.execute('s1', 'set_mode', { mode: 'eco', extra: 1 }, ctx);
-    assert.equal(ok.source, 'failed', 'valid: passed on to the (offline) simulator');
+    await needsSimulator(env.execute('s1', 'set_mode', { mode: 'eco', extra: 1 }, ctx), 'valid: passed on to the (offline) simulator');
   });
 
   test('checkArguments: type lists, unknown type words, Python == in enums, bare tools', () => {
@@ -286,13 +287,15 @@ describe('LLM simulation', () => {
     assert.equal(cached.server.requests.length, 2, 'another rollout samples its own answer');
   });
 
-  test('simulator offline and no executable: a failed result with a clear message, not a throw', async () => {
-    const r = await offlineEnv().execute('s1', 'get_weather', { city: 'Lyon' }, ctx);
-    assert.equal(r.success, false);
-    assert.equal(r.source, 'failed');
-    assert.match(r.text, /^\{"error": tool get_weather has no executable implementation and the simulator LLM role is offline/);
+  test('simulator offline and no executable: a fatal error naming the role, not a failed result rewarded 0', async () => {
+    await assert.rejects(offlineEnv().execute('s1', 'get_weather', { city: 'Lyon' }, ctx), (e: unknown) => {
+      assert.ok(e instanceof LlmFatalError, String(e));
+      assert.match(e.message, /call of tool get_weather \(sample s1\) is neither a replay nor executable/);
+      assert.match(e.message, /give llm\.roles\.simulator an endpoint/);
+      return true;
+    });
     const offlineRole = new ToolEnvironment([sample()], { llm: new LlmClient(LlmConfig.parse({}), { log: () => {} }) });
-    assert.equal((await offlineRole.execute('s1', 'get_weather', { city: 'Lyon' }, ctx)).source, 'failed');
+    await needsSimulator(offlineRole.execute('s1', 'get_weather', { city: 'Lyon' }, ctx));
   });
 
   test('parseSimulation: arrays, fenced answers, and shapes the schema forbids', () => {
@@ -334,7 +337,7 @@ describe('scale: 5,000 tools', () => {
 
     assert.equal((await env.execute('big', 'tool_17', { q: 'a' }, ctx)).source, 'replay');
     assert.equal(reads.size, 0, 'a replay needs no schema');
-    for (let k = 0; k < 3; k++) assert.equal((await env.execute('big', 'tool_4321', { q: `b${k}` }, ctx)).source, 'failed');
+    for (let k = 0; k < 3; k++) await needsSimulator(env.execute('big', 'tool_4321', { q: `b${k}` }, ctx));
     assert.equal((await env.execute('big', 'tool_4321', { z: 1 }, ctx)).source, 'schema_error');
     assert.deepEqual([...reads], [['tool_4321', 1]], 'only the called tool, its checker compiled once');
   });
@@ -348,7 +351,7 @@ describe('scale: 5,000 tools', () => {
     }));
     const env = new ToolEnvironment(examples);
     assert.equal(env.summary().tools, 5000);
-    assert.equal((await env.execute('u500', 't500_3', { q: 'x' }, ctx)).source, 'failed');
+    await needsSimulator(env.execute('u500', 't500_3', { q: 'x' }, ctx));
     assert.equal((await env.execute('u500', 't501_3', { q: 'x' }, ctx)).source, 'unknown_tool');
     assert.deepEqual([...reads], [['t500_3', 1]]);
   });
