@@ -81,11 +81,21 @@ export function findServerBinary(name, env = process.env) {
 
 /** The build in progress for `name` (its marker, with a live pid), if any. */
 export function buildInProgress(name, env = process.env) {
-  try {
-    const m = JSON.parse(readFileSync(markerOf(name, env), 'utf8'));
-    return m && typeof m.pid === 'number' && alive(m.pid) ? m : undefined;
-  } catch {
-    return undefined;
+  for (let attempt = 0; ; attempt++) {
+    let text;
+    try {
+      text = readFileSync(markerOf(name, env), 'utf8');
+    } catch {
+      return undefined; // no marker: no build
+    }
+    try {
+      const m = JSON.parse(text);
+      return m && typeof m.pid === 'number' && alive(m.pid) ? m : undefined;
+    } catch {
+      // Being created (claim() writes into the file it just made): read again; still unreadable after a while, stale.
+      if (attempt >= 20) return undefined;
+      Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, 50);
+    }
   }
 }
 
@@ -107,9 +117,12 @@ function claim(name, env, pid) {
   return false;
 }
 
+/** Progress into the marker, atomically (a reader never sees a half-written file and takes the build for gone). */
 const writeMarker = (name, env, fields) => {
+  const tmp = `${markerOf(name, env)}.${process.pid}.tmp`;
   try {
-    writeFileSync(markerOf(name, env), JSON.stringify(fields));
+    writeFileSync(tmp, JSON.stringify(fields));
+    renameSync(tmp, markerOf(name, env));
   } catch { /* progress only */ }
 };
 
@@ -223,6 +236,10 @@ export async function waitForBuild(name, env = process.env, log = console.log, e
     if (!m) {
       const found = findServerBinary(name, env);
       if (found) return found;
+      // The build's process may be ending this very moment: look once more before calling it failed.
+      await new Promise((r) => setTimeout(r, 1000));
+      const late = findServerBinary(name, env);
+      if (late) return late;
       let tail = '';
       try {
         tail = readFileSync(buildLogOf(name, env), 'utf8').trim().split('\n').slice(-8).join('\n');
