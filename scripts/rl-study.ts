@@ -23,6 +23,7 @@
  * Writes `.cm2/reports/<id>/study.json`, the HTML report with the plots (`report.html`), and the study's block in
  * docs/rl-results.md (between `<!-- study:<id> -->` markers; `--doc` names another file, `--doc ''` none).
  */
+import { WORLD_TOOL_NAMES } from '../src/demo/tools';
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { parseArgs } from 'node:util';
@@ -128,7 +129,7 @@ async function adoptRun(client: Client, p: Planned, runId: string): Promise<RlRe
   if (!input) throw new Error(`--adopt ${p.label}=${runId}: no workflow input in the history of ${stageWorkflowId(runId, 'rl')}`);
   // Executable tools as the run resolves them (a recorded `true` predates the resolution and meant the demo world's tools).
   const want = { ...trainingSettings(rlInput(p.cfg).rl), sourceKey: p.cfg.rl.sourceKey, policyPrefix: p.cfg.rl.policyPrefix };
-  const got = { ...trainingSettings({ ...input.rl, executableTools: executableToolNames(input.rl.executableTools, true) }), sourceKey: input.sourceKey, policyPrefix: input.policyPrefix };
+  const got = { ...trainingSettings({ ...input.rl, executableTools: executableToolNames(input.rl.executableTools, true, WORLD_TOOL_NAMES) }), sourceKey: input.sourceKey, policyPrefix: input.policyPrefix };
   if (canonicalJson(want) !== canonicalJson(got)) throw new Error(`--adopt ${p.label}=${runId}: its RL settings differ from the study's:\n  run:   ${canonicalJson(got)}\n  study: ${canonicalJson(want)}`);
   log(`${p.label}: adopted run ${runId}`);
   return (await handle.result()) as RlResult;

@@ -18,6 +18,7 @@
  * step n−1 (weights + AdamW state), applies one update and writes step n, manifest last. The worker's in-memory
  * policy is dropped before it is mutated, so a failed attempt never leaves a half-updated model in the cache.
  */
+import { WORLD_TOOL_NAMES } from '../../demo/tools';
 import { ApplicationFailure } from '@temporalio/common';
 import { z } from 'zod';
 import { loadChatTokenizer, promptIds, type ChatTokenizer } from '../../chat/tokenize';
@@ -59,7 +60,7 @@ export * from './shapes';
  * source (src/cli/stages.ts `rlInput`); a bare `true` comes only from inputs recorded before that, when it meant the
  * demo world's tools.
  */
-const executableNames = (rl: RlConfig): string[] => executableToolNames(rl.executableTools, true);
+const executableNames = (rl: RlConfig): string[] => executableToolNames(rl.executableTools, true, WORLD_TOOL_NAMES);
 
 // ---------------------------------------------------------------------------------------------------------------
 // Per-worker caches: datasets, tokenizer, models

@@ -9,10 +9,10 @@
  * failed and rewarded 0 (docs/decisions.md).
  *
  * The demo world's executables answer by tool name only, so they must never meet another dataset's tools:
- * `rl.executableTools: true` stands for them only when the data source is the demo world.
+ * `rl.executableTools: true` stands for them only when the data source is the demo world. Their names come from the
+ * caller (`world`: src/demo/tools.ts's WORLD_TOOL_NAMES): method code does not import the demo world.
  */
 import type { Example } from '../../../kernel/schema';
-import { WORLD_TOOL_NAMES } from '../../../demo/tools';
 import { sampleToolNames } from './toolEnv';
 
 /** `rl.executableTools`: `true`, `false`, or a list of demo-world tool names. */
@@ -22,24 +22,24 @@ export type ExecutableToolsSetting = boolean | readonly string[];
  * The tool names `rl.executableTools` stands for: `true` = the demo world's tools when the data is the demo world's
  * (`data.source.kind: demo`), none otherwise; a list = those names; `false` = none.
  */
-export function executableToolNames(setting: ExecutableToolsSetting, demoData: boolean): string[] {
-  if (setting === true) return demoData ? [...WORLD_TOOL_NAMES] : [];
+export function executableToolNames(setting: ExecutableToolsSetting, demoData: boolean, world: readonly string[]): string[] {
+  if (setting === true) return demoData ? [...world] : [];
   if (setting === false) return [];
   return [...setting];
 }
 
 /** The names of a list that are not tools of the demo world (no executable exists for them). */
-export const unknownExecutables = (names: readonly string[]): string[] => names.filter((n) => !WORLD_TOOL_NAMES.includes(n));
+export const unknownExecutables = (names: readonly string[], world: readonly string[]): string[] => names.filter((n) => !world.includes(n));
 
 /** What the config says about who answers tool calls, as config issues (`{path, message}`); empty when nothing is wrong. */
-export function toolAnswerIssues(setting: ExecutableToolsSetting, demoData: boolean, simulatorOnline: boolean): { path: string; message: string }[] {
+export function toolAnswerIssues(setting: ExecutableToolsSetting, demoData: boolean, simulatorOnline: boolean, world: readonly string[]): { path: string; message: string }[] {
   const issues: { path: string; message: string }[] = [];
   if (Array.isArray(setting)) {
     setting.forEach((name: string, i: number) => {
-      if (unknownExecutables([name]).length) issues.push({ path: `rl.executableTools[${i}]`, message: `"${name}" is not a tool of the demo world (${WORLD_TOOL_NAMES.join(', ')})` });
+      if (unknownExecutables([name], world).length) issues.push({ path: `rl.executableTools[${i}]`, message: `"${name}" is not a tool of the demo world (${world.join(', ')})` });
     });
   }
-  if (!simulatorOnline && executableToolNames(setting, demoData).length === 0) {
+  if (!simulatorOnline && executableToolNames(setting, demoData, world).length === 0) {
     const why = demoData ? 'rl.executableTools is off' : 'the data source is not the demo world, whose tools are the only executable ones';
     issues.push({ path: 'llm.roles.simulator.baseUrl', message: `RL needs a tool simulator: ${why}, and the simulator role has no endpoint, so the policy's tool calls could be answered only where they repeat a recorded call. ${FIX}` });
   }

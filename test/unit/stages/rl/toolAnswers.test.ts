@@ -52,16 +52,16 @@ function realData(): Example[] {
 
 /** The tool environment as the RL activity builds it for a run whose data source is not the demo world. */
 function realDataEnv(llm?: LlmClient): ToolEnvironment {
-  const names = executableToolNames(true, false);
+  const names = executableToolNames(true, false, WORLD_TOOL_NAMES);
   return new ToolEnvironment(realData(), { ...(llm ? { llm } : {}), ...(names.length ? { executables: demoWorldExecutables(undefined, names) } : {}) });
 }
 
 describe("the demo world's executables and real data", () => {
   test('`true` stands for the demo tools on demo data only; a list names them for any data; `false` for none', () => {
-    assert.deepEqual(executableToolNames(true, true), [...WORLD_TOOL_NAMES]);
-    assert.deepEqual(executableToolNames(true, false), []);
-    assert.deepEqual(executableToolNames(['get_weather'], false), ['get_weather']);
-    assert.deepEqual(executableToolNames(false, true), []);
+    assert.deepEqual(executableToolNames(true, true, WORLD_TOOL_NAMES), [...WORLD_TOOL_NAMES]);
+    assert.deepEqual(executableToolNames(true, false, WORLD_TOOL_NAMES), []);
+    assert.deepEqual(executableToolNames(['get_weather'], false, WORLD_TOOL_NAMES), ['get_weather']);
+    assert.deepEqual(executableToolNames(false, true, WORLD_TOOL_NAMES), []);
     assert.deepEqual(Object.keys(demoWorldExecutables(undefined, ['get_weather', 'lookup_order'])), ['get_weather'], 'only demo-world tools have executables');
   });
 
@@ -91,7 +91,7 @@ describe("the demo world's executables and real data", () => {
 
 describe('start-up checks', () => {
   test("the data's tools that no executable answers, with the examples offering them", () => {
-    const needs = toolsNeedingSimulator(realData(), new Set(executableToolNames(true, false)));
+    const needs = toolsNeedingSimulator(realData(), new Set(executableToolNames(true, false, WORLD_TOOL_NAMES)));
     assert.deepEqual([...needs], [['get_weather', 1], ['get_balance', 2], ['lookup_order', 1]]);
     assert.deepEqual([...toolsNeedingSimulator(realData(), new Set(['get_weather', 'get_balance']))], [['lookup_order', 1]]);
     const message = missingSimulatorMessage(needs, 3);
@@ -100,13 +100,13 @@ describe('start-up checks', () => {
   });
 
   test('config issues: no executable and no simulator; names that are not demo-world tools', () => {
-    assert.deepEqual(toolAnswerIssues(true, true, false), [], 'the demo world executes its own tools');
-    assert.deepEqual(toolAnswerIssues(true, false, true), [], 'real data with a simulator');
-    const [issue] = toolAnswerIssues(true, false, false);
+    assert.deepEqual(toolAnswerIssues(true, true, false, WORLD_TOOL_NAMES), [], 'the demo world executes its own tools');
+    assert.deepEqual(toolAnswerIssues(true, false, true, WORLD_TOOL_NAMES), [], 'real data with a simulator');
+    const [issue] = toolAnswerIssues(true, false, false, WORLD_TOOL_NAMES);
     assert.equal(issue?.path, 'llm.roles.simulator.baseUrl');
     assert.match(issue!.message, /the data source is not the demo world/);
-    assert.match(toolAnswerIssues(false, true, false)[0]!.message, /rl\.executableTools is off/);
-    assert.deepEqual(toolAnswerIssues(['get_weather', 'lookup_order'], false, true).map((i) => i.path), ['rl.executableTools[1]']);
+    assert.match(toolAnswerIssues(false, true, false, WORLD_TOOL_NAMES)[0]!.message, /rl\.executableTools is off/);
+    assert.deepEqual(toolAnswerIssues(['get_weather', 'lookup_order'], false, true, WORLD_TOOL_NAMES).map((i) => i.path), ['rl.executableTools[1]']);
   });
 
   const fileRun = (over: Record<string, unknown> = {}) => parseConfig({ run: { id: 'real' }, data: { source: { kind: 'file', paths: ['/data/bank.jsonl'] } }, ...over });
