@@ -10,11 +10,12 @@ import { writeFileSync } from 'node:fs';
 import { z } from 'zod';
 
 import { connectClient } from '../../src/infra/temporal';
-import { testConfig, uniqueId } from '../helpers/env';
+import { testConfig, testStore, uniqueId } from '../helpers/env';
 import { allGone, eventually, startDemo } from '../helpers/demoProcess';
 import { cm2, tinyPipeline } from '../helpers/pipelineFixture';
 import { writeConfigFile } from '../helpers/processes';
-import { stageWorkflowId } from '../../src/run/layout';
+import { sftKeys, stageWorkflowId } from '../../src/run/layout';
+import { SftTrainResult } from '../../src/stages/sft/activities';
 
 const Status = z.object({ stages: z.array(z.object({ name: z.string(), state: z.string(), summary: z.record(z.string(), z.union([z.number(), z.string()])) })) });
 
@@ -31,11 +32,13 @@ test('the gpu worker SIGKILLed during SFT is restarted with a message; the progr
   try {
     const [, pid] = await demo.waitFor(/gpu worker started \(pid (\d+)\)/);
     // Training is under way: sftTrain runs and has heartbeated a few steps.
+    let stepSeen = 0;
     await eventually('sftTrain past step 5', async () => {
       const pending = (await client.workflow.getHandle(stageWorkflowId(runId, 'sft')).describe()).raw.pendingActivities ?? [];
       const train = pending.find((p) => p.activityType?.name === 'sftTrain');
       const data = train?.heartbeatDetails?.payloads?.[0]?.data;
       const step = data ? Number((JSON.parse(Buffer.from(data).toString()) as { step?: number }).step) : 0;
+      stepSeen = step;
       return step >= 6 ? true : undefined;
     }, 600_000, 100);
     process.kill(Number(pid), 'SIGKILL');
@@ -59,7 +62,24 @@ test('the gpu worker SIGKILLed during SFT is restarted with a message; the progr
     const sft = status.stages.find((s) => s.name === 'sft')!;
     assert.equal(sft.state, 'completed');
     const planned = Number(/(\d+) steps on /.exec(out)?.[1]);
+    assert.ok(Number.isInteger(planned) && planned > stepSeen, `planned ${planned} steps, ${stepSeen} seen before the kill`);
     assert.equal(sft.summary['steps'], planned);
+    // Resumed, not from scratch: the attempt that completed sftTrain was a retry, and it started from the checkpoint
+    // saved before the kill (every 5 steps; the server had seen step `stepSeen` done, so the one at
+    // ⌊stepSeen / 5⌋ × 5 ≥ 5 was complete), so the steps before it were not trained again.
+    const history = await client.workflow.getHandle(stageWorkflowId(runId, 'sft')).fetchHistory();
+    const events = history.events ?? [];
+    const scheduled = events.find((e) => e.activityTaskScheduledEventAttributes?.activityType?.name === 'sftTrain');
+    assert.ok(scheduled, 'sftTrain scheduled');
+    const started = events.find((e) => e.activityTaskStartedEventAttributes && String(e.activityTaskStartedEventAttributes.scheduledEventId) === String(scheduled.eventId));
+    assert.ok((started?.activityTaskStartedEventAttributes?.attempt ?? 0) >= 2, `sftTrain completed on a retry: ${JSON.stringify(started?.activityTaskStartedEventAttributes?.attempt)}`);
+    const train = await testStore(cfg).getJson(sftKeys.trainResult(runId), SftTrainResult);
+    const checkpointBeforeKill = Math.floor(stepSeen / 5) * 5;
+    assert.ok(train.resumedFrom >= checkpointBeforeKill && train.resumedFrom >= 5 && train.resumedFrom % 5 === 0 && train.resumedFrom < planned,
+      `resumed from step ${train.resumedFrom} (checkpoint every 5; step ${stepSeen} seen before the kill; ${planned} planned)`);
+    assert.match(out, new RegExp(`resumed from checkpoint step ${train.resumedFrom}/${planned}`));
+    assert.equal(train.steps, planned);
+    assert.equal(train.losses.length, planned, 'one loss per step: the restored ones and the rest, none twice');
   } finally {
     if (demo.proc.exitCode === null && demo.proc.signalCode === null) demo.proc.kill('SIGKILL');
   }

@@ -86,6 +86,10 @@ test('SIGTERM mid-SFT stops the demo and everything it started; after a SIGKILL 
     assert.equal(ex3.code, 0, out3);
     assert.match(out3, new RegExp(`left running by a \`cm2 demo\` \\(pid ${second.proc.pid}\\) that is gone: this demo stops them at its end`));
     assert.match(out3, /✓ sft completed[^\n]*steps=500/);
+    // Resumed, not redone from scratch: the SFT attempt that finished started from a checkpoint (every 5 steps; the
+    // first demo had shown step 10, so the one at step 5 at least was complete).
+    const resumed = /gpu worker: \[sft [^\]]+\] resumed from checkpoint step (\d+)\/500/.exec(out3);
+    assert.ok(resumed && Number(resumed[1]) >= 5, `the third demo's SFT resumed from a checkpoint: ${resumed?.[0] ?? 'no "resumed from checkpoint" line'}`);
     assert.match(out3, new RegExp(`run ${runId}: completed`));
     assert.match(out3, /the local Temporal server and MinIO were stopped/);
     await allGone([servers2.temporal.pid, servers2.minio.pid, ...third.gpuPids()], 5_000);

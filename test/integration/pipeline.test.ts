@@ -11,7 +11,8 @@ import path from 'node:path';
 import { z } from 'zod';
 import { pipelineWorkflowId } from '../../src/cli/stages';
 import { connectClient } from '../../src/infra/temporal';
-import { runKey } from '../../src/run/layout';
+import { evalKeys, runKey } from '../../src/run/layout';
+import { BfclResults } from '../../src/stages/eval/bfcl/score';
 import { testConfig, testStore, uniqueId } from '../helpers/env';
 import { cm2, tinyPipeline } from '../helpers/pipelineFixture';
 import { startChildWorker, writeConfigFile } from '../helpers/processes';
@@ -22,7 +23,13 @@ const StatusJson = z.object({
   runId: z.string(),
   pipeline: z.object({ status: z.string(), state: z.string().optional() }).nullable(),
   stages: z.array(z.object({ name: z.string(), state: z.string(), summary: z.record(z.string(), z.union([z.number(), z.string()])) })),
-  heldOut: z.object({ sft: z.number().nullable(), rl: z.number().nullable(), rlStep: z.number().nullable() }),
+  heldOut: z.object({
+    sft: z.number().nullable(),
+    rl: z.number().nullable(),
+    rlStep: z.number().nullable(),
+    prompts: z.number().nullable(),
+    evals: z.array(z.object({ step: z.number(), mean: z.number(), n: z.number().nullable() })),
+  }),
   reportKey: z.string().optional(),
 });
 
@@ -79,13 +86,37 @@ test('cm2 run → pause/unpause/stop in RL → resume → status, logs, report; 
     s = await status();
     assert.equal(s.pipeline?.status, 'COMPLETED');
     assert.deepEqual(s.stages.map((x) => x.state), ['completed', 'completed', 'completed', 'completed', 'completed']);
-    // BFCL accuracy of both policies (the tiny policies score what they score; the stage must run and report).
-    assert.equal(typeof s.stages[4]!.summary['bfcl_sft'], 'number');
-    assert.equal(typeof s.stages[4]!.summary['bfcl_rl'], 'number');
+    // BFCL accuracy of both policies (the tiny policies score what they score; the stage must run and report): an
+    // accuracy in [0, 1] over every example asked for (2 categories × limit 2), as the results file in S3 records it.
+    const unit = (v: unknown, what: string) => assert.ok(typeof v === 'number' && Number.isFinite(v) && v >= 0 && v <= 1, `${what}: ${String(v)}`);
+    const bfclCfg = cfg.eval.bfcl;
+    for (const label of ['sft', 'rl']) {
+      const accuracy = s.stages[4]!.summary[`bfcl_${label}`];
+      unit(accuracy, `BFCL accuracy of the ${label} policy`);
+      const res = await store.getJson(evalKeys.bfcl(runId, label), BfclResults);
+      assert.deepEqual(Object.keys(res.categories), bfclCfg.categories, `${label}: every category evaluated`);
+      for (const [c, r] of Object.entries(res.categories)) assert.equal(r.total, bfclCfg.limit, `${label}/${c}: ${JSON.stringify(r)}`);
+      assert.equal(res.overall.total, bfclCfg.categories.length * bfclCfg.limit!, `${label}: ${JSON.stringify(res.overall)}`);
+      assert.equal(res.examples.length, res.overall.total);
+      assert.equal(res.overall.correct, res.examples.filter((e) => e.valid).length);
+      assert.equal(accuracy, res.overall.accuracy, `${label}: the status reports the results file's accuracy`);
+    }
     assert.equal(s.stages[3]!.summary['steps'], STEPS);
-    assert.equal(typeof s.heldOut.sft, 'number', 'held-out reward of the SFT policy');
-    assert.equal(typeof s.heldOut.rl, 'number', 'held-out reward of the latest RL policy');
+    // Held-out mean checklist rewards (each in [0, 1]) of the SFT policy (step 0) and the latest RL policy, over the
+    // configured held-out prompts; an evaluation every `rl.eval.every` steps from 0 to the end. (The stopped run
+    // evaluated the step it stopped at too, but the resumed RL stage goes through its steps again from 0, each from
+    // what S3 holds, and its metrics rows replace those from that step on: that evaluation is not among them.)
+    unit(s.heldOut.sft, 'held-out reward of the SFT policy');
+    unit(s.heldOut.rl, 'held-out reward of the latest RL policy');
     assert.equal(s.heldOut.rlStep, STEPS);
+    assert.equal(s.heldOut.prompts, cfg.rl.eval.prompts);
+    const every = cfg.rl.eval.every;
+    const evalSteps = new Set([...Array.from({ length: Math.floor(STEPS / every) + 1 }, (_, i) => i * every), STEPS]);
+    assert.deepEqual(s.heldOut.evals.map((e) => e.step), [...evalSteps].sort((a, b) => a - b));
+    for (const e of s.heldOut.evals) {
+      unit(e.mean, `held-out reward at step ${e.step}`);
+      assert.equal(e.n, cfg.rl.eval.prompts, `step ${e.step}: ${JSON.stringify(e)}`);
+    }
     assert.ok(s.reportKey, 'the pipeline wrote its report to S3');
     // Every RL step exactly once in the metrics, despite the stop and the resume.
     const rows = (await store.getText(runKey(runId, 'rl', 'metrics.jsonl'))).split('\n').filter(Boolean).map((l) => JSON.parse(l) as { kind: string; step: number });
@@ -117,11 +148,13 @@ test('cm2 run → pause/unpause/stop in RL → resume → status, logs, report; 
       for await (const _ of client.workflow.list({ query: `WorkflowId = "cm2-${runId}-${stage}"` })) n++;
       return n;
     };
-    const before = await Promise.all(['prepare', 'checklist', 'sft'].map(executions));
+    const stagesRun = ['prepare', 'checklist', 'sft', 'rl', 'eval'];
+    const before = await Promise.all(stagesRun.map(executions));
+    assert.ok(before.every((n) => n >= 1), `every stage ran: ${JSON.stringify(before)}`);
     const again = await cm2(['resume', runId, '--config', file]);
     assert.equal(again.code, 0, again.out);
     assert.match(again.out, /eval skipped/);
-    assert.deepEqual(await Promise.all(['prepare', 'checklist', 'sft'].map(executions)), before);
+    assert.deepEqual(await Promise.all(stagesRun.map(executions)), before);
   } finally {
     await worker.kill('SIGTERM');
   }

@@ -18,6 +18,7 @@ import { LlmConfig } from '../../src/llm/config';
 import { LlmClient } from '../../src/llm/client';
 import { FILTER_JSON_SCHEMA } from '../../src/stages/prepare/llmFilter';
 import { ToolEnvironment } from '../../src/stages/rl/env/toolEnv';
+import { parseSimulation, SIMULATOR_SAMPLING } from '../../src/stages/rl/env/simulator';
 import { generateDemoDataset } from '../../src/demo/generator';
 import { connectClient } from '../../src/infra/temporal';
 import { startChecklist, startPrepare, startRl } from '../../src/cli/stages';
@@ -127,18 +128,39 @@ test('real server: the tool simulator answers a call that is neither replayed no
   const s = real(t);
   if (!s) return;
   const [ex] = generateDemoDataset({ seed: 5, count: 1, brokenRate: 0 });
-  const llm = new LlmClient(LlmConfig.parse({ roles: { simulator: role(s, { maxTokens: 160 }) } }), { log: () => undefined, env: {} });
+  // The request is schema-constrained (json_schema: llama-server compiles SIMULATION_JSON_SCHEMA into a grammar), so an
+  // answer that ends is JSON of that shape. Two ways a 135M model still gives an answer parseSimulation refuses: an
+  // analysis that runs past max_tokens (cut JSON), and `"execution_result": {}` (the grammar has no minProperties).
+  // Hence room for the answer and the production path's bounded parse retries at the reference simulator's sampling
+  // temperature (at temperature 0 a retry would repeat the same answer). What is checked: the answer came from the
+  // server and parsed, within those attempts — a failed simulation fails the test.
+  const attempts = 3;
+  const llm = new LlmClient(LlmConfig.parse({ roles: { simulator: role(s, { maxTokens: 400, temperature: SIMULATOR_SAMPLING.temperature, maxParseAttempts: attempts }) } }), { log: () => undefined, env: {} });
+  const answers: string[] = [];
+  const ask = llm.chat.bind(llm);
+  llm.chat = async (req) => {
+    const res = await ask(req);
+    answers.push(res.text);
+    return res;
+  };
   const env = new ToolEnvironment([ex!], { llm });
   const tool = (ex!.tools[0] as { function: { name: string; parameters?: { required?: string[]; properties?: Record<string, { type?: string }> } } }).function;
   const required = tool.parameters?.required ?? [];
   const props = tool.parameters?.properties ?? {};
   const args = Object.fromEntries(required.map((k) => [k, props[k]?.type === 'integer' || props[k]?.type === 'number' ? 7 : 'zz-unrecorded']));
   const result = await env.execute(ex!.uuid, tool.name, args, { salt: 'real-sim-1' });
-  assert.ok(result.source === 'simulated' || result.source === 'failed', `source ${result.source}`);
-  if (result.source === 'failed') assert.match(result.text, /./, 'a failed simulation says why');
-  else assert.doesNotThrow(() => JSON.parse(result.text), result.text);
-  t.diagnostic(`simulator: ${result.source}: ${result.text.slice(0, 160)}`);
-  assert.ok((result.usage?.calls ?? 0) >= 1 && (result.usage?.promptTokens ?? 0) > 0, JSON.stringify(result.usage));
+  t.diagnostic(`simulator: ${result.source} after ${answers.length} answer(s): ${result.text.slice(0, 160)}`);
+  const seen = answers.map((a, i) => `answer ${i + 1}: ${a.slice(0, 400)}`).join('\n');
+  assert.equal(result.source, 'simulated', `the simulator's answer was obtained and parsed: ${result.text}\n${seen}`);
+  assert.equal(result.success, true);
+  // The tool text is the answer's execution_result: a non-empty object or an array, taken from the last answer.
+  const value: unknown = JSON.parse(result.text);
+  assert.ok(Array.isArray(value) || (typeof value === 'object' && value !== null && Object.keys(value).length > 0), result.text);
+  assert.ok(answers.length >= 1 && answers.length <= attempts, seen);
+  const last = parseSimulation(answers[answers.length - 1]!);
+  assert.ok(last.ok && last.value === result.text, `the result is the server's last answer: ${seen}`);
+  assert.equal(result.usage?.calls, answers.length, JSON.stringify(result.usage));
+  assert.ok((result.usage?.promptTokens ?? 0) > 0 && (result.usage?.completionTokens ?? 0) > 0, JSON.stringify(result.usage));
 });
 
 test('real server: prepare (filter, compressor) and checklist (annotator) stages on Temporal + MinIO record every failure with its reason', async (t) => {
