@@ -77,7 +77,10 @@ test('RL workflow: steps across continue-as-new, checkpoints and metrics; steere
       const updated = r.step >= fromStep;
       assert.equal(r['lr'], updated ? 0.002 : 1e-3, `step ${r.step} ran with the ${updated ? 'updated' : 'initial'} lr`);
       assert.equal(r['granularity'], updated ? 'turn' : 'trajectory');
-      for (const k of ['rollout', 'judge', 'advantages', 'train', 'checkpoint', 'orchestration']) assert.equal(typeof (r['seconds'] as Record<string, number>)[k], 'number');
+      for (const k of ['rollout', 'judge', 'advantages', 'train', 'checkpoint', 'orchestration']) {
+        const v = (r['seconds'] as Record<string, number>)[k];
+        assert.ok(typeof v === 'number' && Number.isFinite(v) && v >= 0, `step ${r.step}: seconds.${k} = ${v}`);
+      }
     }
     const evals = rows.filter((r) => r.kind === 'eval').map((r) => r.step);
     assert.deepEqual(evals, [0, 2, 4, 5]);
