@@ -6,7 +6,7 @@
 # Prints the demo's output with a timestamp per line, the set-up steps' times, and a summary line for bench/README.md.
 #
 #   bash bench/first-run.sh --fresh --hog [--dir DIR]   # DIR (default a new temp folder) keeps the clone and the home
-#   bash bench/first-run.sh --warm --hog --dir DIR      # again in DIR: the second run on that machine
+#   bash bench/first-run.sh --warm --hog --dir DIR      # again in DIR: a new run (new id) on that set-up machine
 set -euo pipefail
 repo="$(cd "$(dirname "$0")/.." && pwd)"
 mode="" hog=0 dir=""
@@ -32,6 +32,9 @@ else
   [ -n "$dir" ] && [ -d "$dir/clone" ] || { echo "--warm needs --dir of a --fresh run" >&2; exit 2; }
 fi
 log="$dir/demo-$mode.log"
+# Warm: a new run on the machine the first run set up (the finished run itself would redo nothing).
+demo_args=()
+[ "$mode" = warm ] && demo_args=(-- --run "warm-$(date +%s)")
 echo "first-run bench: $mode, hog=$hog, clone $dir/clone, home $dir/home, log $log"
 echo "machine: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs), $(date -u +%Y-%m-%d), commit $(git -C "$dir/clone" rev-parse --short HEAD)"
 hogpid=""
@@ -43,7 +46,7 @@ trap '[ -n "$hogpid" ] && kill "$hogpid" 2>/dev/null || true' EXIT
 t0=$(date +%s)
 set +e
 ( cd "$dir/clone" && env -u CM2_TEMPORAL_BIN -u CM2_MINIO_BIN -u CM2_CACHE_DIR -u GOPATH -u GOCACHE -u GOMODCACHE HOME="$dir/home" \
-    npm run demo 2>&1 ) | while IFS= read -r line; do printf '%5ds %s\n' "$(( $(date +%s) - t0 ))" "$line"; done | tee "$log"
+    npm run demo ${demo_args[@]+"${demo_args[@]}"} 2>&1 ) | while IFS= read -r line; do printf '%5ds %s\n' "$(( $(date +%s) - t0 ))" "$line"; done | tee "$log"
 rc=${PIPESTATUS[0]}
 set -e
 total=$(( $(date +%s) - t0 ))

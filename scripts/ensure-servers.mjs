@@ -220,6 +220,9 @@ const fmt = (s) => `${Math.floor(s / 60)}m${String(Math.round(s % 60)).padStart(
 export function progressLine(name, m, now = Date.now()) {
   const elapsed = (now - (m.startedAt ?? now)) / 1000;
   if (name !== 'minio') return `installing ${name}: ${fmt(elapsed)} so far`;
+  if (m.phase === 'compiling' && (m.compiled ?? 0) >= MINIO_PACKAGES - 2) {
+    return `building MinIO: linking the binary (the last step, about 2 minutes), ${fmt(elapsed)} so far`;
+  }
   if (m.phase === 'compiling') {
     const share = Math.min(0.99, (m.compiled ?? 0) / MINIO_PACKAGES);
     const left = share > 0.05 ? (elapsed / share) * (1 - share) : MINIO_BUILD_SECONDS - elapsed;
