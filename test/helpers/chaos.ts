@@ -102,6 +102,13 @@ async function inFlight(client: Client, runId: string, p: Progress): Promise<str
   }
 }
 
+/** An error's causes (a workflow's failure: the stage's, then the activity's), as "; cause: …" lines. */
+function causes(e: Error): string {
+  let out = '';
+  for (let c = e.cause, n = 0; c instanceof Error && n < 8; c = c.cause, n++) out += `; cause: ${c.message.split('\n')[0]}`;
+  return out;
+}
+
 /** Runs the drill and writes its report; never throws for a failed check or run (see `failures`). */
 export async function runChaos(opts: ChaosOptions): Promise<ChaosReport> {
   const log = opts.log ?? (() => undefined);
@@ -151,8 +158,9 @@ export async function runChaos(opts: ChaosOptions): Promise<ChaosReport> {
     const incarnation: Record<string, number> = {};
     const startWorker = (q: string) => startChildWorker(file, q, env, [], workerLog(`${q}-${(incarnation[q] = (incarnation[q] ?? 0) + 1)}`));
     for (const q of QUEUES) workers.set(q, await startWorker(q));
-    const client = await connectClient(b);
+    let client = await connectClient(b);
     const runId = b.run.id;
+    let unanswered = 0;
     await startPipeline(client, b, pipelineInput(b));
     let done = false;
     const finished = resultOf(b).finally(() => {
@@ -175,7 +183,13 @@ export async function runChaos(opts: ChaosOptions): Promise<ChaosReport> {
         r.failures.push(`the chaos run had not ended ${((Date.now() - began) / 1000).toFixed(0)} s after it began (the deadline); it was at ${progress.label}`);
         break;
       }
-      const seen = await observeProgress(client, b.run.id);
+      const seen = await observeProgress(client, runId);
+      // A connection that stays silent past a server restart is replaced.
+      unanswered = seen ? 0 : unanswered + 1;
+      if (unanswered > 40) {
+        unanswered = 0;
+        client = await connectClient(b).catch(() => client);
+      }
       if (seen && cmpKey(seen.key, progress.key) > 0) {
         progress = seen;
         timeline.push([Date.now(), seen.label]);
@@ -207,8 +221,8 @@ export async function runChaos(opts: ChaosOptions): Promise<ChaosReport> {
       if (left.length) await at(`not carried out (the run ended first): ${left.map(describeEvent).join('; ')}`);
     }
   } catch (e) {
-    r.error = e instanceof Error ? (e.stack ?? e.message) : String(e);
-    r.failures.push(`the drill threw: ${e instanceof Error ? e.message.split('\n')[0] : String(e)}`);
+    r.error = e instanceof Error ? `${e.stack ?? e.message}${causes(e)}` : String(e);
+    r.failures.push(`the drill threw: ${e instanceof Error ? `${e.message.split('\n')[0]}${causes(e)}` : String(e)}`);
     if (began) r.chaosSeconds = (Date.now() - began) / 1000;
   } finally {
     await collect(r, { a, b, servers, llmA, llmB, began, seenAt, timeline, opts, workers });
