@@ -28,8 +28,11 @@ const PHASES: Record<string, string[]> = {
   rl: ['starting', 'data', 'eval', 'rollout', 'advantages', 'train', 'done'],
   eval: ['starting', 'bfcl', 'done'],
 };
-/** Step units of the stages before RL (the 100-step CI pipeline: ≈ 8, 6 and 12 s against ≈ 0.5 s per RL step). */
-export const PRE_RL_UNITS: Record<string, number> = { prepare: 12, checklist: 10, sft: 20 };
+/**
+ * Step units of the stages before RL: about their time in RL steps (the 100-step CI pipeline on 2 loaded cores,
+ * 2026-11-27: prepare ≈ 5 s, checklist ≈ 2 s, SFT ≈ 13 s, an RL step ≈ 2–3 s).
+ */
+export const PRE_RL_UNITS: Record<string, number> = { prepare: 3, checklist: 2, sft: 7 };
 
 export type ProgressKey = [number, number, number];
 
