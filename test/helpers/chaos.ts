@@ -139,7 +139,7 @@ export async function runChaos(opts: ChaosOptions): Promise<ChaosReport> {
     // Reference: undisturbed.
     llmA = await startLlm();
     a = config('chaosa', llmA, opts.steps);
-    const workerA = await startChildWorker(writeConfigFile(a), undefined, {}, [], workerLog('undisturbed'));
+    const workerA = await startChildWorker(writeConfigFile(a), undefined, {}, [], { logFile: workerLog('undisturbed'), startTimeoutMs: 180_000 });
     const t0 = Date.now();
     try {
       r.reference = await (await startPipeline(await connectClient(a), a)).result();
@@ -156,7 +156,8 @@ export async function runChaos(opts: ChaosOptions): Promise<ChaosReport> {
     b = servers.configure(config('chaosb', llmB, opts.steps));
     const file = writeConfigFile(b);
     const incarnation: Record<string, number> = {};
-    const startWorker = (q: string) => startChildWorker(file, q, env, [], workerLog(`${q}-${(incarnation[q] = (incarnation[q] ?? 0) + 1)}`));
+    // A worker that starts slowly on a busy machine is the machine's doing, not the run's: up to 3 min.
+    const startWorker = (q: string) => startChildWorker(file, q, env, [], { logFile: workerLog(`${q}-${(incarnation[q] = (incarnation[q] ?? 0) + 1)}`), startTimeoutMs: 180_000 });
     for (const q of QUEUES) workers.set(q, await startWorker(q));
     let client = await connectClient(b);
     const runId = b.run.id;

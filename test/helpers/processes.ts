@@ -24,9 +24,11 @@ export interface ChildWorker {
 
 /**
  * Starts `cm2 worker` in a child process and resolves once it polls its task queues; `args` are added to its command
- * line. With `logFile`, its stdout and stderr are also appended to that file as they come (and how it ended).
+ * line. With `logFile`, its stdout and stderr are also appended to that file as they come (and how it ended);
+ * `startTimeoutMs` (default 60 s) bounds the start (a workflows worker bundles the workflow code first: slow on a busy machine).
  */
-export async function startChildWorker(configFile: string, queues = 'workflows,api,gpu', env: NodeJS.ProcessEnv = {}, args: string[] = [], logFile?: string): Promise<ChildWorker> {
+export async function startChildWorker(configFile: string, queues = 'workflows,api,gpu', env: NodeJS.ProcessEnv = {}, args: string[] = [], opts: { logFile?: string; startTimeoutMs?: number } = {}): Promise<ChildWorker> {
+  const { logFile, startTimeoutMs = 60_000 } = opts;
   const proc = spawn(process.execPath, [path.join(root, 'bin', 'cm2.js'), 'worker', '--config', configFile, '--queues', queues, ...args], {
     env: { ...process.env, ...env },
     stdio: ['ignore', 'pipe', 'pipe'],
@@ -47,7 +49,7 @@ export async function startChildWorker(configFile: string, queues = 'workflows,a
   });
   proc.once('close', (code, signal) => file?.end(`--- ${new Date().toISOString()} exited (${signal ?? `code ${code}`})\n`));
   await new Promise<void>((resolve, reject) => {
-    const timer = setTimeout(() => reject(new Error(`worker did not start within 60s:\n${out}`)), 60_000);
+    const timer = setTimeout(() => reject(new Error(`worker did not start within ${startTimeoutMs / 1000}s:\n${out}`)), startTimeoutMs);
     const check = () => {
       if (out.includes('cm2 worker polling')) {
         clearTimeout(timer);

@@ -1,8 +1,11 @@
 /** test/helpers/chaosSchedule and chaosReport: a seed draws one schedule of progress points; the report's comparisons. */
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
 import { cmpKey, describeEvent, drawSchedule, pointAt, progressKey, progressLabel, PRE_RL_UNITS } from '../../helpers/chaosSchedule';
-import { firstDivergence, stagesDiff } from '../../helpers/chaosReport';
+import { chaosReportDir, compactReport, firstDivergence, stagesDiff, writeReport } from '../../helpers/chaosReport';
 
 test('progress keys order stages, RL steps and the phases of a step; labels name the step in flight', () => {
   const order = [
@@ -61,4 +64,21 @@ test('the report names the first step whose weights differ and the stage results
   const st = (rl: number) => [{ name: 'rl', state: 'completed', summary: { steps: 100, heldOutRl: rl } }];
   assert.deepEqual(stagesDiff(st(0.5), st(0.5)), []);
   assert.deepEqual(stagesDiff(st(0.5), st(0.25)), ['rl.heldOutRl: 0.5 → 0.25']);
+});
+
+test('the report folder holds report.md and report.json, with the failed checks first', () => {
+  const parent = mkdtempSync(path.join(tmpdir(), 'cm2-chaos-report-'));
+  try {
+    const dir = chaosReportDir(42, parent);
+    assert.match(path.basename(dir), /^42-\d{4}-/);
+    const body = { seed: 42, steps: 3, dir, failures: ['weights differ from the undisturbed run\'s first at step 2'], schedule: ['SIGKILL the gpu worker at rl step 2 train'], events: ['1.0s [rl step 2 train] {rlTrain#1} gpu worker SIGKILLed'], kills: { workflows: 0, api: 0, gpu: 1 }, temporalRestarts: 0, minioRestarts: 0, stagesDiff: [], paidTwice: [], answered: 3, workerLogs: [] };
+    const md = writeReport(body);
+    assert.equal(readFileSync(path.join(dir, 'report.md'), 'utf8'), md);
+    assert.ok(md.indexOf('Failed checks') < md.indexOf('Events'));
+    assert.match(md, /seed 42: FAILED/);
+    assert.deepEqual(JSON.parse(readFileSync(path.join(dir, 'report.json'), 'utf8')).failures, body.failures);
+    assert.match(compactReport({ ...body, failures: [] }), /^chaos seed 42: passed/);
+  } finally {
+    rmSync(parent, { recursive: true, force: true });
+  }
 });
