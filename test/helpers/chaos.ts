@@ -77,15 +77,32 @@ function config(prefix: string, llm: FakeOpenAI, steps: number): Cm2Config {
   });
 }
 
-/** The result of the pipeline workflow, reconnecting while the server is down. */
-async function resultOf(cfg: Cm2Config): Promise<PipelineResult> {
+/**
+ * The result of the pipeline workflow, reconnecting while the server is down; gives up once `stop()` says so (the
+ * drill is over: its servers are stopping), so a drill that failed never keeps its test process alive.
+ */
+async function resultOf(cfg: Cm2Config, stop: () => boolean): Promise<PipelineResult> {
   for (let i = 0; ; i++) {
+    let client: Client | undefined;
     try {
-      return await (await connectClient(cfg)).workflow.getHandle(pipelineWorkflowId(cfg.run.id)).result();
+      client = await connectClient(cfg);
+      return await client.workflow.getHandle(pipelineWorkflowId(cfg.run.id)).result();
     } catch (e) {
-      if (i > 120) throw e;
+      if (i > 120 || stop()) throw e;
       await sleep(1000);
+    } finally {
+      await client?.connection.close().catch(() => undefined);
     }
+  }
+}
+
+/** A client used for a while and then closed (`close`), so no connection outlives the drill. */
+async function withClient<T>(cfg: Cm2Config, fn: (c: Client) => Promise<T>): Promise<T> {
+  const client = await connectClient(cfg);
+  try {
+    return await fn(client);
+  } finally {
+    await client.connection.close().catch(() => undefined);
   }
 }
 
@@ -135,6 +152,8 @@ export async function runChaos(opts: ChaosOptions): Promise<ChaosReport> {
   let began = 0;
   const seenAt = new Map<string, number[]>();
   const timeline: Array<[number, string]> = [];
+  const clients: Client[] = [];
+  let closing = false;
   try {
     // Reference: undisturbed.
     llmA = await startLlm();
@@ -142,7 +161,8 @@ export async function runChaos(opts: ChaosOptions): Promise<ChaosReport> {
     const workerA = await startChildWorker(writeConfigFile(a), undefined, {}, [], { logFile: workerLog('undisturbed'), startTimeoutMs: 180_000 });
     const t0 = Date.now();
     try {
-      r.reference = await (await startPipeline(await connectClient(a), a)).result();
+      const cfgA = a;
+      r.reference = await withClient(a, async (c) => (await startPipeline(c, cfgA)).result());
     } finally {
       r.undisturbedSeconds = (Date.now() - t0) / 1000;
       await workerA.kill('SIGTERM');
@@ -160,13 +180,15 @@ export async function runChaos(opts: ChaosOptions): Promise<ChaosReport> {
     const startWorker = (q: string) => startChildWorker(file, q, env, [], { logFile: workerLog(`${q}-${(incarnation[q] = (incarnation[q] ?? 0) + 1)}`), startTimeoutMs: 180_000 });
     for (const q of QUEUES) workers.set(q, await startWorker(q));
     let client = await connectClient(b);
+    clients.push(client);
     const runId = b.run.id;
     let unanswered = 0;
     await startPipeline(client, b, pipelineInput(b));
     let done = false;
-    const finished = resultOf(b).finally(() => {
+    const finished = resultOf(b, () => closing).finally(() => {
       done = true;
     });
+    finished.catch(() => undefined); // awaited below, unless the drill stops first (a deadline, a throw)
     began = Date.now();
     const deadline = opts.deadline ?? began + (6 * r.undisturbedSeconds + 300) * 1000;
     let progress: Progress = START;
@@ -190,6 +212,7 @@ export async function runChaos(opts: ChaosOptions): Promise<ChaosReport> {
       if (unanswered > 40) {
         unanswered = 0;
         client = await connectClient(b).catch(() => client);
+        if (!clients.includes(client)) clients.push(client);
       }
       if (seen && cmpKey(seen.key, progress.key) > 0) {
         progress = seen;
@@ -226,6 +249,8 @@ export async function runChaos(opts: ChaosOptions): Promise<ChaosReport> {
     r.failures.push(`the drill threw: ${e instanceof Error ? `${e.message.split('\n')[0]}${causes(e)}` : String(e)}`);
     if (began) r.chaosSeconds = (Date.now() - began) / 1000;
   } finally {
+    closing = true;
+    for (const c of clients) await c.connection.close().catch(() => undefined);
     await collect(r, { a, b, servers, llmA, llmB, began, seenAt, timeline, opts, workers });
   }
   r.text = writeReport(r);
@@ -261,7 +286,7 @@ async function collect(r: ChaosReport, c: Collected): Promise<void> {
   const { a, b, servers } = c;
   if (b && servers) {
     await attempt('read the chaos run\'s history', async () => {
-      r.history = await runHistory(await connectClient(b), b.run.id, c.began);
+      r.history = await withClient(b, (client) => runHistory(client, b.run.id, c.began));
     });
     await attempt('read the chaos run\'s weights', async () => {
       r.weights.chaos = await stepWeights(servers.store(b), b.run.id);
@@ -273,7 +298,7 @@ async function collect(r: ChaosReport, c: Collected): Promise<void> {
     });
     if (r.reference?.state !== 'completed') {
       await attempt('read the undisturbed run\'s history', async () => {
-        r.referenceHistory = await runHistory(await connectClient(a), a.run.id, c.began);
+        r.referenceHistory = await withClient(a, (client) => runHistory(client, a.run.id, c.began));
       });
     }
   }
