@@ -192,8 +192,12 @@ export async function runChaos(opts: ChaosOptions): Promise<ChaosReport> {
     began = Date.now();
     const deadline = opts.deadline ?? began + (6 * r.undisturbedSeconds + 300) * 1000;
     let progress: Progress = START;
-    const at = async (what: string) => {
-      const line = `${((Date.now() - began) / 1000).toFixed(1)}s [${progress.label}]${await inFlight(client, runId, progress)} ${what}`;
+    // The progress last seen (an event fires right after it is seen), or with `fresh` asked again (after a restart,
+    // which can take half a minute on a busy machine).
+    const at = async (what: string, fresh = false) => {
+      const t = ((Date.now() - began) / 1000).toFixed(1);
+      const now = (fresh ? await observeProgress(client, runId, 1500) : undefined) ?? progress;
+      const line = `${t}s [${now.label}]${await inFlight(client, runId, now)} ${what}`;
       r.events.push(line);
       appendLine(path.join(dir, 'events.log'), line);
       log(`chaos: ${line}`);
@@ -226,13 +230,13 @@ export async function runChaos(opts: ChaosOptions): Promise<ChaosReport> {
           await restart[e.server](e.downMs);
           if (e.server === 'Temporal') r.temporalRestarts++;
           else r.minioRestarts++;
-          await at(`${e.server} restarted`);
+          await at(`${e.server} restarted`, true);
         } else {
           await workers.get(e.queue)!.kill('SIGKILL');
           r.kills[e.queue]++;
           await at(`${e.queue} worker SIGKILLed (${describeEvent(e)})`);
           workers.set(e.queue, await startWorker(e.queue));
-          await at(`${e.queue} worker restarted`);
+          await at(`${e.queue} worker restarted`, true);
         }
       }
       await Promise.race([finished.catch(() => undefined), sleep(250)]);
