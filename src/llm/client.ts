@@ -15,7 +15,9 @@
  *   throughput stays at the endpoint's limit instead of collapsing into waves of refused retries;
  * - token and cost accounting per call (totals per role, and an `onUsage` hook for metrics);
  * - an optional response cache, written as soon as an answer arrives (before anyone parses it), so that
- *   a crashed or retried activity never pays twice for the same answer.
+ *   a crashed or retried activity never pays twice for the same answer. An answer whose cache write fails (the
+ *   store briefly down) is kept in this process and written once the store answers again: the activity's retry,
+ *   which a store outage usually causes, is answered from it instead of paying again.
  *
  * Deliberately free of Temporal imports: ./temporal.ts converts the errors into ApplicationFailures.
  */
@@ -202,6 +204,9 @@ interface RoleState {
   sdk?: { apiKey: string; client: OpenAI };
 }
 
+/** At most this many answers kept in memory while the response cache cannot be written (a long outage fails activities anyway). */
+const MAX_UNSAVED = 10_000;
+
 export class LlmClient {
   private readonly states = new Map<RoleName, RoleState>();
   private readonly totals = new Map<RoleName, Usage>();
@@ -209,6 +214,8 @@ export class LlmClient {
   private readonly log: (message: string) => void;
   private readonly env: NodeJS.ProcessEnv;
   private readonly cache: ResponseCache | undefined;
+  /** Paid answers whose cache write failed, by cache key: served like cache hits, written when the store is back. */
+  private readonly unsaved = new Map<string, string>();
   private readonly onUsage: LlmClientOptions['onUsage'];
 
   constructor(
@@ -220,6 +227,18 @@ export class LlmClient {
     this.log = opts.log ?? ((m) => console.warn(m));
     this.env = opts.env ?? process.env;
     this.onUsage = opts.onUsage;
+  }
+
+  /** Writes the answers kept while the cache could not be written; stops at the first failure (still down). */
+  private async saveUnsaved(): Promise<void> {
+    for (const [key, text] of this.unsaved) {
+      try {
+        await this.cache!.put(key, text);
+        this.unsaved.delete(key);
+      } catch {
+        return;
+      }
+    }
   }
 
   /** The configuration of a role (parsed, with defaults). */
@@ -240,7 +259,9 @@ export class LlmClient {
     const key = this.cache ? this.cacheKey(state.cfg, req, effort) : undefined;
 
     if (this.cache && key !== undefined) {
-      const hit = await this.cache.get(key);
+      const hit = this.unsaved.get(key) ?? (await this.cache.get(key));
+      // The store answers (or this answer was kept): write what an outage left unsaved.
+      await this.saveUnsaved();
       if (hit !== undefined) {
         // A logical call that costs nothing: `calls` counts it, `cacheHits` says it was free.
         return this.account(req.role, { text: hit, usage: { ...zeroUsage(), calls: 1, cacheHits: 1 }, cached: true });
@@ -254,7 +275,9 @@ export class LlmClient {
       try {
         await this.cache.put(key, text);
       } catch (e) {
-        this.log(`[llm] ${req.role}: could not write the response cache (${(e as Error).message}); continuing`);
+        // Kept here instead: the retry of an activity that the same outage fails is answered without paying again.
+        if (this.unsaved.size < MAX_UNSAVED) this.unsaved.set(key, text);
+        this.log(`[llm] ${req.role}: could not write the response cache (${(e as Error).message}); kept in memory until the store answers`);
       }
     }
     return this.account(req.role, { text, usage, cached: false });

@@ -17,6 +17,8 @@ import { track, untrack } from './leftovers';
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 export interface DedicatedServers {
+  /** Their state folder (SQLite file, data, temporal.log and minio.log). */
+  dir: string;
   /** Environment for processes that use them (addresses, local S3 credentials). */
   env: Record<string, string>;
   /** `cfg` pointed at these servers (a copy). */
@@ -38,6 +40,7 @@ export async function startDedicatedServers(prefix: string): Promise<DedicatedSe
   const creds = localCredentials(dir);
   const env = { TEMPORAL_ADDRESS: temporal.address, CM2_S3_ENDPOINT: minio.endpoint, CM2_S3_ACCESS_KEY: creds.accessKey, CM2_S3_SECRET_KEY: creds.secretKey };
   return {
+    dir,
     env,
     configure: (cfg) => ({ ...cfg, temporal: { ...cfg.temporal, address: temporal.address }, s3: { ...cfg.s3, endpoint: minio.endpoint } }),
     store: (cfg) => ObjectStore.fromConfig({ ...cfg.s3, endpoint: minio.endpoint }, { ...process.env, ...env }),

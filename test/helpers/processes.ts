@@ -1,6 +1,6 @@
 /** Workers as child processes, so tests can kill them the hard way (SIGKILL) and start new ones. */
 import { spawn, type ChildProcess } from 'node:child_process';
-import { mkdtempSync, writeFileSync } from 'node:fs';
+import { createWriteStream, mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import type { Cm2Config } from '../../src/run/config';
@@ -22,8 +22,13 @@ export interface ChildWorker {
   kill(signal?: NodeJS.Signals): Promise<void>;
 }
 
-/** Starts `cm2 worker` in a child process and resolves once it polls its task queues; `args` are added to its command line. */
-export async function startChildWorker(configFile: string, queues = 'workflows,api,gpu', env: NodeJS.ProcessEnv = {}, args: string[] = []): Promise<ChildWorker> {
+/**
+ * Starts `cm2 worker` in a child process and resolves once it polls its task queues; `args` are added to its command
+ * line. With `logFile`, its stdout and stderr are also appended to that file as they come (and how it ended);
+ * `startTimeoutMs` (default 60 s) bounds the start (a workflows worker bundles the workflow code first: slow on a busy machine).
+ */
+export async function startChildWorker(configFile: string, queues = 'workflows,api,gpu', env: NodeJS.ProcessEnv = {}, args: string[] = [], opts: { logFile?: string; startTimeoutMs?: number } = {}): Promise<ChildWorker> {
+  const { logFile, startTimeoutMs = 60_000 } = opts;
   const proc = spawn(process.execPath, [path.join(root, 'bin', 'cm2.js'), 'worker', '--config', configFile, '--queues', queues, ...args], {
     env: { ...process.env, ...env },
     stdio: ['ignore', 'pipe', 'pipe'],
@@ -31,10 +36,20 @@ export async function startChildWorker(configFile: string, queues = 'workflows,a
   track(proc.pid);
   proc.once('exit', () => untrack(proc.pid));
   let out = '';
-  proc.stdout!.on('data', (d: Buffer) => (out += d.toString()));
-  proc.stderr!.on('data', (d: Buffer) => (out += d.toString()));
+  const file = logFile ? createWriteStream(logFile, { flags: 'a' }) : undefined;
+  file?.on('error', () => undefined);
+  file?.write(`--- ${new Date().toISOString()} cm2 worker --queues ${queues} started, pid ${proc.pid}\n`);
+  proc.stdout!.on('data', (d: Buffer) => {
+    out += d.toString();
+    file?.write(d);
+  });
+  proc.stderr!.on('data', (d: Buffer) => {
+    out += d.toString();
+    file?.write(d);
+  });
+  proc.once('close', (code, signal) => file?.end(`--- ${new Date().toISOString()} exited (${signal ?? `code ${code}`})\n`));
   await new Promise<void>((resolve, reject) => {
-    const timer = setTimeout(() => reject(new Error(`worker did not start within 60s:\n${out}`)), 60_000);
+    const timer = setTimeout(() => reject(new Error(`worker did not start within ${startTimeoutMs / 1000}s:\n${out}`)), startTimeoutMs);
     const check = () => {
       if (out.includes('cm2 worker polling')) {
         clearTimeout(timer);

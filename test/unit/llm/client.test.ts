@@ -40,3 +40,47 @@ test('onUsage: a paid answer with its tokens and cost, the same request again fr
     await server.close();
   }
 });
+
+test('an answer whose cache write fails (the store down) is not paid again by the retry: kept in memory, written once the store answers', async () => {
+  const server = await startFakeOpenAI({ behaviour: () => replies.text('verdict') });
+  try {
+    const cfg = LlmConfig.parse({ roles: { judge: { baseUrl: server.url, model: 'fake' } } });
+    const stored = new Map<string, string>();
+    let down = false;
+    const refuse = () => {
+      if (down) throw Object.assign(new Error('connect ECONNREFUSED 127.0.0.1:9000'), { code: 'ECONNREFUSED' });
+    };
+    const logs: string[] = [];
+    const client = new LlmClient(cfg, {
+      cache: {
+        get: async (k) => (refuse(), stored.get(k)),
+        put: async (k, v) => {
+          refuse();
+          stored.set(k, v);
+        },
+      },
+      log: (l) => logs.push(l),
+      env: {},
+    });
+    const ask = () => client.chat({ role: 'judge', messages: [{ role: 'user', content: 'is it right?' }], cacheSalt: 'step-3/p1' });
+    // The store goes down while the request is in flight: the cache read worked, the write does not.
+    server.setBehaviour(() => {
+      down = true;
+      return replies.text('verdict');
+    });
+    assert.equal((await ask()).text, 'verdict');
+    assert.equal(stored.size, 0);
+    assert.match(logs.join('\n'), /could not write the response cache .*ECONNREFUSED.*kept in memory/);
+    // The activity fails on the outage (here: the next read) and Temporal retries it once the store is back.
+    await assert.rejects(client.chat({ role: 'judge', messages: [{ role: 'user', content: 'another item' }] }), /ECONNREFUSED/);
+    down = false;
+    const again = await ask();
+    assert.equal(again.text, 'verdict');
+    assert.equal(again.cached, true);
+    assert.equal(server.answered.size, 1, 'the endpoint answered (was paid) once');
+    assert.equal([...server.answered.values()][0], 1);
+    assert.deepEqual([...stored.values()], ['verdict'], 'written to the cache once the store answered');
+  } finally {
+    await server.close();
+  }
+});
