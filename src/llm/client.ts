@@ -15,9 +15,8 @@
  *   throughput stays at the endpoint's limit instead of collapsing into waves of refused retries;
  * - token and cost accounting per call (totals per role, and an `onUsage` hook for metrics);
  * - an optional response cache, written as soon as an answer arrives (before anyone parses it), so that
- *   a crashed or retried activity never pays twice for the same answer. An answer whose cache write fails (the
- *   store briefly down) is kept in this process and written once the store answers again: the activity's retry,
- *   which a store outage usually causes, is answered from it instead of paying again.
+ *   a crashed or retried activity never pays twice for the same answer; an answer whose cache write fails (store
+ *   down) is kept in this process, answers the retry that outage causes, and is written once the store is back.
  *
  * Deliberately free of Temporal imports: ./temporal.ts converts the errors into ApplicationFailures.
  */
