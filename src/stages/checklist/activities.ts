@@ -16,7 +16,7 @@ import { annotatorAsk, LlmChecklistAnnotator, OfflineChecklistAnnotator, type Ch
 import { AnnotatedExample } from './schema';
 import { addUsage, UsageSchema, zeroUsage, type Usage } from '../../kernel/roles';
 import { Example } from '../../kernel/schema';
-import { belowFloor, formatReasons } from '../../kernel/floor';
+import { checklistShortfall } from './floor';
 import { isOnline, LlmConfig } from '../../llm/config';
 import { checklistKeys } from '../../run/layout';
 import { offlineChecklist, OFFLINE_ANNOTATOR } from '../../demo/checklist';
@@ -104,19 +104,6 @@ export interface ChecklistDeps extends ActivityDeps {
 }
 
 const reasonKey = (reason: string) => reason.replace(/:.*$/s, '').slice(0, 80);
-
-/** The stage's failure message when fewer than `min` examples were annotated (`checklist.minAnnotated`), else undefined. */
-export function checklistShortfall(r: Pick<ChecklistReport, 'annotated' | 'total' | 'failed' | 'failureReasons' | 'inputErrors'>, min: number): string | undefined {
-  return belowFloor({
-    stage: 'checklist',
-    usable: r.annotated,
-    of: r.total,
-    what: 'examples annotated',
-    min,
-    setting: 'checklist.minAnnotated',
-    lost: [r.failed ? `${r.failed} failed: ${formatReasons(r.failureReasons)}` : '', r.inputErrors ? `${r.inputErrors} input line(s) not examples, skipped` : ''],
-  });
-}
 
 export function createChecklistActivities(deps: ChecklistDeps) {
   const { store } = deps;

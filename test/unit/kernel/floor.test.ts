@@ -2,7 +2,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { belowFloor, formatReasons } from '../../../src/kernel/floor';
-import { checklistShortfall } from '../../../src/stages/checklist/activities';
+import { checklistShortfall } from '../../../src/stages/checklist/floor';
 
 test('reasons are counted, most frequent first', () => {
   assert.equal(formatReasons({ b: 1, a: 1, c: 5, none: 0 }), '5× c, 1× a, 1× b');
