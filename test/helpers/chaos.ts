@@ -43,6 +43,24 @@ export interface ChaosOptions {
   /** The report's parent folder (default $CM2_CHAOS_REPORT_DIR or ~/.cache/cm2/chaos-reports). */
   reportParent?: string;
   log?: (line: string) => void;
+  /**
+   * The undisturbed run of an earlier drill with the same `steps` (its `undisturbed`): the pipeline is deterministic,
+   * so a series of drills (bench/chaos-series.ts) runs it once and compares every chaos run with it.
+   */
+  reference?: UndisturbedRun;
+}
+
+/** What the checks need of the undisturbed run. */
+export interface UndisturbedRun {
+  steps: number;
+  result: PipelineResult;
+  /** [step, weights sha256] after each RL step. */
+  weights: unknown[];
+  /** How often each LLM request was answered. */
+  answered: Map<string, number>;
+  seconds: number;
+  /** Which drill ran it (its report folder). */
+  from: string;
 }
 
 export interface ChaosReport extends ReportBody {
@@ -54,6 +72,8 @@ export interface ChaosReport extends ReportBody {
   weights: { reference: unknown[]; chaos: unknown[] };
   /** report.md's text. */
   text: string;
+  /** The undisturbed run (this drill's or `opts.reference`), when it completed: for the next drill of a series. */
+  undisturbed?: UndisturbedRun;
 }
 
 export const DEFAULT_SCHEDULE: ChaosSchedule = { clock: 'progress', killEverySteps: [15, 30] };
@@ -155,19 +175,27 @@ export async function runChaos(opts: ChaosOptions): Promise<ChaosReport> {
   const clients: Client[] = [];
   let closing = false;
   try {
-    // Reference: undisturbed.
-    llmA = await startLlm();
-    a = config('chaosa', llmA, opts.steps);
-    const workerA = await startChildWorker(writeConfigFile(a), undefined, {}, [], { logFile: workerLog('undisturbed'), startTimeoutMs: 180_000 });
-    const t0 = Date.now();
-    try {
-      const cfgA = a;
-      r.reference = await withClient(a, async (c) => (await startPipeline(c, cfgA)).result());
-    } finally {
-      r.undisturbedSeconds = (Date.now() - t0) / 1000;
-      await workerA.kill('SIGTERM');
+    if (opts.reference) {
+      if (opts.reference.steps !== opts.steps) throw new Error(`the reference run has ${opts.reference.steps} RL steps, the drill ${opts.steps}`);
+      r.reference = opts.reference.result;
+      r.undisturbedSeconds = opts.reference.seconds;
+      r.referenceFrom = opts.reference.from;
+      log(`chaos: the undisturbed run of an earlier drill (${r.undisturbedSeconds.toFixed(0)}s) is the reference`);
+    } else {
+      // Reference: undisturbed.
+      llmA = await startLlm();
+      a = config('chaosa', llmA, opts.steps);
+      const workerA = await startChildWorker(writeConfigFile(a), undefined, {}, [], { logFile: workerLog('undisturbed'), startTimeoutMs: 180_000 });
+      const t0 = Date.now();
+      try {
+        const cfgA = a;
+        r.reference = await withClient(a, async (c) => (await startPipeline(c, cfgA)).result());
+      } finally {
+        r.undisturbedSeconds = (Date.now() - t0) / 1000;
+        await workerA.kill('SIGTERM');
+      }
+      log(`chaos: the undisturbed run took ${r.undisturbedSeconds.toFixed(0)}s`);
     }
-    log(`chaos: the undisturbed run took ${r.undisturbedSeconds.toFixed(0)}s`);
 
     // The same run on dedicated servers, under chaos.
     llmB = await startLlm((key) => seenAt.set(key, [...(seenAt.get(key) ?? []), Date.now()]));
@@ -296,7 +324,8 @@ async function collect(r: ChaosReport, c: Collected): Promise<void> {
       r.weights.chaos = await stepWeights(servers.store(b), b.run.id);
     });
   }
-  if (a) {
+  if (c.opts.reference) r.weights.reference = c.opts.reference.weights;
+  else if (a) {
     await attempt('read the undisturbed run\'s weights', async () => {
       r.weights.reference = await stepWeights(testStore(a), a.run.id);
     });
@@ -312,8 +341,9 @@ async function collect(r: ChaosReport, c: Collected): Promise<void> {
     copyIfThere(path.join(servers.dir, 'minio.log'), path.join(r.dir, 'minio.log'));
     await servers.stop();
   }
-  if (c.llmA && c.llmB) {
-    const [A, B] = [c.llmA.answered, c.llmB.answered];
+  const answeredA = c.opts.reference?.answered ?? c.llmA?.answered;
+  if (answeredA && c.llmB) {
+    const [A, B] = [answeredA, c.llmB.answered];
     r.answered = A.size;
     r.paidTwice = [...B]
       .filter(([key, n]) => n > (A.get(key) ?? 0))
@@ -323,6 +353,9 @@ async function collect(r: ChaosReport, c: Collected): Promise<void> {
   await c.llmB?.close();
 
   // The checks.
+  if (r.reference?.state === 'completed' && answeredA && r.undisturbedSeconds !== undefined) {
+    r.undisturbed = c.opts.reference ?? { steps: c.opts.steps, result: r.reference, weights: r.weights.reference, answered: new Map(answeredA), seconds: r.undisturbedSeconds, from: `the undisturbed run of the drill in ${r.dir}` };
+  }
   r.stages = { reference: r.reference && comparableStages(r.reference, OMIT), chaos: r.result && comparableStages(r.result, OMIT) };
   r.stagesDiff = r.reference && r.result ? stagesDiff(r.stages.reference, r.stages.chaos) : [];
   r.weightsDivergence = firstDivergence(r.weights.reference, r.weights.chaos);

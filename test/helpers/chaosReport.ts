@@ -130,6 +130,8 @@ export interface ReportBody {
   schedule: string[];
   events: string[];
   undisturbedSeconds?: number;
+  /** Where the undisturbed run came from when it is not this drill's own (a series: bench/chaos-series.ts). */
+  referenceFrom?: string;
   chaosSeconds?: number;
   kills: Record<'workflows' | 'api' | 'gpu', number>;
   temporalRestarts: number;
@@ -150,7 +152,7 @@ export function writeReport(r: ReportBody): string {
   const kills = Object.entries(r.kills).map(([q, n]) => `${q} ${n}`).join(', ');
   const md = [
     `# Chaos drill, seed ${r.seed}: ${r.failures.length ? 'FAILED' : 'passed'}\n`,
-    `CM2_CHAOS_SEED=${r.seed} replays the schedule. ${r.steps} RL steps. Undisturbed run ${r.undisturbedSeconds?.toFixed(0) ?? '?'} s, under chaos ${r.chaosSeconds?.toFixed(0) ?? '?'} s; worker kills: ${kills}; Temporal restarted ${r.temporalRestarts}×, MinIO ${r.minioRestarts}×. Folder: ${r.dir}\n`,
+    `CM2_CHAOS_SEED=${r.seed} replays the schedule. ${r.steps} RL steps. Undisturbed run ${r.undisturbedSeconds?.toFixed(0) ?? '?'} s${r.referenceFrom ? ` (${r.referenceFrom})` : ''}, under chaos ${r.chaosSeconds?.toFixed(0) ?? '?'} s; worker kills: ${kills}; Temporal restarted ${r.temporalRestarts}×, MinIO ${r.minioRestarts}×. Folder: ${r.dir}\n`,
     section('Failed checks', r.failures),
     r.error ? section('The drill threw', r.error.split('\n')) : '',
     section('Events (seconds since the chaos run began, [the run\'s progress then], activities in flight)', r.events),
@@ -165,7 +167,7 @@ export function writeReport(r: ReportBody): string {
   ].filter(Boolean).join('\n');
   try {
     writeFileSync(path.join(r.dir, 'report.md'), md);
-    writeFileSync(path.join(r.dir, 'report.json'), JSON.stringify({ ...r, history: r.history && { trouble: r.history.trouble, now: r.history.now } }, null, 2));
+    writeFileSync(path.join(r.dir, 'report.json'), JSON.stringify({ ...r, undisturbed: undefined, history: r.history && { trouble: r.history.trouble, now: r.history.now } }, null, 2));
     if (r.history) writeFileSync(path.join(r.dir, 'history.log'), r.history.lines.join('\n'));
     if (r.referenceHistory) writeFileSync(path.join(r.dir, 'history-undisturbed.log'), r.referenceHistory.lines.join('\n'));
   } catch {
