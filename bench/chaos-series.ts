@@ -41,7 +41,7 @@ async function main(): Promise<void> {
 
   let hog: ChildProcess | undefined;
   if (values.hog) hog = spawn('nice', ['-n', '5', 'sh', '-c', 'while :; do :; done'], { stdio: 'ignore' });
-  let reference: Awaited<ReturnType<typeof startDedicatedServers>> | undefined;
+  const servers: { reference?: Awaited<ReturnType<typeof startDedicatedServers>> } = {};
   // Stopped by a signal (a session's end): the hog and the servers go too.
   let stopping = false;
   for (const sig of ['SIGINT', 'SIGTERM'] as const) {
@@ -50,10 +50,10 @@ async function main(): Promise<void> {
       stopping = true;
       console.log(`chaos series: ${sig}, stopping (the drill in progress is not recorded)`);
       hog?.kill();
-      void (reference?.stop() ?? Promise.resolve()).finally(() => process.exit(130));
+      void (servers.reference?.stop() ?? Promise.resolve()).finally(() => process.exit(130));
     });
   }
-  reference = await startDedicatedServers('chaos-ref');
+  const reference = (servers.reference = await startDedicatedServers('chaos-ref'));
   Object.assign(process.env, reference.env);
   let undisturbed: UndisturbedRun | undefined;
   let failed = 0;

@@ -49,9 +49,16 @@ export class ChatTokenizer {
   readonly chatTemplate: string;
   /** Id of `\n` (a single token in any byte-level vocabulary); appended after `<|im_end|>`. */
   readonly newlineId: number;
+  /**
+   * Every id that ends a generation: `<|im_end|>`, the tokenizer's eos, generation_config.json's `eos_token_id`(s),
+   * and `<|endoftext|>` where the vocabulary has it (the pretraining corpus' end of document in the Qwen and SmolLM
+   * families; Qwen2.5's own generation_config lists it beside `<|im_end|>`). A policy that emits any of them has
+   * ended its message: sampling past it only runs the generation to its cap.
+   */
+  readonly stopIds: readonly number[];
   private readonly tok: Tokenizer;
 
-  constructor(tokenizerJson: object, tokenizerConfig: Record<string, unknown> = {}) {
+  constructor(tokenizerJson: object, tokenizerConfig: Record<string, unknown> = {}, generationConfig: Record<string, unknown> = {}) {
     // clean_up_tokenization_spaces would rewrite " ." to "." etc. on decode and break the round trip.
     this.tok = new Tokenizer(tokenizerJson, { ...tokenizerConfig, clean_up_tokenization_spaces: false });
     this.vocabSize = this.tok.get_vocab(true).size;
@@ -81,6 +88,10 @@ export class ChatTokenizer {
       eos,
       pad,
     };
+    const declared = generationConfig['eos_token_id'];
+    const fromGeneration = (Array.isArray(declared) ? declared : [declared]).filter((x): x is number => Number.isInteger(x) && (x as number) >= 0 && (x as number) < this.vocabSize);
+    const endOfText = this.tok.token_to_id('<|endoftext|>');
+    this.stopIds = [...new Set([imEnd, eos, ...fromGeneration, ...(endOfText !== undefined ? [endOfText] : [])])];
     const nl = this.encode('\n');
     if (nl.length !== 1 || nl[0] === undefined) throw new Error('tokenizer does not encode "\\n" as one token');
     this.newlineId = nl[0];
@@ -110,22 +121,29 @@ export class ChatTokenizer {
     return this.tok.id_to_token(id);
   }
 
+  /** `ids` without a final stop id (what a generation said, without what ended it). */
+  withoutStop(ids: readonly number[]): number[] {
+    return ids.length > 0 && this.stopIds.includes(ids[ids.length - 1]!) ? ids.slice(0, -1) : [...ids];
+  }
+
   /** The unknown token's id, if the vocabulary has one. */
   get unkId(): number | undefined {
     return (this.tok.model as unknown as { unk_token_id?: number } | null)?.unk_token_id ?? undefined;
   }
 }
 
-/** Load `tokenizer.json` (+ `tokenizer_config.json` when present) from a checkpoint folder. */
+/** Load `tokenizer.json` (+ `tokenizer_config.json` and `generation_config.json` when present) from a checkpoint folder. */
 export function loadChatTokenizer(dir: string): ChatTokenizer {
   const tokenizerJson = JSON.parse(readFileSync(path.join(dir, 'tokenizer.json'), 'utf8')) as object;
-  let config: Record<string, unknown> = {};
-  try {
-    config = JSON.parse(readFileSync(path.join(dir, 'tokenizer_config.json'), 'utf8')) as Record<string, unknown>;
-  } catch (e) {
-    if ((e as NodeJS.ErrnoException).code !== 'ENOENT') throw e;
-  }
-  return new ChatTokenizer(tokenizerJson, config);
+  const optional = (name: string): Record<string, unknown> => {
+    try {
+      return JSON.parse(readFileSync(path.join(dir, name), 'utf8')) as Record<string, unknown>;
+    } catch (e) {
+      if ((e as NodeJS.ErrnoException).code !== 'ENOENT') throw e;
+      return {};
+    }
+  };
+  return new ChatTokenizer(tokenizerJson, optional('tokenizer_config.json'), optional('generation_config.json'));
 }
 
 // ---------------------------------------------------------------------------------------------------------------
@@ -206,6 +224,7 @@ export function promptIds(messages: readonly Message[], tools: readonly unknown[
  * generation did not end with it) + `\n`. All of them are trained.
  */
 export function completeAssistantIds(generated: readonly number[], tok: ChatTokenizer): number[] {
+  // A generation ended by another stop id (`<|endoftext|>`) keeps it (it was sampled) and gets `<|im_end|>` after it.
   const out = [...generated];
   if (out[out.length - 1] !== tok.special.imEnd) out.push(tok.special.imEnd);
   out.push(tok.newlineId);
@@ -213,10 +232,9 @@ export function completeAssistantIds(generated: readonly number[], tok: ChatToke
 }
 
 /**
- * The stored content of a generated assistant message: the decoded text with a trailing `<|im_end|>` cut (special
- * tokens otherwise kept, §6.2 step 2).
+ * The stored content of a generated assistant message: the decoded text with a trailing stop id (`<|im_end|>`,
+ * `<|endoftext|>`, …) cut (special tokens otherwise kept, §6.2 step 2).
  */
 export function assistantContentFromIds(generated: readonly number[], tok: ChatTokenizer): string {
-  const ids = generated[generated.length - 1] === tok.special.imEnd ? generated.slice(0, -1) : generated;
-  return tok.decode(ids);
+  return tok.decode(tok.withoutStop(generated));
 }

@@ -10,6 +10,7 @@ import type { RlHyperparameters } from '../run/config';
 import { type RlResult, runStageCommand, startRl } from './stages';
 import { stageWorkflowId } from '../run/layout';
 import { formatFailed } from '../stages/rl/heldOut';
+import { logprobGapLine } from '../stages/rl/grpo';
 
 export function rlRunCommand(cfg: Cm2Config, wait: boolean): Promise<void> {
   return runStageCommand<RlResult>(cfg, wait, startRl, printRlResult);
@@ -41,4 +42,7 @@ export async function rlControlCommand(cfg: Cm2Config, action: 'status' | 'pause
   for (const e of s.evals) console.log(`held-out reward at step ${e.step}: ${e.rewardMean.toFixed(3)}${formatFailed(e.failed, e.rollouts)}`);
   const reward = (s.last?.['reward'] as { mean?: number } | undefined)?.mean;
   if (reward !== undefined) console.log(`last step mean reward: ${reward.toFixed(3)}`);
+  const gap = logprobGapLine(s.last);
+  if (gap) console.log(gap);
 }
+

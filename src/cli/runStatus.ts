@@ -16,6 +16,7 @@ import { failureText } from './watch';
 import { formatProgress } from './stages';
 import { stageProgressQuery } from '../run/workflowUtil';
 import { formatFailed, formatMeanSe } from '../stages/rl/heldOut';
+import { logprobGapLine } from '../stages/rl/grpo';
 
 /** A query answered within `ms` (a closed workflow with no worker never answers), else undefined. */
 export async function quickQuery<T>(handle: WorkflowHandle, query: string | { name: string }, ms = 3000): Promise<T | undefined> {
@@ -66,6 +67,8 @@ export interface RunStatus {
    * evaluation (step, mean, se, n prompts).
    */
   heldOut: HeldOutSummary;
+  /** The last RL step's sampler/trainer log-probability gap line (steps recorded since issue 29). */
+  logprobGap?: string;
   reportKey?: string;
 }
 
@@ -120,7 +123,10 @@ export async function runStatus(client: Client, store: ObjectStore, runId: strin
     }
     stages.push(row);
   }
-  const heldOut = heldOutSummary(await readRlRows(store, runId));
+  const rlRows = await readRlRows(store, runId);
+  const heldOut = heldOutSummary(rlRows);
+  const lastStep = rlRows.filter((r) => r.kind === 'step').at(-1);
+  const gap = lastStep ? logprobGapLine(lastStep as Record<string, unknown>) : undefined;
   const reportExists = await store.exists(pipelineKeys.reportHtml(runId));
   return {
     runId,
@@ -135,6 +141,7 @@ export async function runStatus(client: Client, store: ObjectStore, runId: strin
       : null,
     stages,
     heldOut,
+    ...(gap ? { logprobGap: `RL step ${lastStep!.step}: ${gap}` } : {}),
     ...(reportExists ? { reportKey: pipelineKeys.reportHtml(runId) } : {}),
   };
 }
@@ -156,6 +163,7 @@ export function formatStatus(s: RunStatus, cfg: Cm2Config): string {
   for (const r of table) lines.push(`  ${r.slice(0, 3).map((c, i) => c.padEnd(widths[i]!)).join('  ')}  ${r[3]}`);
   const h = s.heldOut;
   if (h.sft !== null || h.rl !== null) lines.push(heldOutLine(h));
+  if (s.logprobGap) lines.push(s.logprobGap);
   lines.push(`Web UI: ${cfg.temporal.uiUrl}/namespaces/${cfg.temporal.namespace}/workflows?query=${encodeURIComponent(`Cm2RunId="${s.runId}"`)}`);
   if (s.reportKey) lines.push(`report: s3://${cfg.s3.bucket}/${s.reportKey}  (\`cm2 report ${s.runId}\` writes it locally)`);
   return lines.join('\n');

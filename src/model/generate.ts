@@ -88,16 +88,21 @@ export function generate(model: QwenModel, prompts: number[][], opts: GenerateOp
 export async function generateAsync(model: QwenModel, prompts: number[][], opts: GenerateOptions & { yieldEvery?: number; onStep?: (step: number) => void }): Promise<GenerateResult> {
   const it = generateSteps(model, prompts, opts);
   const every = Math.max(1, opts.yieldEvery ?? 8);
-  for (let step = 1; ; ) {
-    const r = it.next();
-    if (r.done) return r.value;
-    // A piece of a long prompt's prefill (value < 0) can take seconds: a turn after each one.
-    const prefill = r.value < 0;
-    if (prefill || step % every === 0) {
-      opts.onStep?.(prefill ? 0 : step);
-      await new Promise((res) => setImmediate(res));
+  try {
+    for (let step = 1; ; ) {
+      const r = it.next();
+      if (r.done) return r.value;
+      // A piece of a long prompt's prefill (value < 0) can take seconds: a turn after each one.
+      const prefill = r.value < 0;
+      if (prefill || step % every === 0) {
+        opts.onStep?.(prefill ? 0 : step);
+        await new Promise((res) => setImmediate(res));
+      }
+      if (!prefill) step++;
     }
-    if (!prefill) step++;
+  } finally {
+    // A step that threw (cancellation) closes the loop: its finally frees the KV cache now, not at garbage collection.
+    it.return(undefined as never);
   }
 }
 
@@ -199,11 +204,12 @@ function* generateSteps(model: QwenModel, prompts: number[][], opts: GenerateOpt
   return { tokens, finished, logprobs };
 }
 
-/** log softmax(row)[tok], computed stably in float64. */
-function logProbOf(row: ArrayLike<number>, tok: number): number {
+/** log softmax(row / temperature)[tok] (temperature ≤ 0 or absent: 1), computed stably in float64. */
+export function logProbOf(row: ArrayLike<number>, tok: number, temperature = 1): number {
+  const t = temperature > 0 ? temperature : 1;
   let max = -Infinity;
   for (let i = 0; i < row.length; i++) max = Math.max(max, row[i]!);
   let total = 0;
-  for (let i = 0; i < row.length; i++) total += Math.exp(row[i]! - max);
-  return row[tok]! - max - Math.log(total);
+  for (let i = 0; i < row.length; i++) total += Math.exp((row[i]! - max) / t);
+  return (row[tok]! - max) / t - Math.log(total);
 }

@@ -13,7 +13,7 @@ import { ropeTables, rotateHalfMatrix } from './ops';
 import type { ForwardOptions, KVCache } from './qwen';
 
 /** Native KV cache capacity is a multiple of this many slots. */
-const CACHE_CHUNK = 64;
+export const CACHE_CHUNK = 64;
 
 /**
  * The native KV cache: one zero-initialised buffer and views that alias it (no copies): per layer its rows
@@ -78,6 +78,27 @@ export interface InferenceHost {
   /** RoPE position of every input row (row = b·T + t). */
   positionsOf(B: number, T: number, past: number, positions?: number[][]): number[];
   disposeCache(cache: KVCache): void;
+}
+
+/**
+ * A native cache around the buffer `make` returns ([layers, 2, B, K, capacity, d], made inside a tidy scope) with
+ * its views; kept, so that it outlives whatever tidy scope it is made in.
+ */
+export function nativeCacheOf(d: QwenDims, B: number, capacity: number, make: () => tf.Tensor): NativeCache {
+  const r = rawOps();
+  const K = d.kvHeads;
+  const next = tf.tidy(() => {
+    const buffer = make();
+    const perLayer = d.layers === 1 ? [r.reshape(buffer, buffer.shape.slice(1))] : r.unstack(buffer);
+    const layers = perLayer.map((l) => {
+      const [keys, values] = r.unstack(l) as [tf.Tensor, tf.Tensor];
+      return { rows: r.reshape(l, [2 * B * K * capacity, d.headDim]), keys, values };
+    });
+    return { buffer, layers } as unknown as tf.TensorContainer;
+  }) as unknown as { buffer: tf.Tensor; layers: NativeCache['layers'] };
+  tf.keep(next.buffer);
+  for (const l of next.layers) [l.rows, l.keys, l.values].forEach((t) => tf.keep(t));
+  return { batch: B, capacity, ...next };
 }
 
 export class NativeInference {
@@ -159,23 +180,11 @@ export class NativeInference {
     const r = rawOps();
     const want = Math.max(needed, cache.reserve ?? 0, have ? Math.ceil(have.capacity * 1.5) : 0);
     const capacity = Math.ceil(want / CACHE_CHUNK) * CACHE_CHUNK;
-    const K = d.kvHeads;
-    const next = tf.tidy(() => {
-      const buffer = have
-        ? tf.pad(have.buffer, [[0, 0], [0, 0], [0, 0], [0, 0], [0, capacity - have.capacity], [0, 0]])
-        : r.zeros([d.layers, 2, B, K, capacity, d.headDim]);
-      const perLayer = d.layers === 1 ? [r.reshape(buffer, buffer.shape.slice(1))] : r.unstack(buffer);
-      const layers = perLayer.map((l) => {
-        const [keys, values] = r.unstack(l) as [tf.Tensor, tf.Tensor];
-        return { rows: r.reshape(l, [2 * B * K * capacity, d.headDim]), keys, values };
-      });
-      return { buffer, layers } as unknown as tf.TensorContainer;
-    }) as unknown as { buffer: tf.Tensor; layers: NativeCache['layers'] };
-    // Kept: the cache outlives whatever tidy scope the forward call that allocates it runs in.
-    tf.keep(next.buffer);
-    for (const l of next.layers) [l.rows, l.keys, l.values].forEach((t) => tf.keep(t));
+    const next = nativeCacheOf(d, B, capacity, () => (have
+      ? tf.pad(have.buffer, [[0, 0], [0, 0], [0, 0], [0, 0], [0, capacity - have.capacity], [0, 0]])
+      : r.zeros([d.layers, 2, B, d.kvHeads, capacity, d.headDim])));
     if (have) this.m.disposeCache({ length: 0, layers: [], native: have });
-    cache.native = { batch: B, capacity, ...next };
+    cache.native = next;
     return cache.native;
   }
 

@@ -30,10 +30,10 @@ export class NativeTraining {
    * What every layer of a training pass shares: RoPE tables and the attention bias chunks. Without positions and key
    * mask (SFT, the benches) they depend on (B, T) only and are kept for the next pass of the same shape.
    */
-  layerContext(B: number, T: number, positions?: number[][], keyMask?: number[][]): LayerContext {
+  layerContext(B: number, T: number, positions?: number[][], keyMask?: number[][], segments?: number[][]): LayerContext {
     const d = this.m.dims;
     const key = `${B}x${T}`;
-    const shared = !positions && !keyMask;
+    const shared = !positions && !keyMask && !segments;
     const have = shared ? this.contexts.get(key) : undefined;
     if (have) return have;
     const { cos, sin } = ropeTables(this.m.positionsOf(B, T, 0, positions), d.headDim, d.ropeTheta);
@@ -43,7 +43,7 @@ export class NativeTraining {
     const ctx: LayerContext = {
       B, T, heads: d.heads, kvHeads: d.kvHeads, headDim: d.headDim, eps: d.eps,
       cosQ: tf.mul(c3, scale), sinQ: tf.mul(s3, scale), cosK: c3, sinK: s3, rotate: this.m.rotate,
-      biasChunks: attentionBiasChunks(B, T, keyMask),
+      biasChunks: attentionBiasChunks(B, T, keyMask, segments),
     };
     if (shared) {
       tf.keep(ctx.cosQ);

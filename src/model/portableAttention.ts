@@ -12,23 +12,30 @@ const MASKED = -1e9;
 /**
  * The additive attention bias, [B][T][S] flattened: 0 where query t (at slot past + t) may see key slot s (causal,
  * keyMask 1), else -1e9. S may exceed past + T (unused cache slots, masked by causality).
+ *
+ * `segments` (training, past = 0) packs several sequences that share a prefix into one row (GRPO's G samples of one
+ * prompt, src/stages/rl/grpo.ts): segment 0 is the shared prefix, every position attends to it; a position of segment
+ * k > 0 attends to segment k too, never to another one.
  */
-export function attentionBiasData(B: number, T: number, past: number, S: number, keyMask?: number[][]): Float32Array {
+export function attentionBiasData(B: number, T: number, past: number, S: number, keyMask?: number[][], segments?: number[][]): Float32Array {
   const data = new Float32Array(B * T * S);
   for (let b = 0; b < B; b++) {
     const row = keyMask?.[b];
     if (keyMask && (!row || row.length !== past + T)) throw new Error(`keyMask rows must cover ${past + T} keys (cache + input)`);
+    const seg = segments?.[b];
+    if (segments && (!seg || seg.length !== past + T)) throw new Error(`segment rows must cover ${past + T} positions`);
     for (let t = 0; t < T; t++) {
       const base = (b * T + t) * S;
-      for (let s = 0; s < S; s++) if (s > past + t || (row && row[s] === 0)) data[base + s] = MASKED;
+      const own = seg ? seg[past + t]! : 0;
+      for (let s = 0; s < S; s++) if (s > past + t || (row && row[s] === 0) || (seg && seg[s] !== 0 && seg[s] !== own)) data[base + s] = MASKED;
     }
   }
   return data;
 }
 
 /** The training attention bias cut into the query chunks of layer.ts, each [B, 1, b − a, 1, b]. */
-export function attentionBiasChunks(B: number, T: number, keyMask?: number[][]): tf.Tensor[] {
-  const full = attentionBiasData(B, T, 0, T, keyMask);
+export function attentionBiasChunks(B: number, T: number, keyMask?: number[][], segments?: number[][]): tf.Tensor[] {
+  const full = attentionBiasData(B, T, 0, T, keyMask, segments);
   return causalChunks(T).map(([a, b]) => {
     const n = b - a;
     const data = new Float32Array(B * n * b);
@@ -38,10 +45,10 @@ export function attentionBiasChunks(B: number, T: number, keyMask?: number[][]):
 }
 
 /** Additive attention bias per sequence, [T, S] (wasm / cpu paths). */
-export function attentionBiasPerSequence(B: number, T: number, past: number, keyMask?: number[][]): tf.Tensor2D[] {
+export function attentionBiasPerSequence(B: number, T: number, past: number, keyMask?: number[][], segments?: number[][]): tf.Tensor2D[] {
   const S = past + T;
-  const data = attentionBiasData(B, T, past, S, keyMask);
-  if (!keyMask) {
+  const data = attentionBiasData(B, T, past, S, keyMask, segments);
+  if (!keyMask && !segments) {
     const one = tf.tensor2d(data.subarray(0, T * S), [T, S]);
     return Array<tf.Tensor2D>(B).fill(one);
   }

@@ -54,6 +54,15 @@ export interface KVCache {
   reserve?: number;
 }
 
+/**
+ * Several sequences with a shared prefix packed into each row (training only): the RoPE position of every token and
+ * its segment (0 = the shared prefix, seen by all; k > 0 = one sequence, seen only by itself). See attentionBiasData.
+ */
+export interface PackedRows {
+  positions: number[][];
+  segments: number[][];
+}
+
 export interface ForwardOptions {
   /** RoPE position of every input token, [B][T]; default: cache length + t. */
   positions?: number[][];
@@ -270,12 +279,12 @@ export class QwenModel {
    * `loss`, so it works inside tf.variableGrads on every backend). `keyMask` masks right padding out of attention.
    * `temperature` T gives log softmax(logits / T)[target]: the policy that sampled at temperature T (as VeRL's actor).
    */
-  tokenLogprobs(ids: number[][], targets: number[][], keyMask?: number[][], temperature = 1): tf.Tensor2D {
+  tokenLogprobs(ids: number[][], targets: number[][], keyMask?: number[][], temperature = 1, pack?: PackedRows): tf.Tensor2D {
     if (!(temperature > 0)) throw new Error(`tokenLogprobs: temperature must be > 0, got ${temperature}`);
     return tf.tidy(() => {
       const B = ids.length;
       const T = ids[0]?.length ?? 0;
-      return tf.reshape(this.logprobs(ids, targets, keyMask, temperature), [B, T]) as tf.Tensor2D;
+      return tf.reshape(this.logprobs(ids, targets, keyMask, temperature, pack), [B, T]) as tf.Tensor2D;
     });
   }
 
@@ -284,18 +293,18 @@ export class QwenModel {
    * graphs on, the stack graph with the head (embedding lookup eager, everything after it two graph runs), else the
    * final-normed hidden states, then the head.
    */
-  private logprobs(ids: number[][], targets: number[][], keyMask?: number[][], temperature = 1): tf.Tensor1D {
+  private logprobs(ids: number[][], targets: number[][], keyMask?: number[][], temperature = 1, pack?: PackedRows): tf.Tensor1D {
     if (isNative() && !usingReferenceOps()) {
-      const viaGraph = this.graphLogprobs(ids, targets, keyMask, temperature);
+      const viaGraph = this.graphLogprobs(ids, targets, keyMask, temperature, pack);
       if (viaGraph) return viaGraph;
     }
     // logits / T = (final-normed hidden / T) · headᵀ.
-    const hidden = this.hidden(ids, undefined, keyMask);
+    const hidden = this.hidden(ids, pack?.positions, keyMask, pack?.segments);
     return this.targetLogprobs(temperature === 1 ? hidden : tf.div(hidden, temperature), targets.flat());
   }
 
   /** logprobs through the stack graph with the head (right-padded to graphLength(T), as nativeStack); null without one. */
-  private graphLogprobs(ids: number[][], targets: number[][], keyMask?: number[][], temperature = 1): tf.Tensor1D | null {
+  private graphLogprobs(ids: number[][], targets: number[][], keyMask?: number[][], temperature = 1, pack?: PackedRows): tf.Tensor1D | null {
     if (this.training.stackGraphCache() === null) return null;
     const d = this.dims;
     const B = ids.length;
@@ -305,7 +314,7 @@ export class QwenModel {
     if (!graph) return null;
     this.native.releaseFused();
     const pad = (row: number[]): number[] => (Tg === T ? row : [...row, ...new Array<number>(Tg - T).fill(0)]);
-    const ctx = this.training.layerContext(B, Tg, undefined, keyMask?.map(pad));
+    const ctx = this.training.layerContext(B, Tg, pack?.positions.map(pad), keyMask?.map(pad), pack?.segments.map(pad));
     const embed = this.w<tf.Rank.R2>('model.embed_tokens.weight');
     const x = embeddingLookup(embed, ids.flatMap(pad));
     const head = d.tied ? embed : this.w<tf.Rank.R2>('lm_head.weight');
@@ -343,19 +352,19 @@ export class QwenModel {
    * Final-normed hidden states [B·T, hidden] through the trainable path (no cache). Leaves the inference weights of
    * the native path behind (they would be stale after the update this is for, and cost memory while training).
    */
-  private hidden(ids: number[][], positions?: number[][], keyMask?: number[][]): tf.Tensor2D {
+  private hidden(ids: number[][], positions?: number[][], keyMask?: number[][], segments?: number[][]): tf.Tensor2D {
     this.native.releaseFused();
     const d = this.dims;
     const finalNorm = this.w<tf.Rank.R1>('model.norm.weight');
     const native = isNative();
-    if (native && !usingReferenceOps()) return rmsNorm(this.nativeStack(ids, positions, keyMask), finalNorm, d.eps);
+    if (native && !usingReferenceOps()) return rmsNorm(this.nativeStack(ids, positions, keyMask, segments), finalNorm, d.eps);
     const B = ids.length;
     const T = ids[0]!.length;
     const { cos, sin } = ropeTables(this.positionsOf(B, T, 0, positions), d.headDim, d.ropeTheta);
     const cosT = tf.tensor2d(cos, [B * T, d.headDim]);
     const sinT = tf.tensor2d(sin, [B * T, d.headDim]);
     let x = embeddingLookup(this.w<tf.Rank.R2>('model.embed_tokens.weight'), ids.flat());
-    const bias = native ? tf.tensor4d(attentionBiasData(B, T, 0, T, keyMask), [B, 1, T, T]) : attentionBiasPerSequence(B, T, 0, keyMask);
+    const bias = native ? tf.tensor4d(attentionBiasData(B, T, 0, T, keyMask, segments), [B, 1, T, T]) : attentionBiasPerSequence(B, T, 0, keyMask, segments);
     for (const L of this.layerVars) {
       // A tidy per layer frees what the gradient tape did not save as soon as the layer is done.
       x = tf.tidy(() => this.block(x, L, B * T, cosT, sinT, (q, k, v) =>
@@ -370,14 +379,14 @@ export class QwenModel {
    * few graphs serve every length (causal attention: the padding changes no real position's result or gradient);
    * else layer by layer, one customGrad each (layer.ts).
    */
-  private nativeStack(ids: number[][], positions?: number[][], keyMask?: number[][]): tf.Tensor2D {
+  private nativeStack(ids: number[][], positions?: number[][], keyMask?: number[][], segments?: number[][]): tf.Tensor2D {
     const d = this.dims;
     const B = ids.length;
     const T = ids[0]!.length;
     const useGraph = this.training.stackGraphCache() !== null;
     const Tg = useGraph ? graphLength(T) : T;
     const pad = (row: number[]): number[] => (Tg === T ? row : [...row, ...new Array<number>(Tg - T).fill(0)]);
-    const ctx = this.training.layerContext(B, Tg, positions, keyMask?.map(pad));
+    const ctx = this.training.layerContext(B, Tg, positions?.map(pad), keyMask?.map(pad), segments?.map(pad));
     let x = embeddingLookup(this.w<tf.Rank.R2>('model.embed_tokens.weight'), ids.flatMap(pad));
     const graph = useGraph ? this.training.stackGraph(B, Tg) : null;
     if (graph) x = this.training.stackThroughGraph(graph, x, ctx);

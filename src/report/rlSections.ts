@@ -18,7 +18,7 @@ export function rlSection(d: ReportData): string {
       ),
     ),
   );
-  const optional = (key: 'kl' | 'loss', title: string, yLabel: string): void => {
+  const optional = (key: 'kl' | 'loss' | 'logprobGap', title: string, yLabel: string): void => {
     const series = groups
       .map((g) => ({ name: g.name, points: g.rows.filter((r) => r[key] !== undefined).map((r) => [r.step, r[key]!] as const) }))
       .filter((s) => s.points.length > 0);
@@ -26,6 +26,7 @@ export function rlSection(d: ReportData): string {
   };
   optional('kl', 'KL to the reference policy per RL step', 'KL');
   optional('loss', 'Policy loss per RL step', 'loss');
+  optional('logprobGap', 'Sampler/trainer log-probability gap per RL step (mean |Δ log p| over the sampled tokens)', '|Δ log p|');
 
   const summary = groups.map((g) => {
     const first = g.rows[0]!;
@@ -61,13 +62,14 @@ export function rlSection(d: ReportData): string {
     formatInt(r.failedSamples),
     r.kl === undefined ? '–' : formatNumber(r.kl),
     r.loss === undefined ? '–' : formatNumber(r.loss),
+    r.logprobGap === undefined ? '–' : `${formatNumber(r.logprobGap)} <span class="muted">max ${formatNumber(r.logprobGapMax ?? r.logprobGap)}</span>`,
     formatInt(r.judgeCalls),
     formatInt(r.cacheHits),
     r.tokens === undefined ? '–' : formatInt(r.tokens),
   ];
   parts.push(
     `<details>\n<summary>All ${formatInt(steps.length)} RL steps</summary>\n${table(
-      [...textCols('series'), ...numCols('step', 'reward', 'std', 'rollouts', 'failed', 'KL', 'loss', 'judge calls', 'cache hits', 'tokens')],
+      [...textCols('series'), ...numCols('step', 'reward', 'std', 'rollouts', 'failed', 'KL', 'loss', 'log p gap', 'judge calls', 'cache hits', 'tokens')],
       groups.flatMap((g) => g.rows.map(stepRow)),
     )}\n</details>`,
   );

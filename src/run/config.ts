@@ -258,11 +258,19 @@ export const RlConfig = z.object({
     temperature: z.number().min(0).max(2).default(1).describe('Sampling temperature of the policy.'),
     topP: z.number().gt(0).max(1).default(1).describe('Nucleus sampling threshold of the policy.'),
     /**
-     * Prompt tokens per generation call (the live episodes of a round are split into calls of at most this many).
-     * Measured on wasm with the demo policy: the prefill of 8 × 900 tokens peaks near 2 GB of the 4 GiB heap.
+     * Prompt tokens (whole batch) per prefill forward call: a round's live episodes decode in one loop (issue 29),
+     * their prefill in pieces of about this many tokens. Measured on wasm with the demo policy: the prefill of
+     * 8 × 900 tokens at once peaks near 2 GB of the 4 GiB heap.
      */
     maxBatchTokens: z.number().int().positive().default(4096)
-      .describe('Prompt tokens per generation call (the live episodes of a round are split into calls of at most this many).'),
+      .describe('Prompt tokens (whole batch) per prefill forward call; the live episodes of a round decode in one loop.'),
+    /**
+     * KV cache budget of one decoding loop: the live episodes of a round that do not fit are decoded in a second loop
+     * after the first (src/model/decodePool.ts). SmolLM2-135M holds 46 KB per token: 32 episodes of 1,500 tokens
+     * need about 2.2 GB.
+     */
+    kvCacheMiB: z.number().int().positive().default(2048)
+      .describe('KV cache budget (MiB) of one decoding loop; episodes beyond it decode in another loop, one after the other.'),
     /** Drop prompts whose rendered length exceeds maxModelLen − this (reference: max_prompt_length − 500). */
     promptMargin: z.number().int().min(0).default(128)
       .describe('Drop prompts whose rendered length exceeds maxModelLen − this (reference: max_prompt_length − 500).'),

@@ -160,7 +160,7 @@ async function readStoredModel(store: ObjectStore, ref: z.infer<typeof PolicyRef
     let tok: ChatTokenizer | undefined;
     if (ref.kind === 'hf') {
       const tj = await optionalJson(store, `${ref.prefix}/tokenizer.json`);
-      if (tj && !tokenizerDir) tok = new ChatTokenizer(tj, (await optionalJson(store, `${ref.prefix}/tokenizer_config.json`)) ?? {});
+      if (tj && !tokenizerDir) tok = new ChatTokenizer(tj, (await optionalJson(store, `${ref.prefix}/tokenizer_config.json`)) ?? {}, (await optionalJson(store, `${ref.prefix}/generation_config.json`)) ?? {});
     }
     if (!tok) {
       if (!tokenizerDir) throw ApplicationFailure.nonRetryable('the policy folder has no tokenizer.json: give tokenizerDir', 'BadInput');

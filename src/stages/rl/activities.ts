@@ -179,6 +179,7 @@ export function createRlActivities(deps: ActivityDeps) {
           ...(input.episodeSeeds ? { episodeSeeds: true } : {}),
           salt: `${input.folder}/p${input.phase}`,
           onRound: (round, live) => heartbeat({ phase: input.phase, round, live }),
+          onCounts: (c) => log(`rlRollout ${input.folder} phase ${input.phase}: tokens prefilled ${c.prefilled}, reused ${c.reused}, shared prompt ${c.shared}, decoded ${c.decoded}`),
           onDecodeStep: (step) => {
             if (signal?.aborted) throw new Error('cancelled');
             heartbeat({ phase: input.phase, decodeStep: step });
@@ -292,7 +293,7 @@ export function createRlActivities(deps: ActivityDeps) {
           // A misaligned batch stays misaligned on every retry.
           throw e instanceof ApplicationFailure ? e : ApplicationFailure.nonRetryable((e as Error).message, 'BadInput');
         }
-        const batch: GrpoSequence[] = rollouts.map((r, i) => ({ tokens: r.tokens, spans: spans[i]! }));
+        const batch: GrpoSequence[] = rollouts.map((r, i) => ({ tokens: r.tokens, spans: spans[i]!, sampled: r.logprobs }));
         // Take the policy out of the cache: it is about to be mutated.
         let model = policies.take(input.policy);
         const reference = input.hp.klCoef > 0 ? await policies.get(input.reference) : undefined;
@@ -345,6 +346,7 @@ export function createRlActivities(deps: ActivityDeps) {
           clipFrac: metrics.clipFrac,
           gradNorm: metrics.gradNorm,
           policyTokens: metrics.policyTokens,
+          ...(metrics.logprobGap ? { logprobGap: metrics.logprobGap } : {}),
           trainSeconds,
           checkpointSeconds: 0,
           weightsSha256: '',

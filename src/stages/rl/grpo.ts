@@ -25,11 +25,12 @@
 import * as tf from '@tensorflow/tfjs';
 import { AdamW, type AdamWState } from '../../model/optim/adamw';
 import { accumulateGradients, yieldToEventLoop } from '../../model/optim/accumulate';
+import type { PackedRows } from '../../model/qwen';
 
 /** What the update needs of a policy (QwenModel satisfies it). */
 export interface PolicyModel {
   namedVariables(): Map<string, tf.Variable>;
-  tokenLogprobs(ids: number[][], targets: number[][], keyMask?: number[][], temperature?: number): tf.Tensor2D;
+  tokenLogprobs(ids: number[][], targets: number[][], keyMask?: number[][], temperature?: number, pack?: PackedRows): tf.Tensor2D;
 }
 
 export interface GrpoLossConfig {
@@ -83,6 +84,8 @@ export interface GrpoSequence {
   tokens: readonly number[];
   /** [start, end) spans of policy tokens in `tokens`, each with the advantage of all its tokens. */
   spans: readonly { start: number; end: number; advantage: number }[];
+  /** The sampler's log-probability of each span token, spans in order (for `logprobGap`; left out when absent or misaligned). */
+  sampled?: readonly number[];
 }
 
 export interface GrpoStepConfig extends GrpoLossConfig {
@@ -92,6 +95,11 @@ export interface GrpoStepConfig extends GrpoLossConfig {
   padId: number;
   /** The rollouts' sampling temperature: log-probabilities (policy and reference) are of softmax(logits / T). Default 1. */
   temperature?: number;
+  /**
+   * Sequences of a micro-batch that share a prompt are packed into one row, the prompt computed once (`packGrpo`);
+   * default true. The same loss and gradients as one row each, up to float rounding.
+   */
+  pack?: boolean;
 }
 
 export interface GrpoStepMetrics {
@@ -104,16 +112,29 @@ export interface GrpoStepMetrics {
   sequences: number;
   /** Sequences with a non-zero advantage somewhere (the ones that carry gradient). */
   activeSequences: number;
+  /**
+   * |sampler log p − trainer log p| over the sampled tokens, at the sampling temperature (trainer = the policy that
+   * sampled: the updated one, or the behaviour policy one step off): how far the KV-cache sampling path and the
+   * training path disagree. Absent when no sequence brought its sampler log-probabilities.
+   */
+  logprobGap?: LogprobGap;
   ms: number;
 }
 
+export interface LogprobGap {
+  mean: number;
+  max: number;
+  tokens: number;
+}
+
 /** Inputs of position t predict token t+1: ids = tokens[0..n-2], targets = tokens[1..n-1]; target mask from spans. */
-export function collateGrpo(batch: readonly GrpoSequence[], padId: number): { ids: number[][]; targets: number[][]; mask: number[][]; adv: number[][]; tokens: number } {
+export function collateGrpo(batch: readonly GrpoSequence[], padId: number): { ids: number[][]; targets: number[][]; mask: number[][]; adv: number[][]; tokens: number; sampled: (number | undefined)[][] } {
   const T = Math.max(1, ...batch.map((s) => s.tokens.length - 1));
   const ids: number[][] = [];
   const targets: number[][] = [];
   const mask: number[][] = [];
   const adv: number[][] = [];
+  const sampled: (number | undefined)[][] = [];
   let tokens = 0;
   for (const seq of batch) {
     const n = seq.tokens.length;
@@ -121,24 +142,126 @@ export function collateGrpo(batch: readonly GrpoSequence[], padId: number): { id
     const tgt = Array<number>(T).fill(padId);
     const m = Array<number>(T).fill(0);
     const a = Array<number>(T).fill(0);
+    const s = Array<number | undefined>(T).fill(undefined);
+    const own = seq.sampled && seq.sampled.length === seq.spans.reduce((x, sp) => x + Math.max(0, sp.end - sp.start), 0) ? seq.sampled : undefined;
+    let j = 0;
     for (let t = 0; t < n - 1; t++) {
       row[t] = seq.tokens[t]!;
       tgt[t] = seq.tokens[t + 1]!;
     }
     for (const span of seq.spans) {
       // Token k (k ≥ 1) is predicted at input position k − 1.
-      for (let k = Math.max(span.start, 1); k < Math.min(span.end, n); k++) {
+      for (let k = span.start; k < span.end; k++, j++) {
+        if (k < 1 || k >= n) continue;
         m[k - 1] = 1;
         a[k - 1] = span.advantage;
+        if (own) s[k - 1] = own[j];
         tokens++;
       }
     }
+    sampled.push(s);
     ids.push(row);
     targets.push(tgt);
     mask.push(m);
     adv.push(a);
   }
-  return { ids, targets, mask, adv, tokens };
+  return { ids, targets, mask, adv, tokens, sampled };
+}
+
+/** Adds |trainer − sampler| over the positions whose sampler log-probability is known. `trainer` is [B, T] row-major. */
+function addGap(gap: { sum: number; max: number; tokens: number }, trainer: ArrayLike<number>, sampled: readonly (number | undefined)[][], T: number): void {
+  sampled.forEach((row, b) => row.forEach((s, t) => {
+    if (s === undefined) return;
+    const d = Math.abs(trainer[b * T + t]! - s);
+    gap.sum += d;
+    gap.max = Math.max(gap.max, d);
+    gap.tokens++;
+  }));
+}
+
+/** A collated micro-batch: rows of ids and targets, the policy-token mask, advantages, sampler log-probabilities. */
+export interface GrpoRows {
+  ids: number[][];
+  targets: number[][];
+  mask: number[][];
+  adv: number[][];
+  tokens: number;
+  sampled: (number | undefined)[][];
+  /** Positions and segments of packed rows (absent: one sequence per row). */
+  pack?: PackedRows;
+}
+
+/** How many leading tokens `seqs` share before any policy token (the prompt), at most each one's first span start. */
+function sharedPrefix(seqs: readonly GrpoSequence[]): number {
+  let n = Math.min(...seqs.map((s) => Math.min(s.tokens.length, ...s.spans.filter((sp) => sp.end > sp.start).map((sp) => sp.start))));
+  const first = seqs[0]!.tokens;
+  for (const s of seqs.slice(1)) {
+    let k = 0;
+    while (k < n && s.tokens[k] === first[k]) k++;
+    n = k;
+  }
+  return n;
+}
+
+/**
+ * The micro-batch with each run of consecutive sequences that share a prompt packed into one row (GRPO's G samples of
+ * a prompt: verl and slime pack a group the same way): the shared prompt but its last token once (segment 0,
+ * positions 0…L−2), then each sequence from the prompt's last token on (segment k, positions from L−1), attending to
+ * the prompt and to itself only. Every sequence's tokens keep their positions and their context, so each policy token's
+ * log-probability, and the loss and gradients, are those of one row per sequence; the prompt's forward and backward
+ * run once instead of G times. A sequence whose prompt is shared with none gets a row as in `collateGrpo`.
+ */
+export function packGrpo(batch: readonly GrpoSequence[], padId: number): GrpoRows {
+  const runs: GrpoSequence[][] = [];
+  for (const s of batch) {
+    const last = runs[runs.length - 1];
+    if (last && sharedPrefix([last[0]!, s]) >= 2 && sharedPrefix([...last, s]) >= 2) last.push(s);
+    else runs.push([s]);
+  }
+  type Row = { ids: number[]; targets: number[]; mask: number[]; adv: number[]; sampled: (number | undefined)[]; positions: number[]; segments: number[] };
+  const rows: Row[] = [];
+  let tokens = 0;
+  for (const run of runs) {
+    const L = run.length > 1 ? sharedPrefix(run) : 1;
+    const row: Row = { ids: [], targets: [], mask: [], adv: [], sampled: [], positions: [], segments: [] };
+    const first = run[0]!.tokens;
+    for (let t = 0; t < L - 1; t++) {
+      row.ids.push(first[t]!);
+      row.targets.push(first[t + 1]!);
+      row.mask.push(0);
+      row.adv.push(0);
+      row.sampled.push(undefined);
+      row.positions.push(t);
+      row.segments.push(0);
+    }
+    run.forEach((seq, k) => {
+      const one = collateGrpo([seq], padId);
+      const n = seq.tokens.length - 1;
+      for (let t = L - 1; t < n; t++) {
+        row.ids.push(one.ids[0]![t]!);
+        row.targets.push(one.targets[0]![t]!);
+        row.mask.push(one.mask[0]![t]!);
+        row.adv.push(one.adv[0]![t]!);
+        row.sampled.push(one.sampled[0]![t]);
+        row.positions.push(t);
+        row.segments.push(run.length > 1 ? k + 1 : 0);
+      }
+      tokens += one.tokens;
+    });
+    rows.push(row);
+  }
+  const T = Math.max(1, ...rows.map((r) => r.ids.length));
+  const fill = <X>(xs: X[], v: X): X[] => [...xs, ...Array<X>(T - xs.length).fill(v)];
+  return {
+    ids: rows.map((r) => fill(r.ids, padId)),
+    targets: rows.map((r) => fill(r.targets, padId)),
+    mask: rows.map((r) => fill(r.mask, 0)),
+    adv: rows.map((r) => fill(r.adv, 0)),
+    tokens,
+    sampled: rows.map((r) => fill(r.sampled, undefined)),
+    // Right padding: causal attention keeps it out of every real position.
+    pack: { positions: rows.map((r) => fill(r.positions, 0)), segments: rows.map((r) => fill(r.segments, 0)) },
+  };
 }
 
 /** The policy update: AdamW over the model's variables, one optimizer step per call. */
@@ -166,29 +289,34 @@ export class GrpoTrainer {
    */
   async step(batch: readonly GrpoSequence[], cfg: GrpoStepConfig, onMicro?: (done: number, total: number) => void, behaviour?: PolicyModel): Promise<GrpoStepMetrics> {
     const t0 = Date.now();
-    const seqs = batch.filter((s) => s.spans.some((sp) => sp.end > sp.start));
-    const total = seqs.reduce((n, s) => n + collateGrpo([s], cfg.padId).tokens, 0);
+    const withTokens = batch.filter((s) => s.spans.some((sp) => sp.end > sp.start));
+    const total = withTokens.reduce((n, s) => n + collateGrpo([s], cfg.padId).tokens, 0);
+    // A sequence whose advantage is 0 everywhere adds nothing to the loss or the gradients when there is no KL term
+    // (pg = −A·ratio = 0, also clipped): its tokens count in the token mean (`total`) but it is not computed.
+    const seqs = cfg.klCoef > 0 && this.reference ? withTokens : withTokens.filter((s) => s.spans.some((sp) => sp.advantage !== 0));
     const sums = new Map<string, tf.Tensor>();
     let pgTotal = 0;
     let klTotal = 0;
     let clippedTotal = 0;
+    const gap = { sum: 0, max: 0, tokens: 0 };
     const micro = Math.max(1, cfg.microBatch);
     const chunks = Math.ceil(seqs.length / micro);
     for (let k = 0; k < chunks; k++) {
       const part = seqs.slice(k * micro, (k + 1) * micro);
-      const b = collateGrpo(part, cfg.padId);
+      const b: GrpoRows = cfg.pack === false ? collateGrpo(part, cfg.padId) : packGrpo(part, cfg.padId);
       if (b.tokens === 0) continue;
-      const refLogp = cfg.klCoef > 0 && this.reference ? this.reference.tokenLogprobs(b.ids, b.targets, undefined, cfg.temperature ?? 1) : undefined;
-      const behaviourLogp = behaviour?.tokenLogprobs(b.ids, b.targets, undefined, cfg.temperature ?? 1);
+      const refLogp = cfg.klCoef > 0 && this.reference ? this.reference.tokenLogprobs(b.ids, b.targets, undefined, cfg.temperature ?? 1, b.pack) : undefined;
+      const behaviourLogp = behaviour?.tokenLogprobs(b.ids, b.targets, undefined, cfg.temperature ?? 1, b.pack);
       let pgV = 0;
       let klV = 0;
       let clV = 0;
       const { value, grads } = tf.variableGrads(() => {
         const maskT = tf.tensor2d(b.mask);
         const advT = tf.tensor2d(b.adv);
-        const logp = this.policy.tokenLogprobs(b.ids, b.targets, undefined, cfg.temperature ?? 1);
+        const logp = this.policy.tokenLogprobs(b.ids, b.targets, undefined, cfg.temperature ?? 1, b.pack);
         // A constant copy: the tape does not connect it to the weights (tfjs has no stopGradient).
         const old = behaviourLogp ?? tf.tensor2d(logp.dataSync(), logp.shape);
+        addGap(gap, old.dataSync(), b.sampled, logp.shape[1]);
         const terms = policyLossTerms(logp, old, refLogp, advT, maskT, cfg);
         pgV = terms.pgSum.dataSync()[0]!;
         klV = terms.klSum.dataSync()[0]!;
@@ -216,9 +344,17 @@ export class GrpoTrainer {
       clipFrac: clippedTotal / n,
       gradNorm,
       policyTokens: total,
-      sequences: seqs.length,
-      activeSequences: seqs.filter((s) => s.spans.some((sp) => sp.advantage !== 0)).length,
+      sequences: withTokens.length,
+      activeSequences: withTokens.filter((s) => s.spans.some((sp) => sp.advantage !== 0)).length,
+      ...(gap.tokens > 0 ? { logprobGap: { mean: gap.sum / gap.tokens, max: gap.max, tokens: gap.tokens } } : {}),
       ms: Date.now() - t0,
     };
   }
+}
+
+/** "sampler/trainer log p gap: mean …, max … over N tokens" from a step row, or undefined (rows recorded before it). */
+export function logprobGapLine(row: Record<string, unknown> | undefined): string | undefined {
+  const g = row?.['logprobGap'] as { mean?: number; max?: number; tokens?: number } | undefined;
+  if (g?.mean === undefined || g.max === undefined) return undefined;
+  return `sampler/trainer log p gap: mean ${g.mean.toExponential(2)}, max ${g.max.toExponential(2)} over ${g.tokens ?? '?'} sampled tokens`;
 }

@@ -8,7 +8,8 @@
  * `applyTurnDecisions` (after the judge) continues an episode with the next reference user message, or ends it.
  *
  * Token bookkeeping (§8.1): the sequence is the policy's context exactly as it was fed: the prompt rendered with
- * the chat template; each generation's ids + `<|im_end|>` (if absent) + `\n` (policy tokens, one segment); then the
+ * the chat template; each generation's ids (the policy tokens: one segment, the stop id it sampled included) +
+ * `<|im_end|>` (if it did not end with it) + `\n` (context, not trained); then the
  * template's rendering of the messages appended since (tool results, the next user message) with the generation
  * prompt, as a text delta of two renders (the template is prefix-stable, src/chat/tokenize.ts).
  *
@@ -25,7 +26,8 @@ import type { Example } from '../../kernel/schema';
 import { assistantContentFromIds, completeAssistantIds, promptIds, type ChatTokenizer } from '../../chat/tokenize';
 import { renderChat } from '../../chat/template';
 import { errorToolCallText, parseToolCalls } from '../../chat/toolCalls';
-import { generateAsync } from '../../model/generate';
+import { DecodePool } from '../../model/decodePool';
+import type { DecodeCounts } from '../../model/decodeSession';
 import type { QwenModel } from '../../model/qwen';
 import type { ChecklistVariant } from '../checklist/schema';
 import { turnSpans } from '../checklist/steps';
@@ -43,11 +45,16 @@ export interface RolloutLimits {
   temperature: number;
   topP: number;
   /**
-   * Prompt tokens per generation call: the live episodes of a round are generated together, in as few calls as
-   * this allows (the prefill of a whole batch at once can exceed the wasm backend's 4 GiB heap).
+   * Prompt tokens (whole batch) per prefill forward call: the live episodes of a round are generated in one decoding
+   * loop; their prefill runs in pieces of about this many tokens (a whole batch's prefill at once can exceed the
+   * wasm backend's 4 GiB heap, and one long call blocks heartbeats).
    */
   maxBatchTokens?: number;
+  /** KV cache budget of one decoding loop, MiB: more live episodes than fit are decoded in several loops, one after the other. */
+  kvCacheMiB?: number;
 }
+
+export const DEFAULT_KV_CACHE_MIB = 2048;
 
 /** What a tool call got from the environment (src/stages/rl/env/toolEnv.ts satisfies this). */
 export interface ToolAnswer {
@@ -131,6 +138,8 @@ export interface AdvanceOptions {
   episodeSeeds?: boolean;
   onRound?: (round: number, live: number) => void;
   onDecodeStep?: (step: number) => void;
+  /** Tokens prefilled, reused from a cache, saved by a shared prompt, and decoded in the call (once, at its end). */
+  onCounts?: (counts: DecodeCounts) => void;
 }
 
 /**
@@ -145,6 +154,18 @@ export async function advanceRollouts(
   env: ToolExecutor,
   opts: AdvanceOptions,
 ): Promise<Rollout[]> {
+  // The caches live for this call only: a retried activity, or one on another worker, starts from the same empty
+  // state, so it computes exactly what the first attempt did (same float rounding, same tokens). See docs/decisions.md.
+  const pool = new DecodePool(model, (opts.limits.kvCacheMiB ?? DEFAULT_KV_CACHE_MIB) * 2 ** 20);
+  try {
+    return await advance(rollouts, examples, pool, tok, env, opts);
+  } finally {
+    opts.onCounts?.(pool.counts);
+    pool.dispose();
+  }
+}
+
+async function advance(rollouts: Rollout[], examples: ReadonlyMap<string, Example>, pool: DecodePool, tok: ChatTokenizer, env: ToolExecutor, opts: AdvanceOptions): Promise<Rollout[]> {
   const { limits } = opts;
   for (let round = 0; ; round++) {
     const live = rollouts.filter((r) => r.status === 'generate');
@@ -158,37 +179,27 @@ export async function advanceRollouts(
       else batch.push({ r, budget });
     }
     if (batch.length === 0) continue;
-    // Chunks of at most maxBatchTokens prompt tokens (at least one sequence each), generated one after the other.
-    const chunks: (typeof batch)[] = [];
-    let used = Infinity;
-    for (const b of batch) {
-      if (used + b.r.tokens.length > (limits.maxBatchTokens ?? Infinity) || chunks.length === 0) {
-        chunks.push([]);
-        used = 0;
-      }
-      chunks[chunks.length - 1]!.push(b);
-      used += b.r.tokens.length;
-    }
-    const gen = { tokens: [] as number[][], logprobs: [] as number[][] };
-    for (const [c, chunk] of chunks.entries()) {
-      const out = await generateAsync(model, chunk.map((b) => b.r.tokens), {
-        maxNewTokens: Math.max(...chunk.map((b) => b.budget)),
-        temperature: limits.temperature,
-        topP: limits.topP,
-        stopTokens: [tok.special.imEnd],
-        seed: mixSeed(opts.seed, round * 1009 + c),
-        ...(opts.episodeSeeds ? { seeds: chunk.map((b) => episodeSeed(opts.seed, b.r.id, b.r.generations)) } : {}),
-        padId: tok.special.pad,
-        ...(opts.onDecodeStep ? { onStep: opts.onDecodeStep } : {}),
-      });
-      gen.tokens.push(...out.tokens);
-      gen.logprobs.push(...out.logprobs);
-    }
+    // One decoding loop for the round: each episode's cache goes on from the last round (or activity), a group's
+    // shared prompt is prefilled once (src/model/decodeSession.ts); maxBatchTokens sizes the prefill's pieces.
+    const gen = await pool.decode(batch.map(({ r, budget }) => ({
+      key: r.id,
+      tokens: r.tokens,
+      maxNewTokens: budget,
+      ...(opts.episodeSeeds ? { seed: episodeSeed(opts.seed, r.id, r.generations) } : {}),
+    })), {
+      temperature: limits.temperature,
+      topP: limits.topP,
+      stopTokens: tok.stopIds,
+      seed: mixSeed(opts.seed, round * 1009),
+      padId: tok.special.pad,
+      ...(limits.maxBatchTokens ? { prefillChunkTokens: limits.maxBatchTokens } : {}),
+      ...(opts.onDecodeStep ? { onStep: opts.onDecodeStep } : {}),
+    });
     await Promise.all(
-      batch.map(async ({ r, budget }, i) => {
-        const ids = gen.tokens[i]!.slice(0, budget);
-        const lps = gen.logprobs[i]!.slice(0, budget);
-        const finished = ids[ids.length - 1] === tok.special.imEnd;
+      batch.map(async ({ r }, i) => {
+        const ids = gen.tokens[i]!;
+        const lps = gen.logprobs[i]!;
+        const finished = ids.length > 0 && tok.stopIds.includes(ids[ids.length - 1]!);
         await afterGeneration(r, ids, lps, finished, tok, env, limits, `${opts.salt}/${r.id}/g${r.generations}`);
       }),
     );
@@ -207,9 +218,11 @@ async function afterGeneration(
 ): Promise<void> {
   const stored = completeAssistantIds(ids, tok);
   const content = assistantContentFromIds(ids, tok);
-  r.segments.push({ message: r.messages.length, turn: r.turns - 1, start: r.tokens.length, end: r.tokens.length + stored.length });
+  // The segment is what the policy sampled: the `<|im_end|>` added to a cut generation and the `\n` after it stay in
+  // the context but get no loss and no advantage.
+  r.segments.push({ message: r.messages.length, turn: r.turns - 1, start: r.tokens.length, end: r.tokens.length + ids.length });
   r.tokens.push(...stored);
-  r.logprobs.push(...lps, ...Array<number>(stored.length - lps.length).fill(0));
+  r.logprobs.push(...lps);
   r.messages.push({ role: 'assistant', content });
   r.generations++;
   if (!finished) return end(r, 'length');

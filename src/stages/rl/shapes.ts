@@ -141,6 +141,8 @@ export const RlTrainResult = z.object({
   clipFrac: z.number(),
   gradNorm: z.number(),
   policyTokens: z.number().int(),
+  /** |sampler − trainer| log-probability over the sampled tokens (absent in results recorded before issue 29). */
+  logprobGap: z.object({ mean: z.number(), max: z.number(), tokens: z.number().int() }).optional(),
   trainSeconds: z.number(),
   checkpointSeconds: z.number(),
   weightsSha256: z.string(),

@@ -59,7 +59,11 @@ export const Rollout = z.object({
   messages: z.array(Message),
   /** Token ids of the whole conversation as the policy saw it (prompt, generations, tool and user insertions). */
   tokens: z.array(z.number().int().nonnegative()),
-  /** Log-probabilities of the policy tokens under the sampling policy, concatenated over segments in order. */
+  /**
+   * Log-probabilities of the policy tokens under the sampling policy, concatenated over segments in order: one per
+   * segment token, of softmax(logits / T) at the sampling temperature (since issue 29; before, of the raw distribution,
+   * with zeros for the `<|im_end|>\n` then counted in segments).
+   */
   logprobs: z.array(z.number()),
   segments: z.array(Segment),
   /** User turns reached (1 + replayed user messages). */

@@ -384,6 +384,7 @@ export async function rlWorkflow(input: RlWorkflowInput): Promise<RlResult> {
       kl: train.kl,
       clipFrac: train.clipFrac,
       gradNorm: train.gradNorm,
+      ...(train.logprobGap ? { logprobGap: train.logprobGap } : {}),
       reusedCheckpoint: train.reused,
       ...(chunkPrompts > 0 ? { chunks: ep.chunks } : {}),
       ...(oneStepOff ? { staleness: policyStep(state.policy) - policyStep(ep.behaviour) } : {}),

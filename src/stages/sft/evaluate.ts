@@ -85,11 +85,11 @@ export async function generateToolCalls(
     const out = generate(model, batch.map((t) => promptIds(t.prompt, t.tools, tok)), {
       maxNewTokens: opts.maxNewTokens,
       temperature: 0,
-      stopTokens: [tok.special.imEnd],
+      stopTokens: [...tok.stopIds],
       padId: tok.special.pad,
     });
     batch.forEach((t, k) => {
-      const output = tok.decode(out.tokens[k] ?? []).replace(/<\|im_end\|>$/, '');
+      const output = tok.decode(tok.withoutStop(out.tokens[k] ?? []));
       samples.push({ uuid: t.uuid, expectedTool: t.expectedTool, output, ...scoreToolCall(output, t.expectedTool) });
     });
     opts.onProgress?.(samples.length);

@@ -3,7 +3,7 @@ import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import { test } from 'node:test';
 import { ASSISTANT_HEADER, CHAT_TEMPLATE, renderChat } from '../../../src/chat/template';
-import { assistantContentFromIds, chatSegments, completeAssistantIds, promptIds, tokenizeForTraining } from '../../../src/chat/tokenize';
+import { assistantContentFromIds, ChatTokenizer, chatSegments, completeAssistantIds, promptIds, tokenizeForTraining } from '../../../src/chat/tokenize';
 import { parseToolCalls } from '../../../src/chat/toolCalls';
 import type { Message } from '../../../src/kernel/schema';
 import { generateDemoDataset } from '../../../src/demo/generator';
@@ -146,4 +146,23 @@ test('promptIds ends with the assistant header; a generated call round-trips int
   // The stored sequence is what the template renders for that message (prompt + stored = render with the message).
   const withMsg = [...messages, { role: 'assistant', content }];
   assert.equal(tok.decode([...prompt, ...stored]), renderChat(withMsg, DIALOGUE.tools));
+});
+
+test('stop ids: <|im_end|>, the eos, generation_config\'s eos ids and <|endoftext|>; a generation ended by any of them keeps it as a sampled token, and its content drops it', () => {
+  const endOfText = tok.tokenToId('<|endoftext|>')!;
+  assert.deepEqual([...tok.stopIds].sort((a, b) => a - b), [tok.special.imEnd, endOfText].sort((a, b) => a - b));
+  const tj = JSON.parse(readFileSync(path.join(DEMO_TOKENIZER_DIR, 'tokenizer.json'), 'utf8')) as object;
+  const cfg = JSON.parse(readFileSync(path.join(DEMO_TOKENIZER_DIR, 'tokenizer_config.json'), 'utf8')) as Record<string, unknown>;
+  const other = tok.tokenToId('<tool_call>')!;
+  const withGeneration = new ChatTokenizer(tj, cfg, { eos_token_id: [other, 10 ** 9, 'x'] });
+  assert.ok(withGeneration.stopIds.includes(other), 'generation_config eos ids are stops');
+  assert.ok(!withGeneration.stopIds.includes(10 ** 9), 'ids outside the vocabulary are not');
+  const said = tok.encode('All done.');
+  for (const stop of tok.stopIds) {
+    const generated = [...said, stop];
+    assert.equal(assistantContentFromIds(generated, tok), 'All done.');
+    const stored = completeAssistantIds(generated, tok);
+    assert.deepEqual(stored, stop === tok.special.imEnd ? [...generated, tok.newlineId] : [...generated, tok.special.imEnd, tok.newlineId]);
+  }
+  assert.deepEqual(tok.withoutStop(said), said);
 });

@@ -151,7 +151,7 @@ export class ModelPolicy implements Policy {
       const out = await generateAsync(this.model, batch.map((i) => prompts[i]!), {
         maxNewTokens: this.opts.maxNewTokens,
         temperature: 0,
-        stopTokens: [this.tok.special.imEnd],
+        stopTokens: [...this.tok.stopIds],
         padId: this.tok.special.pad,
         onStep: () => {
           throwIfAborted(opts.signal);
@@ -160,7 +160,7 @@ export class ModelPolicy implements Policy {
       });
       batch.forEach((i, k) => {
         const ids = out.tokens[k] ?? [];
-        const text = this.tok.decode(ids).replace(/<\|im_end\|>$/, '');
+        const text = this.tok.decode(this.tok.withoutStop(ids));
         outputs[i] = { decoded: decodeQwenText(text), text, tokens: ids.length };
       });
       done += batch.length;

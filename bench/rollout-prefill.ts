@@ -1,0 +1,130 @@
+/**
+ * One RL step's rollouts on config/smollm2.yaml's shapes, generated the way the code before issue 29 did and the way
+ * it does now (issue 29, items 1–2): tokens prefilled, tokens decoded, seconds, peak RSS.
+ *
+ * - before: each round, the live episodes in calls of at most `maxBatchTokens` prompt tokens, one after the other,
+ *   each call prefilling every episode's whole context (`generateAsync`, as src/stages/rl/rollout.ts did);
+ * - after: one decoding loop per round (src/model/decodePool.ts): a group's prompt prefilled once, the next round
+ *   feeding only the new tokens.
+ *
+ * Two rounds, as an episode with one tool call: round 0 from the prompt, round 1 after a `--delta`-token tool result.
+ * The policy is SmolLM2-135M's shape with random weights (`--model DIR` loads an HF folder instead), so no sequence
+ * stops early: every episode generates `--new-tokens` per round (the worst case; a real policy stops sooner, which
+ * shrinks decoding, not prefill). Prompts are random ids of `--prompt-tokens` (±10 %).
+ *
+ *   npx tsx bench/rollout-prefill.ts [--prompts 4] [--group 8] [--prompt-tokens 850] [--new-tokens 160] [--delta 60] [--max-batch-tokens 16384] [--model DIR]
+ */
+import { cpus, loadavg } from 'node:os';
+import { parseArgs } from 'node:util';
+import { selectBackend } from '../src/model/backend';
+import { loadHfCheckpoint } from '../src/model/checkpoint';
+import type { QwenConfig } from '../src/model/config';
+import { DecodePool } from '../src/model/decodePool';
+import { generateAsync } from '../src/model/generate';
+import { QwenModel } from '../src/model/qwen';
+import { Rng } from '../src/model/random';
+
+const SMOL: QwenConfig = {
+  model_type: 'qwen2', vocab_size: 49152, hidden_size: 576, intermediate_size: 1536, num_hidden_layers: 30, num_attention_heads: 9,
+  num_key_value_heads: 3, rms_norm_eps: 1e-5, rope_theta: 100000, tie_word_embeddings: true, max_position_embeddings: 8192,
+  hidden_act: 'silu', initializer_range: 0.041666,
+};
+
+async function main(): Promise<void> {
+  const { values } = parseArgs({
+    options: {
+      prompts: { type: 'string', default: '4' },
+      group: { type: 'string', default: '8' },
+      'prompt-tokens': { type: 'string', default: '850' },
+      'new-tokens': { type: 'string', default: '160' },
+      delta: { type: 'string', default: '60' },
+      'max-batch-tokens': { type: 'string', default: '16384' },
+      model: { type: 'string' },
+      only: { type: 'string' },
+    },
+  });
+  const [P, G, L, N, D, M] = [values.prompts, values.group, values['prompt-tokens'], values['new-tokens'], values.delta, values['max-batch-tokens']].map(Number) as [number, number, number, number, number, number];
+  const backend = await selectBackend();
+  const model = values.model ? loadHfCheckpoint(values.model) : QwenModel.init(SMOL, 1);
+  const V = model.dims.vocab;
+  const rng = new Rng(3);
+  const ids = (n: number) => Array.from({ length: n }, () => 10 + Math.floor(rng.next() * (V - 10)));
+  const prompts = Array.from({ length: P }, () => ids(Math.round(L * (0.9 + 0.2 * rng.next()))));
+  const deltas = Array.from({ length: P * G }, () => ids(D));
+  const rows = prompts.flatMap((p, i) => Array.from({ length: G }, (_, m) => ({ key: `${i}#${m}`, tokens: p, seed: 100 * i + m })));
+  console.log(`rollout bench: ${P} prompts × ${G} samples, prompts ~${L} tokens, ${N} new tokens per round, tool result ${D} tokens; backend ${backend}; ${cpus().length} × ${cpus()[0]?.model.trim()}; load ${loadavg()[0]!.toFixed(1)}`);
+
+  let peak = 0;
+  const sampler = setInterval(() => (peak = Math.max(peak, process.memoryUsage().rss)), 200);
+  const results: Record<string, { prefilled: number[]; decoded: number[]; seconds: number[]; peakMiB: number }> = {};
+
+  const before = async () => {
+    const out = { prefilled: [] as number[], decoded: [] as number[], seconds: [] as number[], peakMiB: 0 };
+    let contexts = rows.map((r) => [...r.tokens]);
+    for (let round = 0; round < 2; round++) {
+      const t0 = Date.now();
+      // As rollout.ts did: calls of at most M prompt tokens, each a whole prefill.
+      const chunks: number[][] = [];
+      let used = Infinity;
+      contexts.forEach((c, b) => {
+        if (used + c.length > M || chunks.length === 0) {
+          chunks.push([]);
+          used = 0;
+        }
+        chunks[chunks.length - 1]!.push(b);
+        used += c.length;
+      });
+      const gen: number[][] = [];
+      for (const chunk of chunks) {
+        const r = await generateAsync(model, chunk.map((b) => contexts[b]!), { maxNewTokens: N, temperature: 1, seeds: chunk.map((b) => rows[b]!.seed + round), padId: 0 });
+        chunk.forEach((b, k) => (gen[b] = r.tokens[k]!));
+      }
+      out.seconds.push((Date.now() - t0) / 1000);
+      out.prefilled.push(contexts.reduce((n, c) => n + c.length, 0));
+      out.decoded.push(gen.reduce((n, g) => n + g.length, 0));
+      contexts = contexts.map((c, b) => [...c, ...gen[b]!, ...deltas[b]!]);
+    }
+    return out;
+  };
+
+  const after = async () => {
+    const out = { prefilled: [] as number[], decoded: [] as number[], seconds: [] as number[], peakMiB: 0 };
+    const pool = new DecodePool(model, 2048 * 2 ** 20);
+    let contexts = rows.map((r) => [...r.tokens]);
+    for (let round = 0; round < 2; round++) {
+      const t0 = Date.now();
+      const c0 = { ...pool.counts };
+      const r = await pool.decode(rows.map((row, b) => ({ key: row.key, tokens: contexts[b]!, maxNewTokens: N, seed: row.seed + round })), { temperature: 1, padId: 0, prefillChunkTokens: 4096 });
+      out.seconds.push((Date.now() - t0) / 1000);
+      const c1 = pool.counts;
+      // Prefilled: the prefill pieces plus the last context token each row feeds first.
+      out.prefilled.push(c1.prefilled - c0.prefilled + rows.length);
+      out.decoded.push(r.tokens.reduce((n, g) => n + g.length, 0));
+      contexts = contexts.map((c, b) => [...c, ...r.tokens[b]!, ...deltas[b]!]);
+    }
+    pool.dispose();
+    return out;
+  };
+
+  for (const [name, run] of [['before', before], ['after', after]] as const) {
+    if (values.only && values.only !== name) continue;
+    peak = 0;
+    const r = await run();
+    r.peakMiB = peak / 2 ** 20;
+    results[name] = r;
+    console.log(`${name}: prefilled ${r.prefilled.join(' + ')} tokens, decoded ${r.decoded.join(' + ')}, ${r.seconds.map((s) => s.toFixed(1)).join(' + ')} s, peak RSS ${r.peakMiB.toFixed(0)} MiB (load ${loadavg()[0]!.toFixed(1)})`);
+  }
+  clearInterval(sampler);
+  const b = results['before'];
+  const a = results['after'];
+  if (a && b) {
+    const sum = (xs: number[]) => xs.reduce((x, y) => x + y, 0);
+    console.log(`\n| ${new Date().toISOString().slice(0, 10)}, ${cpus()[0]?.model.trim()} ${cpus().length} cores | ${P}×${G}, prompt ~${L}, ${N} new/round, delta ${D} | before: ${sum(b.prefilled)} prefilled, ${sum(b.seconds).toFixed(0)} s, ${b.peakMiB.toFixed(0)} MiB | after: ${sum(a.prefilled)} prefilled (${(sum(a.prefilled) / sum(b.prefilled)).toFixed(3)}×), ${sum(a.seconds).toFixed(0)} s (${(sum(a.seconds) / sum(b.seconds)).toFixed(2)}×), ${a.peakMiB.toFixed(0)} MiB |`);
+  }
+  model.dispose();
+}
+
+main().catch((e) => {
+  console.error(e);
+  process.exit(1);
+});

@@ -1,0 +1,295 @@
+/**
+ * Decoding that computes each context token once (issue 29): what a serving engine's prefix cache and per-request KV
+ * cache do for multi-turn rollouts, in one process.
+ *
+ * A `DecodeSession` keeps the KV cache of the sequences it decoded last, one row per key (an episode id), and the
+ * tokens each row holds. `decodeSteps(session, requests)` generates a continuation for each request:
+ * - a request whose key has a row holding a prefix of its tokens feeds only the tokens after that prefix (the tool
+ *   results or the next user message, after the policy's own tokens): the conversation is not prefilled again;
+ * - requests without a usable row are prefilled from scratch, and requests with the same tokens (a group's G samples
+ *   of one prompt) share one prefill: its row is copied to each of them;
+ * - after the round the session holds the rows of this round's requests only (an ended episode's row is dropped).
+ * A row that does not match (another worker generated the previous turn, a restart, a retried activity) is simply
+ * prefilled again, so the result never depends on what the session held: the same tokens as `generate` on the whole
+ * contexts, up to float rounding of differently shaped matmuls.
+ *
+ * Log-probabilities are of softmax(logits / T) at the sampling temperature T (no top-p): what the trainer computes
+ * for the same tokens, so the two can be compared (`logprobGap`); greedy decoding (T = 0) gives the raw ones.
+ *
+ * Sampling is `generate`'s: per-request seeds, or one shared PRNG drawn in request order; stop ids; `maxNewTokens`
+ * per request (a sequence stops there, so its row holds exactly what it generated). The last generated token of a
+ * row is not fed (nothing needed its logits); the next round feeds it with the rest of the new tokens.
+ *
+ * Slots: each row keeps its slots where they were when rows from several sources are put together
+ * (./kvCache.ts `assembleCache`), with a per-row mask over the slots (`keyMask`), so pads and the slots of other
+ * rows' longer prompts are masked out; RoPE positions count each row's own tokens.
+ */
+import { assembleCache, kvBytesPerSlot, type CachePart } from './kvCache';
+import { isNative } from './native';
+import type { KVCache, QwenModel } from './qwen';
+import { PREFILL_CHUNK_TOKENS, sampleToken, logProbOf, type GenerateResult } from './generate';
+import { Rng } from './random';
+
+export interface DecodeRequest {
+  /** The row's identity across rounds (an episode id). Unique within a call. */
+  key: string;
+  /** The whole context; the continuation follows its last token. */
+  tokens: readonly number[];
+  maxNewTokens: number;
+  /** This request's own PRNG seed (otherwise the shared PRNG of `seed`). */
+  seed?: number;
+}
+
+export interface DecodeOptions {
+  /** 0 = greedy (default 1) */
+  temperature?: number;
+  topP?: number;
+  stopTokens?: readonly number[];
+  /** the shared PRNG's seed, for requests without their own */
+  seed?: number;
+  padId?: number;
+  /** tokens (whole batch) per prefill forward call (default PREFILL_CHUNK_TOKENS) */
+  prefillChunkTokens?: number;
+}
+
+/** Tokens through the model in the last calls: `prefilled` were computed, `reused` came from the session's rows, `shared` were saved by sharing a prompt. */
+export interface DecodeCounts {
+  prefilled: number;
+  reused: number;
+  shared: number;
+  decoded: number;
+}
+
+interface Row {
+  key: string;
+  /** the tokens whose keys and values the row holds, in order */
+  held: number[];
+  /** per slot of the cache: 1 = one of `held`, 0 = empty (a pad, another row's slot) */
+  mask: number[];
+}
+
+export class DecodeSession {
+  private cache?: KVCache;
+  private rows: Row[] = [];
+  readonly counts: DecodeCounts = { prefilled: 0, reused: 0, shared: 0, decoded: 0 };
+
+  constructor(readonly model: QwenModel) {}
+
+  /** Bytes the cache holds (slots × rows × the bytes of a slot). */
+  get bytes(): number {
+    return (this.cache?.length ?? 0) * this.rows.length * kvBytesPerSlot(this.model.dims);
+  }
+
+  /** The keys held and how many tokens each holds (for tests and diagnostics). */
+  held(): Map<string, number> {
+    return new Map(this.rows.map((r) => [r.key, r.held.length]));
+  }
+
+  /** Drops every row. */
+  clear(): void {
+    if (this.cache) this.model.disposeCache(this.cache);
+    this.cache = undefined;
+    this.rows = [];
+  }
+
+  dispose(): void {
+    this.clear();
+  }
+
+  /** @internal decodeSteps' access. */
+  swap(cache: KVCache | undefined, rows: Row[]): void {
+    if (this.cache && this.cache !== cache) this.model.disposeCache(this.cache);
+    this.cache = cache;
+    this.rows = rows;
+  }
+
+  /** @internal */
+  state(): { cache?: KVCache; rows: readonly Row[] } {
+    return { cache: this.cache, rows: this.rows };
+  }
+}
+
+const isPrefix = (a: readonly number[], b: readonly number[]): boolean => a.length <= b.length && a.every((x, i) => x === b[i]);
+
+/**
+ * Feeds `pending[b]` (left-padded to the longest, pads masked) through the cache in pieces of about
+ * `chunkTokens` tokens; yields −1 after each piece. Appends to `masks`, `held`.
+ */
+function* feed(model: QwenModel, cache: KVCache, pending: number[][], masks: number[][], held: number[][], padId: number, chunkTokens: number): Generator<number, void, void> {
+  const B = pending.length;
+  const T = Math.max(0, ...pending.map((p) => p.length));
+  if (T === 0) return;
+  const piece = Math.max(16, Math.floor(chunkTokens / B));
+  const padded = pending.map((p) => [...Array<number>(T - p.length).fill(padId), ...p]);
+  const real = pending.map((p) => [...Array<number>(T - p.length).fill(0), ...Array<number>(p.length).fill(1)]);
+  for (let a = 0; a < T; a += piece) {
+    const e = Math.min(T, a + piece);
+    const positions = padded.map((_, b) => {
+      let next = held[b]!.length;
+      return real[b]!.slice(a, e).map((on) => (on ? next++ : 0));
+    });
+    masks.forEach((m, b) => m.push(...real[b]!.slice(a, e)));
+    const logits = model.forward(padded.map((r) => r.slice(a, e)), { positions, keyMask: masks, cache, lastOnly: true });
+    logits.dispose();
+    padded.forEach((r, b) => real[b]!.slice(a, e).forEach((on, t) => on && held[b]!.push(r[a + t]!)));
+    if (e < T) yield -1;
+  }
+}
+
+/** The decoding loop of one round as a generator: yields after every decoding step (its index) and prefill piece (−1). */
+export function* decodeSteps(session: DecodeSession, requests: readonly DecodeRequest[], opts: DecodeOptions = {}): Generator<number, GenerateResult, void> {
+  const model = session.model;
+  const B = requests.length;
+  const V = model.dims.vocab;
+  if (B === 0) {
+    session.clear();
+    return { tokens: [], finished: [], logprobs: [] };
+  }
+  if (requests.some((r) => r.tokens.length === 0)) throw new Error('decode: empty context');
+  if (new Set(requests.map((r) => r.key)).size !== B) throw new Error('decode: request keys must be unique');
+  const temperature = opts.temperature ?? 1;
+  const topP = opts.topP ?? 1;
+  const stop = new Set(opts.stopTokens ?? []);
+  const padId = opts.padId ?? 0;
+  const chunk = opts.prefillChunkTokens ?? PREFILL_CHUNK_TOKENS;
+  const shared = new Rng(opts.seed ?? 0);
+  const rngs = requests.map((r) => (r.seed !== undefined ? new Rng(r.seed) : shared));
+  const maxNew = Math.max(...requests.map((r) => r.maxNewTokens));
+
+  // Which rows go on: a row holding a proper prefix of the request's context.
+  const prev = session.state();
+  const byKey = new Map(prev.rows.map((r, i) => [r.key, i]));
+  const from = requests.map((q) => {
+    const i = byKey.get(q.key);
+    return i !== undefined && prev.cache && prev.rows[i]!.held.length < q.tokens.length && isPrefix(prev.rows[i]!.held, q.tokens) ? i : undefined;
+  });
+
+  // New contexts: one prefill (all tokens but the last) per distinct context, shared by the requests that have it.
+  const fresh = new Map<string, number[]>();
+  requests.forEach((q, b) => {
+    if (from[b] !== undefined) return;
+    const k = q.tokens.join(',');
+    fresh.set(k, [...(fresh.get(k) ?? []), b]);
+  });
+  const uniques = [...fresh.values()];
+  const prefill = model.emptyCache(Math.max(0, ...uniques.map((bs) => requests[bs[0]!]!.tokens.length)));
+  const pMasks = uniques.map(() => [] as number[]);
+  const pHeld = uniques.map(() => [] as number[]);
+  let cache: KVCache | undefined;
+  try {
+    yield* feed(model, prefill, uniques.map((bs) => requests[bs[0]!]!.tokens.slice(0, -1)), pMasks, pHeld, padId, chunk);
+    session.counts.prefilled += pHeld.reduce((n, h) => n + h.length, 0);
+    session.counts.shared += uniques.reduce((n, bs) => n + (bs.length - 1) * (requests[bs[0]!]!.tokens.length - 1), 0);
+
+    // This round's cache: the rows that go on and the new rows, in request order (a part per source, then reordered).
+    const goOn = requests.map((_, b) => b).filter((b) => from[b] !== undefined);
+    const isNew = requests.map((_, b) => b).filter((b) => from[b] === undefined);
+    const uniqueOf = new Map<number, number>();
+    uniques.forEach((bs, u) => bs.forEach((b) => uniqueOf.set(b, u)));
+    const order = [...goOn, ...isNew];
+    const slots = Math.max(goOn.length && prev.cache ? prev.cache.length : 0, prefill.length);
+    const parts: CachePart[] = [];
+    if (goOn.length && prev.cache) parts.push({ cache: prev.cache, rows: goOn.map((b) => from[b]!) });
+    if (isNew.length) parts.push({ cache: prefill, rows: isNew.map((b) => uniqueOf.get(b)!) });
+    // Room for what is still to be fed and generated, so decoding never grows the cache.
+    const toFeed = Math.max(...requests.map((q, b) => q.tokens.length - (from[b] !== undefined ? prev.rows[from[b]!]!.held.length : pHeld[uniqueOf.get(b)!]!.length)));
+    const assembled = assembleCache(model.dims, parts, slots, toFeed + maxNew);
+    // Back to request order.
+    cache = order.every((b, i) => b === i) ? assembled : reorder(model, assembled, order);
+    if (cache !== assembled) model.disposeCache(assembled);
+    const pad = (m: readonly number[]) => [...m, ...Array<number>(slots - m.length).fill(0)];
+    const masks = requests.map((_, b) => pad(from[b] !== undefined ? prev.rows[from[b]!]!.mask : pMasks[uniqueOf.get(b)!]!));
+    const held = requests.map((_, b) => [...(from[b] !== undefined ? prev.rows[from[b]!]!.held : pHeld[uniqueOf.get(b)!]!)]);
+    session.counts.reused += goOn.reduce((n, b) => n + prev.rows[from[b]!]!.held.length, 0);
+    session.swap(undefined, []);
+    model.disposeCache(prefill);
+
+    // What each row still needs before it can sample: the context after what it holds, but the last token.
+    const pending = requests.map((q, b) => q.tokens.slice(held[b]!.length, -1));
+    const before = held.reduce((n, h) => n + h.length, 0);
+    yield* feed(model, cache, pending, masks, held, padId, chunk);
+    session.counts.prefilled += held.reduce((n, h) => n + h.length, 0) - before;
+
+    // Decoding: the last context token first, then each sampled token.
+    const tokens: number[][] = requests.map(() => []);
+    const logprobs: number[][] = requests.map(() => []);
+    const finished = requests.map(() => false);
+    const onDevice = temperature <= 0 && isNative();
+    let input = requests.map((q) => [q.tokens[q.tokens.length - 1]!]);
+    let live = requests.map(() => true);
+    for (let step = 0; step < maxNew; step++) {
+      const positions = held.map((h, b) => [live[b] ? h.length : 0]);
+      masks.forEach((m, b) => m.push(live[b] ? 1 : 0));
+      input.forEach((t, b) => live[b] && held[b]!.push(t[0]!));
+      let pick: (b: number) => { tok: number; logprob: number };
+      if (onDevice) {
+        const picked = model.greedyStep(input, { positions, keyMask: masks, cache });
+        pick = (b) => ({ tok: picked.ids[b]!, logprob: picked.logprobs[b]! });
+      } else {
+        const logitsT = model.forward(input, { positions, keyMask: masks, cache, lastOnly: true });
+        const logits = logitsT.dataSync();
+        logitsT.dispose();
+        pick = (b) => {
+          const row = logits.subarray(b * V, (b + 1) * V);
+          const tok = sampleToken(row, temperature, topP, rngs[b]!);
+          return { tok, logprob: logProbOf(row, tok, temperature) };
+        };
+      }
+      session.counts.decoded += live.filter(Boolean).length;
+      const next: number[][] = [];
+      for (let b = 0; b < B; b++) {
+        if (finished[b]) {
+          next.push([padId]);
+          continue;
+        }
+        const { tok, logprob } = pick(b);
+        tokens[b]!.push(tok);
+        logprobs[b]!.push(logprob);
+        if (stop.has(tok) || tokens[b]!.length >= requests[b]!.maxNewTokens) finished[b] = true;
+        next.push([tok]);
+      }
+      if (finished.every(Boolean)) break;
+      yield step;
+      input = next;
+      live = finished.map((f) => !f);
+    }
+    session.swap(cache, requests.map((q, b) => ({ key: q.key, held: held[b]!, mask: masks[b]! })));
+    cache = undefined;
+    return { tokens, finished: tokens.map((t) => t.length > 0 && stop.has(t[t.length - 1]!)), logprobs };
+  } finally {
+    // A round that did not finish (an error, a cancellation) leaves an empty session: the next one prefills again.
+    model.disposeCache(prefill);
+    if (cache) {
+      model.disposeCache(cache);
+      session.swap(undefined, []);
+    }
+  }
+}
+
+/** The cache with its rows put back in request order: row j of `cache` belongs to request order[j]. */
+function reorder(model: QwenModel, cache: KVCache, order: readonly number[]): KVCache {
+  const inverse = new Array<number>(order.length);
+  order.forEach((b, j) => (inverse[b] = j));
+  return assembleCache(model.dims, [{ cache, rows: inverse }], cache.length, cache.reserve ?? 0);
+}
+
+/** `decodeSteps` that gives the event loop a turn every `yieldEvery` decoding steps and after each prefill piece. */
+export async function decodeAsync(session: DecodeSession, requests: readonly DecodeRequest[], opts: DecodeOptions & { yieldEvery?: number; onStep?: (step: number) => void } = {}): Promise<GenerateResult> {
+  const it = decodeSteps(session, requests, opts);
+  const every = Math.max(1, opts.yieldEvery ?? 8);
+  try {
+    for (let step = 1; ; ) {
+      const r = it.next();
+      if (r.done) return r.value;
+      const prefill = r.value < 0;
+      if (prefill || step % every === 0) {
+        opts.onStep?.(prefill ? 0 : step);
+        await new Promise((res) => setImmediate(res));
+      }
+      if (!prefill) step++;
+    }
+  } finally {
+    // A step that threw (cancellation) closes the loop: its finally frees the KV cache now, not at garbage collection.
+    it.return(undefined as never);
+  }
+}

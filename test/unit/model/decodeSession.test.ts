@@ -1,0 +1,136 @@
+/**
+ * The decoding session (src/model/decodeSession.ts) gives the tokens `generate` gives on the whole contexts, while it
+ * prefills a group's shared prompt once and carries each row's KV cache into the next round: on wasm/cpu's op path
+ * and on native TensorFlow (its op path and the decoding graph), sampled and greedy.
+ */
+import { after, before, describe, test } from 'node:test';
+import assert from 'node:assert/strict';
+import * as tf from '@tensorflow/tfjs';
+import { readNativeStatus } from '../../../src/model/backend';
+import type { QwenConfig } from '../../../src/model/config';
+import { DecodeSession, decodeAsync, type DecodeRequest } from '../../../src/model/decodeSession';
+import { generate } from '../../../src/model/generate';
+import { QwenModel } from '../../../src/model/qwen';
+import { Rng } from '../../../src/model/random';
+
+const config: QwenConfig = {
+  model_type: 'qwen3', vocab_size: 48, hidden_size: 16, intermediate_size: 24, num_hidden_layers: 2, num_attention_heads: 4,
+  num_key_value_heads: 2, head_dim: 4, rms_norm_eps: 1e-6, rope_theta: 10000, tie_word_embeddings: false,
+  max_position_embeddings: 512, hidden_act: 'silu', initializer_range: 0.3,
+};
+const STOP = [3, 5];
+const native = readNativeStatus().ok;
+const rng = new Rng(42);
+const seq = (n: number) => Array.from({ length: n }, () => 6 + Math.floor(rng.next() * 40));
+
+/** Three prompts (lengths 7, 19, 12), G = 3 samples each, per-request seeds. */
+const prompts = [seq(7), seq(19), seq(12)];
+const round0: DecodeRequest[] = prompts.flatMap((p, i) => [0, 1, 2].map((m) => ({ key: `p${i}#${m}`, tokens: p, maxNewTokens: 9, seed: 1000 + 10 * i + m })));
+
+function plain(model: QwenModel, reqs: readonly DecodeRequest[], opts: { temperature?: number; seed?: number }) {
+  const perRow = reqs.every((r) => r.seed !== undefined);
+  const out = generate(model, reqs.map((r) => [...r.tokens]), { maxNewTokens: Math.max(...reqs.map((r) => r.maxNewTokens)), stopTokens: STOP, temperature: opts.temperature ?? 1, ...(perRow ? { seeds: reqs.map((r) => r.seed!) } : { seed: opts.seed ?? 0 }) });
+  return { tokens: out.tokens.map((t, b) => t.slice(0, reqs[b]!.maxNewTokens)), logprobs: out.logprobs.map((l, b) => l.slice(0, reqs[b]!.maxNewTokens)) };
+}
+
+const close = (a: number[][], b: number[][], what: string) => a.forEach((row, i) => row.forEach((x, j) => assert.ok(Math.abs(x - b[i]![j]!) < 1e-3, `${what} [${i}][${j}]: ${x} vs ${b[i]![j]}`)));
+
+for (const backend of ['cpu', 'native'] as const) {
+  describe(`decoding session (${backend})`, { skip: backend === 'native' && !native ? 'native TensorFlow is not installed' : false }, () => {
+    let previous = 'cpu';
+    let model: QwenModel;
+    before(async () => {
+      previous = tf.getBackend() ?? 'cpu';
+      if (backend === 'native') {
+        process.env.TF_OVERRIDE_GLOBAL_THREADPOOL ??= '1';
+        require('@tensorflow/tfjs-node');
+        assert.ok(await tf.setBackend('tensorflow'));
+      } else await tf.setBackend('cpu');
+      model = QwenModel.init(config, 7);
+    });
+    after(async () => {
+      model.dispose();
+      await tf.setBackend(previous);
+    });
+
+    test('round 0: a group\'s prompt is prefilled once; the tokens are generate\'s on the whole contexts', async () => {
+      const session = new DecodeSession(model);
+      const got = await decodeAsync(session, round0, { stopTokens: STOP });
+      const want = plain(model, round0, {});
+      assert.deepEqual(got.tokens, want.tokens);
+      close(got.logprobs, want.logprobs, 'logprobs');
+      assert.equal(session.counts.prefilled, prompts.reduce((n, p) => n + p.length - 1, 0), 'each distinct prompt prefilled once (all but its last token)');
+      assert.equal(session.counts.shared, 2 * prompts.reduce((n, p) => n + p.length - 1, 0));
+      assert.equal(session.held().size, 9);
+      session.dispose();
+    });
+
+    test('rounds: a row that goes on feeds only its new tokens; ended rows are dropped; a row that does not match is prefilled again', async () => {
+      const session = new DecodeSession(model);
+      const r0 = await decodeAsync(session, round0, { stopTokens: STOP });
+      // Round 1: six rows go on with a tool result appended (different lengths); one row's context was rewritten.
+      const round1: DecodeRequest[] = round0.slice(0, 7).map((q, b) => ({
+        ...q,
+        tokens: b === 6 ? [...q.tokens.slice(0, -1), 44, ...r0.tokens[b]!, 7, 8] : [...q.tokens, ...r0.tokens[b]!, 3, 4, ...seq(2 + 3 * b)],
+        seed: q.seed! + 1,
+        maxNewTokens: b === 2 ? 3 : 9,
+      }));
+      const before = { ...session.counts };
+      const got = await decodeAsync(session, round1, { stopTokens: STOP });
+      const want = plain(model, round1, {});
+      assert.deepEqual(got.tokens, want.tokens);
+      close(got.logprobs, want.logprobs, 'logprobs');
+      assert.ok(got.tokens[2]!.length <= 3, 'a request\'s own maxNewTokens');
+      const reusedRows = round1.slice(0, 6).reduce((n, q, b) => n + round0[b]!.tokens.length + r0.tokens[b]!.length - 1, 0);
+      assert.equal(session.counts.reused - before.reused, reusedRows, 'the rows that go on keep what they held');
+      const fed = round1.slice(0, 6).reduce((n, q, b) => n + q.tokens.length - 1 - (round0[b]!.tokens.length + r0.tokens[b]!.length - 1), 0);
+      assert.equal(session.counts.prefilled - before.prefilled, fed + round1[6]!.tokens.length - 1, 'new tokens only, and the rewritten row whole');
+      assert.deepEqual([...session.held().keys()], round1.map((q) => q.key));
+      // Round 2 with a shared PRNG (no per-request seeds): generate's draws, in request order.
+      const round2 = round1.slice(0, 4).map((q, b) => ({ key: q.key, tokens: [...q.tokens, ...got.tokens[b]!, 9], maxNewTokens: 6 }));
+      const g2 = await decodeAsync(session, round2, { stopTokens: STOP, seed: 77 });
+      assert.deepEqual(g2.tokens, plain(model, round2, { seed: 77 }).tokens);
+      session.dispose();
+    });
+
+    test('greedy (temperature 0, the decoding graph on native): generate\'s tokens across two rounds', async () => {
+      const session = new DecodeSession(model);
+      const reqs = round0.filter((_, b) => b % 3 === 0).map((q) => ({ ...q, seed: undefined }));
+      const a = await decodeAsync(session, reqs, { stopTokens: STOP, temperature: 0 });
+      assert.deepEqual(a.tokens, plain(model, reqs, { temperature: 0 }).tokens);
+      const next = reqs.map((q, b) => ({ ...q, tokens: [...q.tokens, ...a.tokens[b]!, 11, 12, 13] }));
+      const b2 = await decodeAsync(session, next, { stopTokens: STOP, temperature: 0 });
+      assert.deepEqual(b2.tokens, plain(model, next, { temperature: 0 }).tokens);
+      assert.ok(session.counts.reused > 0);
+      session.dispose();
+    });
+
+    test('a round stopped midway (a cancelled or killed activity) leaves the session empty; the next one is generate\'s again', async () => {
+      const session = new DecodeSession(model);
+      await decodeAsync(session, round0, { stopTokens: STOP });
+      let steps = 0;
+      await assert.rejects(decodeAsync(session, round0.map((q) => ({ ...q, tokens: [...q.tokens, 9] })), { stopTokens: STOP, yieldEvery: 1, onStep: () => {
+        if (++steps === 3) throw new Error('cancelled');
+      } }), /cancelled/);
+      assert.equal(session.held().size, 0);
+      const again = round0.map((q) => ({ ...q, tokens: [...q.tokens, 9, 10] }));
+      assert.deepEqual((await decodeAsync(session, again, { stopTokens: STOP })).tokens, plain(model, again, {}).tokens);
+      session.dispose();
+    });
+
+    test('no tensors left behind; an empty round clears the session', async () => {
+      const session = new DecodeSession(model);
+      // The same rounds twice (native keeps a few constants per new shape, and a decoding graph session per batch size).
+      const next = round0.slice(0, 4).map((q) => ({ ...q, tokens: [...q.tokens, 9, 10] }));
+      await decodeAsync(session, round0, { stopTokens: STOP });
+      await decodeAsync(session, next, { stopTokens: STOP });
+      const held = tf.memory().numTensors;
+      await decodeAsync(session, round0, { stopTokens: STOP });
+      await decodeAsync(session, next, { stopTokens: STOP });
+      assert.equal(tf.memory().numTensors, held, 'tensors after the same rounds again');
+      await decodeAsync(session, [], {});
+      assert.equal(session.held().size, 0);
+      session.dispose();
+    });
+  });
+}
