@@ -36,7 +36,7 @@ export class DecodePool {
   }
 
   /** Generates every request (results in request order), block by block; `onBlock` before each. */
-  async decode(requests: readonly DecodeRequest[], opts: DecodeOptions & { onStep?: (step: number) => void; onBlock?: (block: number, rows: number) => void } = {}): Promise<GenerateResult> {
+  async decode(requests: readonly DecodeRequest[], opts: DecodeOptions & { yieldEvery?: number; onStep?: (step: number) => void; onBlock?: (block: number, rows: number) => void } = {}): Promise<GenerateResult> {
     const blocks: number[][] = this.sessions.map(() => []);
     const holder = new Map<string, number>();
     this.sessions.forEach((s, i) => s.held().forEach((_, key) => holder.set(key, i)));

@@ -1,6 +1,8 @@
 /**
- * One RL step's rollouts on config/smollm2.yaml's shapes, generated the way the code before issue 29 did and the way
- * it does now (issue 29, items 1–2): tokens prefilled, tokens decoded, seconds, peak RSS.
+ * The model work of one RL step on config/smollm2.yaml's shapes, done the way the code before issue 29 did and the
+ * way it does now: rollouts (items 1–2: tokens prefilled, tokens decoded, seconds, peak RSS) and the GRPO update
+ * (item 4: one row per sequence vs a group's prompt once; positions computed, seconds, peak RSS), and the bytes a
+ * full fine-tuning checkpoint writes (weights and AdamW moments).
  *
  * - before: each round, the live episodes in calls of at most `maxBatchTokens` prompt tokens, one after the other,
  *   each call prefilling every episode's whole context (`generateAsync`, as src/stages/rl/rollout.ts did);
@@ -12,7 +14,11 @@
  * stops early: every episode generates `--new-tokens` per round (the worst case; a real policy stops sooner, which
  * shrinks decoding, not prefill). Prompts are random ids of `--prompt-tokens` (±10 %).
  *
- *   npx tsx bench/rollout-prefill.ts [--prompts 4] [--group 8] [--prompt-tokens 850] [--new-tokens 160] [--delta 60] [--max-batch-tokens 16384] [--model DIR]
+ * The update trains the rollouts of the "after" pass (the two generations of each episode are its policy tokens,
+ * advantages ±1 by member), with a KL term against a frozen copy (klCoef 1e-3, as config/smollm2.yaml), micro-batches
+ * of `--micro-batch` sequences (smollm2.yaml: 2; packing shares a prompt within a micro-batch, so 8 packs a group).
+ *
+ *   npx tsx bench/rl-step-work.ts [--part rollout|train|both] [--prompts 4] [--group 8] [--prompt-tokens 850] [--new-tokens 160] [--delta 60] [--max-batch-tokens 16384] [--micro-batch 2,8] [--model DIR]
  */
 import { cpus, loadavg } from 'node:os';
 import { parseArgs } from 'node:util';
@@ -23,6 +29,7 @@ import { DecodePool } from '../src/model/decodePool';
 import { generateAsync } from '../src/model/generate';
 import { QwenModel } from '../src/model/qwen';
 import { Rng } from '../src/model/random';
+import { GrpoTrainer, type GrpoSequence } from '../src/stages/rl/grpo';
 
 const SMOL: QwenConfig = {
   model_type: 'qwen2', vocab_size: 49152, hidden_size: 576, intermediate_size: 1536, num_hidden_layers: 30, num_attention_heads: 9,
@@ -41,6 +48,8 @@ async function main(): Promise<void> {
       'max-batch-tokens': { type: 'string', default: '16384' },
       model: { type: 'string' },
       only: { type: 'string' },
+      part: { type: 'string', default: 'both' },
+      'micro-batch': { type: 'string', default: '2,8' },
     },
   });
   const [P, G, L, N, D, M] = [values.prompts, values.group, values['prompt-tokens'], values['new-tokens'], values.delta, values['max-batch-tokens']].map(Number) as [number, number, number, number, number, number];
@@ -54,8 +63,10 @@ async function main(): Promise<void> {
   const rows = prompts.flatMap((p, i) => Array.from({ length: G }, (_, m) => ({ key: `${i}#${m}`, tokens: p, seed: 100 * i + m })));
   console.log(`rollout bench: ${P} prompts × ${G} samples, prompts ~${L} tokens, ${N} new tokens per round, tool result ${D} tokens; backend ${backend}; ${cpus().length} × ${cpus()[0]?.model.trim()}; load ${loadavg()[0]!.toFixed(1)}`);
 
+  // RSS sampled between decoding steps and micro-batches (the work itself holds the event loop).
   let peak = 0;
-  const sampler = setInterval(() => (peak = Math.max(peak, process.memoryUsage().rss)), 200);
+  const sample = () => (peak = Math.max(peak, process.memoryUsage().rss));
+  const sampler = setInterval(sample, 200);
   const results: Record<string, { prefilled: number[]; decoded: number[]; seconds: number[]; peakMiB: number }> = {};
 
   const before = async () => {
@@ -76,7 +87,7 @@ async function main(): Promise<void> {
       });
       const gen: number[][] = [];
       for (const chunk of chunks) {
-        const r = await generateAsync(model, chunk.map((b) => contexts[b]!), { maxNewTokens: N, temperature: 1, seeds: chunk.map((b) => rows[b]!.seed + round), padId: 0 });
+        const r = await generateAsync(model, chunk.map((b) => contexts[b]!), { maxNewTokens: N, temperature: 1, seeds: chunk.map((b) => rows[b]!.seed + round), padId: 0, onStep: sample, yieldEvery: 1 });
         chunk.forEach((b, k) => (gen[b] = r.tokens[k]!));
       }
       out.seconds.push((Date.now() - t0) / 1000);
@@ -94,19 +105,31 @@ async function main(): Promise<void> {
     for (let round = 0; round < 2; round++) {
       const t0 = Date.now();
       const c0 = { ...pool.counts };
-      const r = await pool.decode(rows.map((row, b) => ({ key: row.key, tokens: contexts[b]!, maxNewTokens: N, seed: row.seed + round })), { temperature: 1, padId: 0, prefillChunkTokens: 4096 });
+      const r = await pool.decode(rows.map((row, b) => ({ key: row.key, tokens: contexts[b]!, maxNewTokens: N, seed: row.seed + round })), { temperature: 1, padId: 0, prefillChunkTokens: 4096, onStep: sample, yieldEvery: 1 });
+      samplerLogprobs[round] = r.logprobs;
       out.seconds.push((Date.now() - t0) / 1000);
       const c1 = pool.counts;
       // Prefilled: the prefill pieces plus the last context token each row feeds first.
       out.prefilled.push(c1.prefilled - c0.prefilled + rows.length);
       out.decoded.push(r.tokens.reduce((n, g) => n + g.length, 0));
+      if (round === 1) {
+        trainOn = contexts.map((c, b) => {
+          const start1 = rows[b]!.tokens.length;
+          const end1 = start1 + N;
+          const tokens = [...c, ...r.tokens[b]!];
+          return { tokens, spans: [{ start: start1, end: end1, advantage: b % 2 ? 1 : -1 }, { start: c.length, end: tokens.length, advantage: b % 2 ? 1 : -1 }], sampled: [...samplerLogprobs[0]![b]!, ...r.logprobs[b]!] };
+        });
+      }
       contexts = contexts.map((c, b) => [...c, ...r.tokens[b]!, ...deltas[b]!]);
     }
     pool.dispose();
     return out;
   };
 
+  let trainOn: GrpoSequence[] = [];
+  const samplerLogprobs: number[][][] = [];
   for (const [name, run] of [['before', before], ['after', after]] as const) {
+    if (values.part === 'train' && name === 'before') continue;
     if (values.only && values.only !== name) continue;
     peak = 0;
     const r = await run();
@@ -114,10 +137,40 @@ async function main(): Promise<void> {
     results[name] = r;
     console.log(`${name}: prefilled ${r.prefilled.join(' + ')} tokens, decoded ${r.decoded.join(' + ')}, ${r.seconds.map((s) => s.toFixed(1)).join(' + ')} s, peak RSS ${r.peakMiB.toFixed(0)} MiB (load ${loadavg()[0]!.toFixed(1)})`);
   }
-  clearInterval(sampler);
   const b = results['before'];
   const a = results['after'];
-  if (a && b) {
+  const rolloutRow = a && b;
+  if (values.part !== 'rollout' && trainOn.length) {
+    const params = [...model.namedWeights().values()].reduce((n, w) => n + w.data.length, 0);
+    console.log(`\ntraining ${trainOn.length} sequences of ~${Math.round(trainOn.reduce((n, q) => n + q.tokens.length, 0) / trainOn.length)} tokens, ${trainOn.reduce((n, q) => n + q.spans.reduce((m, sp) => m + sp.end - sp.start, 0), 0)} policy tokens; full fine-tuning checkpoint: weights ${(params * 4 / 1e6).toFixed(0)} MB + AdamW moments ${(params * 8 / 1e6).toFixed(0)} MB`);
+    const reference = values.model ? loadHfCheckpoint(values.model) : QwenModel.init(SMOL, 1);
+    for (const micro of values['micro-batch']!.split(',').map(Number)) {
+      for (const pack of [false, true]) {
+        peak = 0;
+        const trainer = new GrpoTrainer(model, reference, 0);
+        const t0 = Date.now();
+        // lr 0: every variant starts from the weights that sampled (the time of the update is the same).
+        const m = await trainer.step(trainOn, { lr: 0, klCoef: 1e-3, clipLow: 0.2, clipHigh: 0.2, clipRatioC: 3, maxGradNorm: 1, microBatch: micro, padId: 0, temperature: 1, pack }, () => (peak = Math.max(peak, process.memoryUsage().rss)));
+        peak = Math.max(peak, process.memoryUsage().rss);
+        trainer.optimizer.dispose();
+        const seconds = (Date.now() - t0) / 1000;
+        // Positions computed per forward (policy and reference alike): the rows' padded lengths.
+        let positions = 0;
+        for (let k = 0; k < trainOn.length; k += micro) {
+          const part = trainOn.slice(k, k + micro);
+          if (pack) {
+            const shared = part[0]!.tokens.findIndex((t, i) => part.some((q) => q.tokens[i] !== t));
+            const L = Math.min(shared < 0 ? Infinity : shared, ...part.map((q) => q.spans[0]!.start));
+            positions += L - 1 + part.reduce((n, q) => n + q.tokens.length - L, 0);
+          } else positions += part.length * (Math.max(...part.map((q) => q.tokens.length)) - 1);
+        }
+        console.log(`train micro-batch ${micro}, ${pack ? 'packed' : 'one row per sequence'}: ${seconds.toFixed(1)} s, positions per forward ${positions}, peak RSS ${(peak / 2 ** 20).toFixed(0)} MiB, loss ${m.loss.toExponential(3)}, grad norm ${m.gradNorm.toExponential(3)}, log p gap ${m.logprobGap ? m.logprobGap.mean.toExponential(2) : 'n/a'} (load ${loadavg()[0]!.toFixed(1)})`);
+      }
+    }
+    reference.dispose();
+  }
+  clearInterval(sampler);
+  if (rolloutRow) {
     const sum = (xs: number[]) => xs.reduce((x, y) => x + y, 0);
     console.log(`\n| ${new Date().toISOString().slice(0, 10)}, ${cpus()[0]?.model.trim()} ${cpus().length} cores | ${P}×${G}, prompt ~${L}, ${N} new/round, delta ${D} | before: ${sum(b.prefilled)} prefilled, ${sum(b.seconds).toFixed(0)} s, ${b.peakMiB.toFixed(0)} MiB | after: ${sum(a.prefilled)} prefilled (${(sum(a.prefilled) / sum(b.prefilled)).toFixed(3)}×), ${sum(a.seconds).toFixed(0)} s (${(sum(a.seconds) / sum(b.seconds)).toFixed(2)}×), ${a.peakMiB.toFixed(0)} MiB |`);
   }
