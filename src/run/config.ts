@@ -258,12 +258,12 @@ export const RlConfig = z.object({
     temperature: z.number().min(0).max(2).default(1).describe('Sampling temperature of the policy.'),
     topP: z.number().gt(0).max(1).default(1).describe('Nucleus sampling threshold of the policy.'),
     /**
-     * Prompt tokens (whole batch) per prefill forward call: a round's live episodes decode in one loop (issue 29),
-     * their prefill in pieces of about this many tokens. Measured on wasm with the demo policy: the prefill of
-     * 8 × 900 tokens at once peaks near 2 GB of the 4 GiB heap.
+     * Prompt tokens (whole batch) per prefill forward call, at most 2,048 (a bigger piece held the event loop past the
+     * heartbeat timeout): a round's live episodes decode in one loop (issue 29), their prefill in pieces. Measured on
+     * wasm with the demo policy: the prefill of 8 × 900 tokens at once peaks near 2 GB of the 4 GiB heap.
      */
     maxBatchTokens: z.number().int().positive().default(4096)
-      .describe('Prompt tokens (whole batch) per prefill forward call; the live episodes of a round decode in one loop.'),
+      .describe('Prompt tokens (whole batch) per prefill forward call, capped at 2,048; the live episodes of a round decode in one loop.'),
     /**
      * KV cache budget of one decoding loop: the live episodes of a round that do not fit are decoded in a second loop
      * after the first (src/model/decodePool.ts). SmolLM2-135M holds 46 KB per token: 32 episodes of 1,500 tokens

@@ -27,6 +27,7 @@ import { assistantContentFromIds, completeAssistantIds, promptIds, type ChatToke
 import { renderChat } from '../../chat/template';
 import { errorToolCallText, parseToolCalls } from '../../chat/toolCalls';
 import { DecodePool } from '../../model/decodePool';
+import { PREFILL_CHUNK_TOKENS } from '../../model/generate';
 import type { DecodeCounts } from '../../model/decodeSession';
 import type { QwenModel } from '../../model/qwen';
 import type { ChecklistVariant } from '../checklist/schema';
@@ -45,8 +46,8 @@ export interface RolloutLimits {
   temperature: number;
   topP: number;
   /**
-   * Prompt tokens (whole batch) per prefill forward call: the live episodes of a round are generated in one decoding
-   * loop; their prefill runs in pieces of about this many tokens (a whole batch's prefill at once can exceed the
+   * Prompt tokens (whole batch) per prefill forward call, at most PREFILL_CHUNK_TOKENS (2,048): the live episodes of a
+   * round are generated in one decoding loop, their prefill in pieces (a whole batch's prefill at once can exceed the
    * wasm backend's 4 GiB heap, and one long call blocks heartbeats).
    */
   maxBatchTokens?: number;
@@ -180,7 +181,7 @@ async function advance(rollouts: Rollout[], examples: ReadonlyMap<string, Exampl
     }
     if (batch.length === 0) continue;
     // One decoding loop for the round: each episode's cache goes on from the last round (or activity), a group's
-    // shared prompt is prefilled once (src/model/decodeSession.ts); maxBatchTokens sizes the prefill's pieces.
+    // shared prompt is prefilled once (src/model/decodeSession.ts); maxBatchTokens caps the prefill's pieces.
     const gen = await pool.decode(batch.map(({ r, budget }) => ({
       key: r.id,
       tokens: r.tokens,
@@ -192,7 +193,8 @@ async function advance(rollouts: Rollout[], examples: ReadonlyMap<string, Exampl
       stopTokens: tok.stopIds,
       seed: mixSeed(opts.seed, round * 1009),
       padId: tok.special.pad,
-      ...(limits.maxBatchTokens ? { prefillChunkTokens: limits.maxBatchTokens } : {}),
+      // Pieces of at most PREFILL_CHUNK_TOKENS: a bigger one holds the event loop past a heartbeat timeout (docs/decisions.md).
+      prefillChunkTokens: Math.min(limits.maxBatchTokens ?? PREFILL_CHUNK_TOKENS, PREFILL_CHUNK_TOKENS),
       ...(opts.onDecodeStep ? { onStep: opts.onDecodeStep } : {}),
     });
     await Promise.all(
