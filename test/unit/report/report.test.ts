@@ -236,3 +236,21 @@ describe('svg helpers', () => {
     assert.deepEqual(movingAverage([1, 3, NaN, 5, 7], 2), [1, 2, NaN, 4, 6]);
   });
 });
+
+test('logprobGap (issue 29): a chart and a column in the RL section when steps carry it; none when they do not', () => {
+  const steps = [1, 2, 3].map((step) => ({ series: 'trajectory', step, rewardMean: 0.5, rewardStd: 0.1, failedSamples: 0, rollouts: 32, judgeCalls: 0, cacheHits: 0, logprobGap: 2e-6 * step, logprobGapMax: 1e-5 * step }));
+  const html = renderReport(minimal({ rl: { steps, evals: [], passByFocus: [] } } as Partial<ReportDataInput>));
+  const rl = sectionOf(html, 'rl');
+  assert.match(rl, /Sampler\/trainer log-probability gap/);
+  assert.match(rl, /log p gap/);
+  assert.match(rl, /max /);
+  const without = sectionOf(renderReport(minimal({ rl: { steps: steps.map(({ logprobGap: _a, logprobGapMax: _b, ...s }) => s), evals: [], passByFocus: [] } } as Partial<ReportDataInput>)), 'rl');
+  assert.doesNotMatch(without, /Sampler\/trainer log-probability gap/);
+});
+
+test('logprobGapLine: a step row\'s gap for cm2 status and cm2 rl status; nothing for rows recorded before it', async () => {
+  const { logprobGapLine } = await import('../../../src/stages/rl/grpo');
+  assert.equal(logprobGapLine({ step: 3, logprobGap: { mean: 2.5e-6, max: 1.2e-5, tokens: 412 } }), 'sampler/trainer log p gap: mean 2.50e-6, max 1.20e-5 over 412 sampled tokens');
+  assert.equal(logprobGapLine({ step: 3 }), undefined);
+  assert.equal(logprobGapLine(undefined), undefined);
+});
