@@ -8,6 +8,7 @@ import { ReportData, type ReportDataInput } from '../../../src/report/types';
 import { barChart, groupedBarChart, stackedBarChart } from '../../../src/report/barChart';
 import { formatSeconds, formatValue, movingAverage, niceScale } from '../../../src/report/format';
 import { FIXTURES } from '../../helpers/paths';
+import { logprobGapLine } from '../../../src/stages/rl/grpo';
 
 const sample = (): ReportData => ReportData.parse(JSON.parse(readFileSync(join(FIXTURES, 'report-sample.json'), 'utf8')));
 const minimal = (extra: Partial<ReportDataInput> = {}): ReportData => ReportData.parse({ runId: 'run-1', generatedAt: '2025-06-02T09:30:00.000Z', ...extra });
@@ -248,8 +249,7 @@ test('logprobGap (issue 29): a chart and a column in the RL section when steps c
   assert.doesNotMatch(without, /Sampler\/trainer log-probability gap/);
 });
 
-test('logprobGapLine: a step row\'s gap for cm2 status and cm2 rl status; nothing for rows recorded before it', async () => {
-  const { logprobGapLine } = await import('../../../src/stages/rl/grpo');
+test('logprobGapLine: a step row\'s gap for cm2 status and cm2 rl status; nothing for rows recorded before it', () => {
   assert.equal(logprobGapLine({ step: 3, logprobGap: { mean: 2.5e-6, max: 1.2e-5, tokens: 412 } }), 'sampler/trainer log p gap: mean 2.50e-6, max 1.20e-5 over 412 sampled tokens');
   assert.equal(logprobGapLine({ step: 3 }), undefined);
   assert.equal(logprobGapLine(undefined), undefined);
