@@ -15,8 +15,7 @@ import { type StageProgress } from '../run/types';
 import { failureText } from './watch';
 import { formatProgress } from './stages';
 import { stageProgressQuery } from '../run/workflowUtil';
-import { formatFailed, formatMeanSe } from '../stages/rl/heldOut';
-import { logprobGapLine } from '../stages/rl/grpo';
+import { formatFailed, formatMeanSe, logprobGapLine } from '../stages/rl/heldOut';
 
 /** A query answered within `ms` (a closed workflow with no worker never answers), else undefined. */
 export async function quickQuery<T>(handle: WorkflowHandle, query: string | { name: string }, ms = 3000): Promise<T | undefined> {

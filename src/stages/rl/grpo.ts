@@ -351,10 +351,3 @@ export class GrpoTrainer {
     };
   }
 }
-
-/** "sampler/trainer log p gap: mean …, max … over N tokens" from a step row, or undefined (rows recorded before it). */
-export function logprobGapLine(row: Record<string, unknown> | undefined): string | undefined {
-  const g = row?.['logprobGap'] as { mean?: number; max?: number; tokens?: number } | undefined;
-  if (g?.mean === undefined || g.max === undefined) return undefined;
-  return `sampler/trainer log p gap: mean ${g.mean.toExponential(2)}, max ${g.max.toExponential(2)} over ${g.tokens ?? '?'} sampled tokens`;
-}

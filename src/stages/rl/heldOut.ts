@@ -51,3 +51,10 @@ export function formatFailed(failed: number | null | undefined, rollouts?: numbe
   if (!failed || !Number.isFinite(failed)) return '';
   return ` [${failed}${rollouts ? ` of ${rollouts}` : ''} rollout${(rollouts ?? failed) === 1 ? '' : 's'} failed, scored 0]`;
 }
+
+/** "sampler/trainer log p gap: mean …, max … over N tokens" from a step row, or undefined (rows recorded before it). */
+export function logprobGapLine(row: Record<string, unknown> | undefined): string | undefined {
+  const g = row?.['logprobGap'] as { mean?: number; max?: number; tokens?: number } | undefined;
+  if (g?.mean === undefined || g.max === undefined) return undefined;
+  return `sampler/trainer log p gap: mean ${g.mean.toExponential(2)}, max ${g.max.toExponential(2)} over ${g.tokens ?? '?'} sampled tokens`;
+}
