@@ -403,6 +403,8 @@ export async function rlWorkflow(input: RlWorkflowInput): Promise<RlResult> {
     await api.rlRecordStep({ runId: input.runId, step: stepNo, row });
     state = { ...state, step: stepNo, cursor: next, policy: train.policy, last: row };
     progress.done = stepNo;
+    // Between steps: `train` with the new count would read as the next step's training (a query-only change, replay-safe).
+    progress.phase = 'recorded';
     progress.counts['reward_x1000'] = Math.round(adv.rewardMean * 1000);
     upsertSearchAttributes([
       { key: CM2_STEP, value: stepNo },
