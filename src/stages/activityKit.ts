@@ -194,7 +194,7 @@ export async function heapGuard<T>(activity: string, log: (l: string) => void, f
     log(`${activity}: the tensor backend ran out of memory (${message}); this worker exits so a fresh process can take over`);
     setTimeout(() => process.exit(70), 2000).unref();
     throw ApplicationFailure.nonRetryable(
-      `${activity}: the tensor backend ran out of memory (${message}). Lower rl.rollout.maxBatchTokens (generation) or rl.microBatch and rl.rollout.maxModelLen (training), then resume the run.`,
+      `${activity}: the tensor backend ran out of memory (${message}). Lower rl.rollout.kvCacheMiB or rl.rollout.maxBatchTokens (generation), or rl.microBatch and rl.rollout.maxModelLen (training), then resume the run.`,
       'ResourceExhausted',
     );
   }
