@@ -27,7 +27,7 @@
 import { assembleCache, kvBytesPerSlot, type CachePart } from './kvCache';
 import { isNative } from './native';
 import type { KVCache, QwenModel } from './qwen';
-import { PREFILL_CHUNK_TOKENS, sampleToken, logProbOf, type GenerateResult } from './generate';
+import { driveSteps, PREFILL_CHUNK_TOKENS, sampleToken, logProbOf, type GenerateResult, type StepDriverOptions } from './generate';
 import { Rng } from './random';
 
 export interface DecodeRequest {
@@ -274,22 +274,6 @@ function reorder(model: QwenModel, cache: KVCache, order: readonly number[]): KV
 }
 
 /** `decodeSteps` that gives the event loop a turn every `yieldEvery` decoding steps and after each prefill piece. */
-export async function decodeAsync(session: DecodeSession, requests: readonly DecodeRequest[], opts: DecodeOptions & { yieldEvery?: number; onStep?: (step: number) => void } = {}): Promise<GenerateResult> {
-  const it = decodeSteps(session, requests, opts);
-  const every = Math.max(1, opts.yieldEvery ?? 8);
-  try {
-    for (let step = 1; ; ) {
-      const r = it.next();
-      if (r.done) return r.value;
-      const prefill = r.value < 0;
-      if (prefill || step % every === 0) {
-        opts.onStep?.(prefill ? 0 : step);
-        await new Promise((res) => setImmediate(res));
-      }
-      if (!prefill) step++;
-    }
-  } finally {
-    // A step that threw (cancellation) closes the loop: its finally frees the KV cache now, not at garbage collection.
-    it.return(undefined as never);
-  }
+export function decodeAsync(session: DecodeSession, requests: readonly DecodeRequest[], opts: DecodeOptions & StepDriverOptions = {}): Promise<GenerateResult> {
+  return driveSteps(decodeSteps(session, requests, opts), opts);
 }

@@ -85,14 +85,26 @@ export function generate(model: QwenModel, prompts: number[][], opts: GenerateOp
  * `generate` that gives the event loop a turn every `yieldEvery` decoding steps (heartbeats, cancellation), and
  * reports progress. Same tokens as `generate`.
  */
-export async function generateAsync(model: QwenModel, prompts: number[][], opts: GenerateOptions & { yieldEvery?: number; onStep?: (step: number) => void }): Promise<GenerateResult> {
-  const it = generateSteps(model, prompts, opts);
+export function generateAsync(model: QwenModel, prompts: number[][], opts: GenerateOptions & StepDriverOptions): Promise<GenerateResult> {
+  return driveSteps(generateSteps(model, prompts, opts), opts);
+}
+
+export interface StepDriverOptions {
+  yieldEvery?: number;
+  onStep?: (step: number) => void;
+}
+
+/**
+ * Runs a decoding loop (a generator that yields each decoding step's index, and −1 after each prefill piece), giving
+ * the event loop a turn every `yieldEvery` steps and after each prefill piece (a piece of a long prefill can take
+ * seconds). Shared by `generateAsync` and the decoding session's `decodeAsync`.
+ */
+export async function driveSteps(it: Generator<number, GenerateResult, void>, opts: StepDriverOptions): Promise<GenerateResult> {
   const every = Math.max(1, opts.yieldEvery ?? 8);
   try {
     for (let step = 1; ; ) {
       const r = it.next();
       if (r.done) return r.value;
-      // A piece of a long prompt's prefill (value < 0) can take seconds: a turn after each one.
       const prefill = r.value < 0;
       if (prefill || step % every === 0) {
         opts.onStep?.(prefill ? 0 : step);

@@ -6,12 +6,12 @@
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import * as tf from '@tensorflow/tfjs';
-import { readNativeStatus } from '../../../src/model/backend';
 import type { QwenConfig } from '../../../src/model/config';
 import { DecodeSession, decodeAsync, type DecodeRequest } from '../../../src/model/decodeSession';
 import { generate } from '../../../src/model/generate';
 import { QwenModel } from '../../../src/model/qwen';
 import { Rng } from '../../../src/model/random';
+import { activateBackend, skipBackend } from '../../helpers/testBackend';
 
 const config: QwenConfig = {
   model_type: 'qwen3', vocab_size: 48, hidden_size: 16, intermediate_size: 24, num_hidden_layers: 2, num_attention_heads: 4,
@@ -19,7 +19,6 @@ const config: QwenConfig = {
   max_position_embeddings: 512, hidden_act: 'silu', initializer_range: 0.3,
 };
 const STOP = [3, 5];
-const native = readNativeStatus().ok;
 const rng = new Rng(42);
 const seq = (n: number) => Array.from({ length: n }, () => 6 + Math.floor(rng.next() * 40));
 
@@ -36,16 +35,11 @@ function plain(model: QwenModel, reqs: readonly DecodeRequest[], opts: { tempera
 const close = (a: number[][], b: number[][], what: string) => a.forEach((row, i) => row.forEach((x, j) => assert.ok(Math.abs(x - b[i]![j]!) < 1e-3, `${what} [${i}][${j}]: ${x} vs ${b[i]![j]}`)));
 
 for (const backend of ['cpu', 'native'] as const) {
-  describe(`decoding session (${backend})`, { skip: backend === 'native' && !native ? 'native TensorFlow is not installed' : false }, () => {
+  describe(`decoding session (${backend})`, { skip: skipBackend(backend) }, () => {
     let previous = 'cpu';
     let model: QwenModel;
     before(async () => {
-      previous = tf.getBackend() ?? 'cpu';
-      if (backend === 'native') {
-        process.env.TF_OVERRIDE_GLOBAL_THREADPOOL ??= '1';
-        require('@tensorflow/tfjs-node');
-        assert.ok(await tf.setBackend('tensorflow'));
-      } else await tf.setBackend('cpu');
+      previous = await activateBackend(backend);
       model = QwenModel.init(config, 7);
     });
     after(async () => {

@@ -7,13 +7,12 @@
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import * as tf from '@tensorflow/tfjs';
-import { readNativeStatus } from '../../../../src/model/backend';
 import type { QwenConfig } from '../../../../src/model/config';
 import { QwenModel } from '../../../../src/model/qwen';
 import { Rng } from '../../../../src/model/random';
 import { GrpoTrainer, packGrpo, type GrpoSequence, type GrpoStepConfig } from '../../../../src/stages/rl/grpo';
+import { activateBackend, skipBackend } from '../../../helpers/testBackend';
 
-const native = readNativeStatus().ok;
 const config: QwenConfig = {
   model_type: 'qwen3', vocab_size: 64, hidden_size: 16, intermediate_size: 24, num_hidden_layers: 2, num_attention_heads: 4,
   num_key_value_heads: 2, head_dim: 4, rms_norm_eps: 1e-6, rope_theta: 10000, tie_word_embeddings: false,
@@ -72,19 +71,14 @@ test('packGrpo: shared prompts once, each sequence from its prompt\'s last token
 
 const modes: Array<[string, 'cpu' | 'native', boolean]> = [['cpu', 'cpu', false], ['native, stack graph', 'native', true], ['native, layer by layer', 'native', false]];
 for (const [label, backend, graphs] of modes) {
-  describe(`packed GRPO update (${label})`, { skip: backend === 'native' && !native ? 'native TensorFlow is not installed' : false }, () => {
+  describe(`packed GRPO update (${label})`, { skip: skipBackend(backend) }, () => {
     let previous = 'cpu';
     let savedGraph: string | undefined;
     before(async () => {
-      previous = tf.getBackend() ?? 'cpu';
       savedGraph = process.env.CM2_TF_GRAPH;
       if (graphs) delete process.env.CM2_TF_GRAPH;
       else process.env.CM2_TF_GRAPH = '0';
-      if (backend === 'native') {
-        process.env.TF_OVERRIDE_GLOBAL_THREADPOOL ??= '1';
-        require('@tensorflow/tfjs-node');
-        assert.ok(await tf.setBackend('tensorflow'));
-      } else await tf.setBackend('cpu');
+      previous = await activateBackend(backend);
     });
     after(async () => {
       if (savedGraph === undefined) delete process.env.CM2_TF_GRAPH;

@@ -7,14 +7,13 @@
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import * as tf from '@tensorflow/tfjs';
-import { readNativeStatus } from '../../../../src/model/backend';
 import type { QwenConfig } from '../../../../src/model/config';
 import { DecodeSession, decodeAsync } from '../../../../src/model/decodeSession';
 import { QwenModel } from '../../../../src/model/qwen';
 import { Rng } from '../../../../src/model/random';
 import { GrpoTrainer, type GrpoSequence } from '../../../../src/stages/rl/grpo';
+import { activateBackend, skipBackend } from '../../../helpers/testBackend';
 
-const native = readNativeStatus().ok;
 const tiny: QwenConfig = {
   model_type: 'qwen3', vocab_size: 64, hidden_size: 16, intermediate_size: 24, num_hidden_layers: 2, num_attention_heads: 4,
   num_key_value_heads: 2, head_dim: 4, rms_norm_eps: 1e-6, rope_theta: 10000, tie_word_embeddings: false,
@@ -45,15 +44,10 @@ async function gapOf(model: QwenModel, prompts: number[][], G: number, T: number
 }
 
 for (const backend of ['cpu', 'native'] as const) {
-  describe(`logprobGap (${backend})`, { skip: backend === 'native' && !native ? 'native TensorFlow is not installed' : false }, () => {
+  describe(`logprobGap (${backend})`, { skip: skipBackend(backend) }, () => {
     let previous = 'cpu';
     before(async () => {
-      previous = tf.getBackend() ?? 'cpu';
-      if (backend === 'native') {
-        process.env.TF_OVERRIDE_GLOBAL_THREADPOOL ??= '1';
-        require('@tensorflow/tfjs-node');
-        assert.ok(await tf.setBackend('tensorflow'));
-      } else await tf.setBackend('cpu');
+      previous = await activateBackend(backend);
     });
     after(async () => {
       await tf.setBackend(previous);
