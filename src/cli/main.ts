@@ -15,6 +15,8 @@
  *   cm2 model import SOURCE --out DIR     a .gguf file or an HF folder → HF checkpoint (config, F32 safetensors, tokenizer;
  *                                         CM2's chat tags and template added unless --format own)
  *   cm2 model logits --checkpoint DIR --input-ids 1,2,3   last-position logits of a Qwen2/Qwen3/Llama checkpoint (JSON)
+ *                                         (--adapter DIR: with a PEFT LoRA adapter)
+ *   cm2 model merge --checkpoint BASE --adapter DIR --out OUT   a PEFT LoRA adapter merged into its base (HF folder)
  */
 import { Command, InvalidArgumentError, Option } from 'commander';
 import { ConfigError, loadConfig, type Cm2Config } from '../run/config';
@@ -247,9 +249,29 @@ model.command('logits')
   .description('print the logits of the last position as a JSON array')
   .requiredOption('--checkpoint <dir>', 'HF checkpoint folder (config.json + safetensors)')
   .requiredOption('--input-ids <ids>', 'comma-separated token ids, e.g. 1,2,3')
+  .option('--adapter <dir>', 'a PEFT LoRA adapter folder (adapter_config.json + adapter_model.safetensors) applied to the checkpoint')
   .addOption(new Option('--backend <name>', 'tfjs backend').choices(['auto', 'tfjs-node-gpu', 'tfjs-node', 'wasm', 'cpu']).default('auto'))
-  .action(async (opts: { checkpoint: string; inputIds: string; backend: 'auto' | 'tfjs-node-gpu' | 'tfjs-node' | 'wasm' | 'cpu' }) => {
-    await (require('./modelCommand') as typeof import('./modelCommand')).modelLogitsCommand(opts);
+  .action(async (opts: { checkpoint: string; adapter?: string; inputIds: string; backend: 'auto' | 'tfjs-node-gpu' | 'tfjs-node' | 'wasm' | 'cpu' }) => {
+    try {
+      await (require('./modelCommand') as typeof import('./modelCommand')).modelLogitsCommand(opts);
+    } catch (e) {
+      console.error(`cm2 model logits: ${(e as Error).message}`);
+      process.exitCode = 1;
+    }
+  });
+model.command('merge')
+  .description('merge a PEFT LoRA adapter into its base checkpoint and write the result as an HF folder (F32 weights, the base\'s config, tokenizer and templates)')
+  .requiredOption('--checkpoint <dir>', 'the base HF checkpoint folder')
+  .requiredOption('--adapter <dir>', 'the PEFT LoRA adapter folder (adapter_config.json + adapter_model.safetensors)')
+  .requiredOption('--out <dir>', 'the merged checkpoint folder to write')
+  .option('--max-shard-size <size>', 'largest weight file, e.g. 5GB (as transformers; default 50GB)')
+  .action((opts: { checkpoint: string; adapter: string; out: string; maxShardSize?: string }) => {
+    try {
+      (require('./modelCommand') as typeof import('./modelCommand')).modelMergeCommand(opts);
+    } catch (e) {
+      console.error(`cm2 model merge: ${(e as Error).message}`);
+      process.exitCode = 1;
+    }
   });
 
 program.command('backend')

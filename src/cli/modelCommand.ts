@@ -1,6 +1,9 @@
 /** `cm2 model …`: import a pretrained model (GGUF or HF folder), inspect a Qwen2/Qwen3/Llama HF checkpoint with the tfjs model. */
 import { activeBackend, readNativeStatus, selectBackend, type BackendPref } from '../model/backend';
-import { loadHfCheckpoint } from '../model/checkpoint';
+import { copyFileSync, existsSync, readdirSync } from 'node:fs';
+import { join } from 'node:path';
+import { loadHfCheckpoint, saveHfCheckpoint } from '../model/checkpoint';
+import { LoraAdapter } from '../model/lora';
 import { formatImportSummary, importModel, type ImportSummary } from '../model/modelImport';
 
 /** `cm2 model import SOURCE --out DIR`: a .gguf file or an HF folder → the HF checkpoint the pipeline uses. */
@@ -23,10 +26,18 @@ export function parseIds(list: string): number[] {
 }
 
 /** The logits of the last position, as a JSON array on stdout (the backend choice goes to stderr). */
-export async function modelLogitsCommand(opts: { checkpoint: string; inputIds: string; backend: BackendPref }): Promise<number[]> {
+export async function modelLogitsCommand(opts: { checkpoint: string; adapter?: string; inputIds: string; backend: BackendPref }): Promise<number[]> {
   const ids = parseIds(opts.inputIds);
   await selectBackend(opts.backend, (line) => console.error(line));
   const model = loadHfCheckpoint(opts.checkpoint);
+  if (opts.adapter) {
+    try {
+      LoraAdapter.load(model, opts.adapter).dispose(); // the merged weights stay in the model
+    } catch (e) {
+      model.dispose();
+      throw e;
+    }
+  }
   const bad = ids.find((i) => i >= model.dims.vocab);
   if (bad !== undefined) throw new Error(`--input-ids: ${bad} is outside the vocabulary (${model.dims.vocab})`);
   const logits = model.forward([ids], { lastOnly: true });
@@ -35,6 +46,29 @@ export async function modelLogitsCommand(opts: { checkpoint: string; inputIds: s
   model.dispose();
   console.log(JSON.stringify(row));
   return row;
+}
+
+/** Files of an HF folder besides the weights that a merged folder keeps (tokenizer, chat template, generation). */
+const COMPANIONS = /^(tokenizer\.json|tokenizer_config\.json|special_tokens_map\.json|generation_config\.json|chat_template\.(jinja|json)|vocab\.json|merges\.txt|added_tokens\.json)$/;
+
+/**
+ * `cm2 model merge --checkpoint BASE --adapter DIR --out OUT`: the base with the adapter merged in, as an HF folder
+ * (F32 weights, the base's config, tokenizer and templates), which transformers, llama.cpp's converter or vLLM load.
+ */
+export function modelMergeCommand(opts: { checkpoint: string; adapter: string; out: string; maxShardSize?: string }): { out: string; adapted: number } {
+  if (existsSync(join(opts.out, 'config.json'))) throw new Error(`--out ${opts.out}: a checkpoint is already there`);
+  const model = loadHfCheckpoint(opts.checkpoint);
+  try {
+    const adapter = LoraAdapter.load(model, opts.adapter);
+    const adapted = adapter.numParams();
+    adapter.dispose();
+    saveHfCheckpoint(opts.out, model, opts.maxShardSize !== undefined ? { maxShardSize: opts.maxShardSize } : {});
+    for (const f of readdirSync(opts.checkpoint)) if (COMPANIONS.test(f)) copyFileSync(join(opts.checkpoint, f), join(opts.out, f));
+    console.log(`merged ${opts.adapter} (${adapted.toLocaleString('en-US')} adapter values) into ${opts.checkpoint} → ${opts.out}`);
+    return { out: opts.out, adapted };
+  } finally {
+    model.dispose();
+  }
 }
 
 /** `cm2 backend`: activates the backend as model work would and says which one and why. */

@@ -19,6 +19,8 @@ import { parseQwenConfig, type QwenConfig } from './config';
 import type { QwenModel } from './qwen';
 import { openAdamWState, parseAdamWState, writeAdamWStateAsync, type AdamW, type AdamWState } from './optim/adamw';
 import { serializeTensors, type WrittenFile } from './safetensorsWrite';
+import type { LoraAdapter } from './lora';
+import { applyLoraCheckpoint, isLoraCheckpoint, loraBaseOf, type LoraCheckpointState } from './loraCheckpoint';
 
 /** Checkpoints up to this many bytes go through memory; larger ones through temp files. */
 export const IN_MEMORY_MAX_BYTES = 256 * 2 ** 20;
@@ -178,13 +180,22 @@ export class BadPolicyError extends Error {
   override readonly name = 'BadPolicyError';
 }
 
+/** What `loadPolicy` hands to `restore` of a LoRA checkpoint: its adapter (the caller owns it) and base. */
+export interface RestoredLora {
+  adapter: LoraAdapter;
+  base: LoraCheckpointState['base'];
+}
+
 /**
  * A policy from S3, streamed one tensor at a time. With `restore`, also the checkpoint's AdamW state, handed to
  * `restore` while its file is open (the moments are read one at a time as the optimizer loads them); without it the
- * optimizer state is not fetched.
+ * optimizer state is not fetched. A LoRA checkpoint (loraCheckpoint.ts) is its base with the adapter merged in; with
+ * `restore` the adapter comes too (to train on), else it is dropped once merged.
  */
-export async function loadPolicy(store: ObjectStore, p: PolicyRef, restore?: (model: QwenModel, optimizer: AdamWState) => void): Promise<QwenModel> {
+export async function loadPolicy(store: ObjectStore, p: PolicyRef, restore?: (model: QwenModel, optimizer: AdamWState, lora?: RestoredLora) => void): Promise<QwenModel> {
   if (p.kind === 'hf') return loadStoredHfModel(store, p.prefix);
+  const manifest = await store.getJson(p.manifestKey, CheckpointManifest);
+  if (isLoraCheckpoint(manifest)) return loadLoraPolicy(store, p.manifestKey, manifest, restore);
   return withCheckpoint(store, p.manifestKey, (ckpt) => {
     if (!ckpt.config) throw new BadPolicyError(`${p.manifestKey}: the checkpoint has no config.json or model.safetensors`);
     const model = checkpointModel(ckpt, p.manifestKey);
@@ -199,6 +210,31 @@ export async function loadPolicy(store: ObjectStore, p: PolicyRef, restore?: (mo
     }
     return model;
   }, { optimizer: restore !== undefined });
+}
+
+async function loadLoraPolicy(store: ObjectStore, manifestKey: string, manifest: CheckpointManifest, restore?: (model: QwenModel, optimizer: AdamWState, lora?: RestoredLora) => void): Promise<QwenModel> {
+  let base: LoraCheckpointState['base'];
+  try {
+    base = loraBaseOf(manifest, manifestKey);
+  } catch (e) {
+    throw new BadPolicyError((e as Error).message);
+  }
+  const model = await loadStoredHfModel(store, base.prefix);
+  let adapter: LoraAdapter | undefined;
+  try {
+    const applied = await applyLoraCheckpoint(store, manifestKey, manifest, model, { optimizer: restore !== undefined });
+    adapter = applied.adapter;
+    if (restore) {
+      restore(model, applied.optimizer!, { adapter, base });
+      adapter = undefined; // the caller's now
+    }
+  } catch (e) {
+    adapter?.dispose();
+    model.dispose();
+    throw e;
+  }
+  adapter?.dispose(); // the merged weights stay in the model
+  return model;
 }
 
 /**

@@ -14,6 +14,7 @@ import { readFileSync } from 'node:fs';
 import { z } from 'zod';
 import YAML from 'yaml';
 import { LlmConfig } from '../llm/config';
+import { LoraSettings } from '../model/loraSettings';
 import { TemporalConfig } from './temporalConfig';
 import { S3Config } from './s3Config';
 import type { Effort } from '../kernel/roles';
@@ -240,6 +241,8 @@ export const RlConfig = z.object({
   clipRatioC: z.number().gt(1).nullable().default(3).describe('Dual-clip constant (> 1); null disables it.'),
   weightDecay: z.number().min(0).default(0.01).describe('AdamW weight decay.'),
   maxGradNorm: z.number().positive().default(1).describe('Clip gradients to this global norm.'),
+  lora: LoraSettings.nullable().default(null)
+    .describe('Train LoRA adapters on the frozen initial policy instead of every weight: checkpoints hold the adapter (PEFT format) and its AdamW state, not the weights. null = full fine-tuning.'),
   /** Sequences per forward/backward in the train step (accumulated into one update). */
   microBatch: z.number().int().positive().default(4).describe('Sequences per forward/backward in the train step (accumulated into one update).'),
   normAdvByStd: z.boolean().default(false)

@@ -41,7 +41,10 @@ import { judgePending } from './judge/phase';
 import { advanceRollouts, applyTurnDecisions, initRollouts, type RolloutLimits } from './rollout';
 import { ToolEnvironment } from './env/toolEnv';
 import { Rollout } from './types';
-import { loadPolicy, PolicyCache, policyKey, saveTrainingCheckpoint } from '../../model/policyStore';
+import { BadPolicyError, loadPolicy, PolicyCache, policyKey, saveTrainingCheckpoint, type RestoredLora } from '../../model/policyStore';
+import { LoraAdapter } from '../../model/lora';
+import { saveLoraCheckpoint } from '../../model/loraCheckpoint';
+import { loraTrainable } from '../../model/trainable';
 import { type ActivityDeps, asTemporalFailure, cancellationSignal, heapGuard, heartbeat, llmClients, once, parseInput, stageLog } from '../activityKit';
 import { demoWorldExecutables } from '../../demo/executables';
 import { withSimulatorDefaults } from './env/simulator';
@@ -300,16 +303,24 @@ export function createRlActivities(deps: ActivityDeps) {
         // One-step-off: the behaviour policy's log-probabilities for the importance ratio (never the policy itself).
         const behaviour = input.behaviour && policyKey(input.behaviour) !== policyKey(input.policy) ? await policies.get(input.behaviour) : undefined;
         let trainer: GrpoTrainer | undefined;
+        // LoRA (rl.lora): adapters on the frozen initial policy; `lora` is the adapter and the base it applies to.
+        let lora: RestoredLora | undefined;
         if (input.policy.kind === 'ckpt') {
           model?.dispose();
-          model = await loadPolicy(store, input.policy, (m, optimizer) => {
-            trainer = new GrpoTrainer(m, reference, input.rl.weightDecay);
+          model = await loadPolicy(store, input.policy, (m, optimizer, restored) => {
+            if (Boolean(restored) !== Boolean(input.rl.lora)) {
+              restored?.adapter.dispose();
+              throw new BadPolicyError(`${input.policy.kind === 'ckpt' ? input.policy.manifestKey : ''}: the checkpoint holds ${restored ? 'a LoRA adapter' : 'full weights'}, but rl.lora is ${input.rl.lora ? 'set' : 'null'}: a run cannot switch between LoRA and full fine-tuning`);
+            }
+            lora = restored;
+            trainer = new GrpoTrainer(m, reference, input.rl.weightDecay, restored ? loraTrainable(restored.adapter) : undefined);
             trainer.restore(optimizer);
           });
         } else if (!model) {
           model = await loadPolicy(store, input.policy);
         }
-        trainer ??= new GrpoTrainer(model, reference, input.rl.weightDecay);
+        if (!trainer && input.rl.lora && input.policy.kind === 'hf') lora = { adapter: LoraAdapter.create(model, input.rl.lora, input.rl.seed), base: input.policy };
+        trainer ??= new GrpoTrainer(model, reference, input.rl.weightDecay, lora ? loraTrainable(lora.adapter) : undefined);
         let metrics;
         try {
           metrics = await trainer.step(
@@ -331,6 +342,7 @@ export function createRlActivities(deps: ActivityDeps) {
           );
         } catch (e) {
           trainer.optimizer.dispose();
+          lora?.adapter.dispose();
           model.dispose();
           throw e;
         }
@@ -354,14 +366,19 @@ export function createRlActivities(deps: ActivityDeps) {
         const config = hfConfigJson(model);
         let saved;
         try {
-          saved = await saveTrainingCheckpoint(store, prefix, input.step, model, trainer.optimizer, ({ weightsSha256 }) => {
+          const state = ({ weightsSha256 }: { weightsSha256: string }) => {
             result.weightsSha256 = weightsSha256;
             return { ...input.state, hp: input.hp, train: { ...result, checkpointSeconds: 0 } };
-          }, { config });
+          };
+          saved = lora
+            ? await saveLoraCheckpoint(store, prefix, input.step, lora.adapter, trainer.optimizer, lora.base, state, { config })
+            : await saveTrainingCheckpoint(store, prefix, input.step, model, trainer.optimizer, state, { config });
         } finally {
           // The moments live on in the checkpoint (the next step restores them into a new trainer): free them here,
-          // or every step leaks them and the optimizer's graph sessions (~5 MiB RSS a step: bench/soak.ts).
+          // or every step leaks them and the optimizer's graph sessions (~5 MiB RSS a step: bench/soak.ts). The
+          // adapter too: the model keeps its merged weights for the next rollouts.
           trainer.optimizer.dispose();
+          lora?.adapter.dispose();
         }
         result.weightsSha256 = saved.weightsSha256;
         result.checkpointSeconds = (Date.now() - t1) / 1000;

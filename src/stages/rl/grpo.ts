@@ -25,6 +25,7 @@
 import * as tf from '@tensorflow/tfjs';
 import { AdamW, type AdamWState } from '../../model/optim/adamw';
 import { accumulateGradients, yieldToEventLoop } from '../../model/optim/accumulate';
+import { applyUpdate, fullTrainable, type TrainableSet } from '../../model/trainable';
 import type { PackedRows } from '../../model/qwen';
 
 /** What the update needs of a policy (QwenModel satisfies it). */
@@ -267,15 +268,17 @@ export function packGrpo(batch: readonly GrpoSequence[], padId: number): GrpoRow
 /** The policy update: AdamW over the model's variables, one optimizer step per call. */
 export class GrpoTrainer {
   readonly optimizer: AdamW;
-  private readonly params: Map<string, tf.Variable>;
+  /** what is trained: every weight (default) or LoRA adapters (src/model/trainable.ts) */
+  readonly trainable: TrainableSet;
 
   constructor(
     private readonly policy: PolicyModel,
     private readonly reference: PolicyModel | undefined,
     weightDecay: number,
+    trainable?: TrainableSet,
   ) {
-    this.params = policy.namedVariables();
-    this.optimizer = new AdamW(this.params, { beta1: 0.9, beta2: 0.999, eps: 1e-8, weightDecay });
+    this.trainable = trainable ?? fullTrainable(policy);
+    this.optimizer = new AdamW(this.trainable.params, { beta1: 0.9, beta2: 0.999, eps: 1e-8, weightDecay });
   }
 
   restore(state: AdamWState): void {
@@ -322,20 +325,19 @@ export class GrpoTrainer {
         klV = terms.klSum.dataSync()[0]!;
         clV = terms.clipped.dataSync()[0]!;
         return tf.div(tf.add(terms.pgSum, tf.mul(terms.klSum, cfg.klCoef)), Math.max(total, 1)) as tf.Scalar;
-      }, [...this.params.values()]);
+      }, [...this.trainable.tape.values()]);
       value.dispose();
       refLogp?.dispose();
       behaviourLogp?.dispose();
       pgTotal += pgV;
       klTotal += klV;
       clippedTotal += clV;
-      accumulateGradients(sums, this.params, grads);
+      accumulateGradients(sums, this.trainable.tape, grads);
       onMicro?.(k + 1, chunks);
       await yieldToEventLoop();
     }
     let gradNorm = 0;
-    if (sums.size > 0) gradNorm = this.optimizer.apply(sums, cfg.lr, cfg.maxGradNorm);
-    for (const g of sums.values()) g.dispose();
+    if (sums.size > 0) gradNorm = applyUpdate(this.trainable, sums, (g) => this.optimizer.apply(g, cfg.lr, cfg.maxGradNorm));
     const n = Math.max(total, 1);
     return {
       loss: (pgTotal + cfg.klCoef * klTotal) / n,

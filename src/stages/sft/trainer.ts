@@ -11,6 +11,7 @@ import { AdamW, type AdamWState } from '../../model/optim/adamw';
 import { lrAt, warmupStepsOf } from '../../model/optim/schedule';
 import { Rng, takeBatch, type DataCursor } from '../../kernel/dataOrder';
 import { accumulateGradients, yieldToEventLoop } from '../../model/optim/accumulate';
+import { applyUpdate, fullTrainable, type TrainableSet } from '../../model/trainable';
 
 /** What the trainer needs from a model. */
 export interface TrainableModel {
@@ -95,15 +96,17 @@ export class SftTrainer {
   readonly optimizer: AdamW;
   state: TrainerState;
   readonly total: number;
-  private readonly params: Map<string, tf.Variable>;
+  /** what is trained: every weight (default) or LoRA adapters (src/model/trainable.ts) */
+  readonly trainable: TrainableSet;
 
   constructor(
     private readonly model: TrainableModel,
     private readonly data: readonly TokenizedExample[],
     readonly cfg: SftConfig,
+    trainable?: TrainableSet,
   ) {
-    this.params = model.namedVariables();
-    this.optimizer = new AdamW(this.params, { beta1: 0.9, beta2: 0.999, eps: 1e-8, weightDecay: cfg.weightDecay });
+    this.trainable = trainable ?? fullTrainable(model);
+    this.optimizer = new AdamW(this.trainable.params, { beta1: 0.9, beta2: 0.999, eps: 1e-8, weightDecay: cfg.weightDecay });
     this.total = totalSteps(data.length, cfg);
     this.state = { step: 0, cursor: { epoch: 0, index: 0 }, rngState: new Rng(cfg.seed).state, losses: [] };
   }
@@ -138,10 +141,10 @@ export class SftTrainer {
       if (indices.length === 0) break;
       const batch = collate(indices.map((i) => this.data[i]!), cfg.maxSeqLen, cfg.padId);
       if (batch.tokens === 0) continue;
-      const { value, grads } = tf.variableGrads(() => this.model.loss(batch.ids, batch.targets, batch.mask), [...this.params.values()]);
+      const { value, grads } = tf.variableGrads(() => this.model.loss(batch.ids, batch.targets, batch.mask), [...this.trainable.tape.values()]);
       lossSum += value.dataSync()[0]!;
       value.dispose();
-      accumulateGradients(sums, this.params, grads);
+      accumulateGradients(sums, this.trainable.tape, grads);
       micro++;
       tokens += batch.tokens;
       onMicro?.(k + 1, cfg.gradAccum);
@@ -151,10 +154,9 @@ export class SftTrainer {
     if (micro > 0) {
       // Mean over micro-batches, as LLaMA-Factory (each micro-batch loss is a mean over its tokens).
       const mean = new Map([...sums].map(([k, g]) => [k, tf.tidy(() => tf.div(g, micro))]));
-      gradNorm = this.optimizer.apply(mean, lr, cfg.maxGradNorm);
-      for (const g of mean.values()) g.dispose();
-    }
-    for (const g of sums.values()) g.dispose();
+      for (const g of sums.values()) g.dispose();
+      gradNorm = applyUpdate(this.trainable, mean, (g) => this.optimizer.apply(g, lr, cfg.maxGradNorm));
+    } else for (const g of sums.values()) g.dispose();
     const loss = micro > 0 ? lossSum / micro : 0;
     this.state = { ...this.state, step: this.state.step + 1, cursor, losses: [...this.state.losses, loss] };
     return { step: this.state.step, loss, lr, gradNorm, tokens, ms: Date.now() - t0 };

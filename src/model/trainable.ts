@@ -1,0 +1,42 @@
+/**
+ * What a trainer updates: every weight of the model (full fine-tuning), or LoRA adapters on a frozen base (lora.ts).
+ * The SFT and GRPO trainers differentiate the loss with respect to `tape`, sum micro-batches by tape name, `project`
+ * the sums onto `params` (what the optimizer updates and checkpoints) and call `afterUpdate` after the optimizer step.
+ */
+import type * as tf from '@tensorflow/tfjs';
+import type { LoraAdapter } from './lora';
+
+export interface TrainableSet {
+  readonly kind: 'full' | 'lora';
+  /** the model variables the gradient tape differentiates, by model weight name */
+  readonly tape: ReadonlyMap<string, tf.Variable>;
+  /** what the optimizer updates (and a checkpoint stores with its moments), by name */
+  readonly params: ReadonlyMap<string, tf.Variable>;
+  /** summed tape gradients → gradients of `params`. Returns the same map when they are the same thing. */
+  project(grads: Map<string, tf.Tensor>): Map<string, tf.Tensor>;
+  /** after each optimizer step (LoRA: the merged weights into the model) */
+  afterUpdate(): void;
+}
+
+/** Every parameter of the model, trained as it is. */
+export function fullTrainable(model: { namedVariables(): Map<string, tf.Variable> }): TrainableSet {
+  const vars = model.namedVariables();
+  return { kind: 'full', tape: vars, params: vars, project: (g) => g, afterUpdate: () => {} };
+}
+
+/** The adapter's A, B (and token rows), from the gradients of the merged weights. */
+export function loraTrainable(adapter: LoraAdapter): TrainableSet {
+  return { kind: 'lora', tape: adapter.tapeVariables(), params: adapter.params(), project: (g) => adapter.project(g), afterUpdate: () => adapter.merge() };
+}
+
+/** Applies one optimizer step from summed tape gradients; disposes every gradient. Returns the pre-clip norm. */
+export function applyUpdate(set: TrainableSet, sums: Map<string, tf.Tensor>, apply: (grads: Map<string, tf.Tensor>) => number): number {
+  const grads = set.project(sums);
+  try {
+    return apply(grads);
+  } finally {
+    for (const g of sums.values()) g.dispose();
+    if (grads !== sums) for (const g of grads.values()) g.dispose();
+    set.afterUpdate();
+  }
+}
