@@ -57,7 +57,9 @@ let passed = 0;
 let failed = 0;
 let skipped = 0;
 // Per test file; CM2_TEST_TIMEOUT_MIN raises it for the long bench versions (e.g. CM2_CHAOS_STEPS=400).
-const stream = run({ files, concurrency: Number(process.env.CM2_TEST_CONCURRENCY ?? 2), timeout: Number(process.env.CM2_TEST_TIMEOUT_MIN ?? 15) * 60_000 });
+// CM2_TEST_NAME=regex runs only the tests whose names match (node:test's testNamePatterns).
+const namePattern = process.env.CM2_TEST_NAME ? { testNamePatterns: [new RegExp(process.env.CM2_TEST_NAME)] } : {};
+const stream = run({ files, concurrency: Number(process.env.CM2_TEST_CONCURRENCY ?? 2), timeout: Number(process.env.CM2_TEST_TIMEOUT_MIN ?? 15) * 60_000, ...namePattern });
 // Count tests, not suites (a describe block is reported as a test of type 'suite').
 const isSuite = (e) => e.details?.type === 'suite';
 stream.on('test:pass', (e) => {

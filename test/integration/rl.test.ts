@@ -18,6 +18,8 @@ import { rlKeys, runKey, stageWorkflowId } from '../../src/run/layout';
 import { exactnessBackends, testConfig, testStore, uniqueId } from '../helpers/env';
 import { startChildWorker, writeConfigFile } from '../helpers/processes';
 import { tinyRl, writeRlFixture } from '../helpers/rlFixture';
+import { loadPolicy } from '../../src/model/policyStore';
+import { parseSafetensors } from '../../src/model/safetensors';
 import { replies, startFakeOpenAI } from '../helpers/fakeOpenAI';
 import { judgeReply } from '../helpers/fakeJudge';
 
@@ -111,9 +113,15 @@ test('RL workflow: steps across continue-as-new, checkpoints and metrics; steere
   }
 });
 
-for (const backend of exactnessBackends()) test(`RL: a worker killed during a train step never applies an update twice or skips one (weights equal an uninterrupted run) [${backend}]`, async () => {
+const LORA = { rank: 4, alpha: 8 };
+const killCases = [
+  ...exactnessBackends().map((backend) => ({ backend, lora: null })),
+  // LoRA on the first backend: the adapter and its AdamW state are what the checkpoint holds.
+  { backend: exactnessBackends()[0]!, lora: LORA },
+];
+for (const { backend, lora } of killCases) test(`RL: a worker killed during a train step never applies an update twice or skips one (weights equal an uninterrupted run) [${backend}${lora ? ', LoRA' : ''}]`, async () => {
   const env = { CM2_BACKEND: backend };
-  const over = { rl: tinyRl({ steps: 3, eval: { prompts: 0 } }), temporal: { activity: { heartbeatTimeout: '4s', maxRetryInterval: '1s' } } };
+  const over = { rl: tinyRl({ steps: 3, eval: { prompts: 0 }, lora }), temporal: { activity: { heartbeatTimeout: '4s', maxRetryInterval: '1s' } } };
   const a = testConfig(uniqueId('rla'), over);
   const b = testConfig(uniqueId('rlb'), over);
   const store = testStore(a);
@@ -150,8 +158,24 @@ for (const backend of exactnessBackends()) test(`RL: a worker killed during a tr
   assert.deepEqual(await shaOf(b.run.id), await shaOf(a.run.id), 'same weights after every step');
   const finalA = await store.getJson(`${stepFolder(rlKeys.checkpoints(a.run.id), 3)}/manifest.json`, CheckpointManifest);
   const finalB = await store.getJson(`${stepFolder(rlKeys.checkpoints(b.run.id), 3)}/manifest.json`, CheckpointManifest);
-  assert.equal(finalB.files['model.safetensors']!.sha256, finalA.files['model.safetensors']!.sha256);
+  const weights = lora ? 'adapter_model.safetensors' : 'model.safetensors';
+  assert.ok(finalA.files[weights], `the checkpoint holds ${weights}`);
+  if (lora) assert.equal(finalA.files['model.safetensors'], undefined, 'a LoRA checkpoint holds no full weights');
+  assert.equal(finalB.files[weights]!.sha256, finalA.files[weights]!.sha256);
   assert.equal(finalB.files['optimizer.safetensors']!.sha256, finalA.files['optimizer.safetensors']!.sha256);
+  if (lora) {
+    // The RL policy of a LoRA run loads as its base with the adapter merged: a policy, like a full one.
+    const model = await loadPolicy(store, { kind: 'ckpt', manifestKey: `${stepFolder(rlKeys.checkpoints(a.run.id), 3)}/manifest.json`, step: 3 });
+    const base = await loadPolicy(store, { kind: 'hf', prefix: a.rl.policyPrefix ?? runKey(a.run.id, 'sft', 'final') });
+    const moved = [...model.namedWeights()].filter(([name, w]) => !w.data.every((x, i) => x === base.namedWeights().get(name)!.data[i])).map(([n]) => n);
+    // (Whether any moved depends on the rewards: B starts at 0 and only a non-zero advantage moves it.)
+    assert.ok(moved.every((n) => /_proj\.weight$/.test(n)), `only adapted projections moved: ${moved.slice(0, 4).join(', ')}`);
+    const moments = parseSafetensors(await store.getVerified(finalA.files['optimizer.safetensors']!));
+    assert.equal(moments.metadata?.['step'], '3', 'three LoRA updates in the AdamW state');
+    assert.ok([...moments.tensors.keys()].every((n) => /^[mv]\.base_model\.model\..*(lora_A|lora_B)\.weight$/.test(n)), 'moments of the adapter only, by PEFT name');
+    model.dispose();
+    base.dispose();
+  }
 });
 
 test('RL: a judge outage in the middle of a run (endpoint down, then back) delays it; no step lost, none duplicated, no sample failed', async () => {
