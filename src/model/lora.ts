@@ -218,14 +218,19 @@ export class LoraAdapter {
     const bad = this.tokenIds.find((id) => id >= model.dims.vocab);
     if (bad !== undefined) throw new Error(`${where}: trainable token ${bad} is outside the vocabulary (${model.dims.vocab})`);
     const variables = model.namedVariables();
+    const variable = (name: string, shape: [number, number], site?: Site): void => {
+      const initial = tf.tensor2d(init(name, shape, site), shape);
+      this.vars.set(name, tf.variable(initial, true));
+      initial.dispose(); // the variable holds the data
+    };
     try {
       for (const s of this.sites) {
-        this.vars.set(s.aName, tf.variable(tf.tensor2d(init(s.aName, [s.rank, s.inDim], s), [s.rank, s.inDim]), true));
-        this.vars.set(s.bName, tf.variable(tf.tensor2d(init(s.bName, [s.outDim, s.rank], s), [s.outDim, s.rank]), true));
+        variable(s.aName, [s.rank, s.inDim], s);
+        variable(s.bName, [s.outDim, s.rank], s);
         this.base.set(s.weight, tf.keep(tf.clone(variables.get(s.weight)!)));
       }
       if (this.tokenIds.length > 0) {
-        this.vars.set(TOKENS_NAME, tf.variable(tf.tensor2d(init(TOKENS_NAME, [this.tokenIds.length, model.dims.hidden]), [this.tokenIds.length, model.dims.hidden]), true));
+        variable(TOKENS_NAME, [this.tokenIds.length, model.dims.hidden]);
         this.base.set(EMBED, tf.keep(tf.clone(variables.get(EMBED)!)));
       }
     } catch (e) {

@@ -35,7 +35,8 @@ export async function saveLoraCheckpoint(
   step: number,
   adapter: LoraAdapter,
   optimizer: AdamW,
-  base: LoraCheckpointState['base'],
+  /** the stored HF folder the adapter applies to; undefined when the base is rebuilt from the config (SFT) */
+  base: LoraCheckpointState['base'] | undefined,
   state: Record<string, unknown> | ((written: { weightsSha256: string }) => Record<string, unknown>),
   opts: { config?: Record<string, unknown> } = {},
 ): Promise<{ manifestKey: string; manifest: CheckpointManifest; weightsSha256: string }> {
@@ -43,12 +44,12 @@ export async function saveLoraCheckpoint(
   const weightsSha256 = sha256(weights);
   const files: Record<string, CheckpointFile> = {
     ...(opts.config ? { 'config.json': Buffer.from(JSON.stringify(opts.config)) } : {}),
-    [ADAPTER_CONFIG]: Buffer.from(`${JSON.stringify(adapter.configJson(base.prefix), null, 2)}\n`),
+    [ADAPTER_CONFIG]: Buffer.from(`${JSON.stringify(adapter.configJson(base?.prefix ?? null), null, 2)}\n`),
     [ADAPTER_WEIGHTS]: weights,
     'optimizer.safetensors': serializeTensors(optimizer.momentEntries(), { step: String(optimizer.steps) }),
   };
   const s = typeof state === 'function' ? state({ weightsSha256 }) : state;
-  const written = await writeCheckpoint(store, prefix, step, files, { ...s, lora: { base } satisfies LoraCheckpointState });
+  const written = await writeCheckpoint(store, prefix, step, files, base ? { ...s, lora: { base } satisfies LoraCheckpointState } : s);
   return { ...written, weightsSha256 };
 }
 

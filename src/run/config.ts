@@ -184,6 +184,8 @@ export const SftConfig = z.object({
   minLrRatio: z.number().min(0).max(1).default(0.1).describe('The cosine decay ends at `peakLr` × this.'),
   maxGradNorm: z.number().positive().default(1).describe('Clip gradients to this global norm.'),
   weightDecay: z.number().min(0).default(0.01).describe('AdamW weight decay.'),
+  lora: LoraSettings.nullable().default(null)
+    .describe('Train LoRA adapters on the base instead of every weight: checkpoints hold the adapter and its AdamW state; the final policy is the base with the adapter merged (`runs/<run.id>/sft/final`), the adapter itself is kept in PEFT\'s format (`runs/<run.id>/sft/adapter`). null = full fine-tuning.'),
   /** Tokens per training sequence (reference `cutoff_len` 12000). */
   maxSeqLen: z.number().int().positive().default(768).describe('Tokens per training sequence (reference `cutoff_len` 12000).'),
   seed: z.number().int().default(42).describe('Seed of the data order (and of the special-token initialisation).'),

@@ -75,6 +75,8 @@ export const sftKeys = {
   checkpoints: (runId: string) => runKey(runId, 'sft', 'checkpoints'),
   /** The trained policy as an HF folder (RL's default initial policy). */
   final: (runId: string) => runKey(runId, 'sft', 'final'),
+  /** With `sft.lora`: the trained adapter in PEFT's format (the final folder holds it merged). */
+  adapter: (runId: string) => runKey(runId, 'sft', 'adapter'),
   trainResult: (runId: string) => runKey(runId, 'sft', 'train-result.json'),
   evalResult: (runId: string, which: string) => runKey(runId, 'sft', `eval-${which}.json`),
   /** One chunk of a format check run in chunks (`sft.eval.chunkSize`): its samples and timing. */

@@ -12,7 +12,8 @@ import { runSft } from '../../src/stages/sft/activities';
 import { selectBackend } from '../../src/model/backend';
 import { startSft, sftInput } from '../../src/cli/stages';
 import { connectClient } from '../../src/infra/temporal';
-import { runKey } from '../../src/run/layout';
+import { runKey, sftKeys } from '../../src/run/layout';
+import { CheckpointManifest } from '../../src/storage/checkpoints';
 import { generateDemoDataset } from '../../src/demo/generator';
 import { exactnessBackends, testConfig, testStore, uniqueId } from '../helpers/env';
 import { startChildWorker, writeConfigFile } from '../helpers/processes';
@@ -26,9 +27,14 @@ const tinySft = {
   eval: { prompts: 0 },
 };
 
-for (const backend of exactnessBackends()) test(`SFT resumes after a worker kill and ends with the weights of an uninterrupted run [${backend}]`, async () => {
+const sftCases = [
+  ...exactnessBackends().map((backend) => ({ backend, lora: null as null | Record<string, unknown> })),
+  // LoRA on the first backend, with two token rows trained beside the adapters.
+  { backend: exactnessBackends()[0]!, lora: { rank: 4, alpha: 8, trainTokens: [3, 7] } },
+];
+for (const { backend, lora } of sftCases) test(`SFT resumes after a worker kill and ends with the weights of an uninterrupted run [${backend}${lora ? ', LoRA' : ''}]`, async () => {
   const examples = generateDemoDataset({ seed: 31, count: 40, brokenRate: 0 });
-  const cfg = testConfig(uniqueId('sft'), { sft: { ...tinySft, backend }, temporal: { activity: { heartbeatTimeout: '5s', maxRetryInterval: '1s' } } });
+  const cfg = testConfig(uniqueId('sft'), { sft: { ...tinySft, backend, lora, ...(lora ? { peakLr: 2e-2 } : {}) }, temporal: { activity: { heartbeatTimeout: '5s', maxRetryInterval: '1s' } } });
   const store = testStore(cfg);
   await store.putJsonl(runKey(cfg.run.id, 'data', 'cold_start.jsonl'), examples);
   await store.putJsonl(runKey(cfg.run.id, 'data', 'rl.jsonl'), examples.slice(0, 4));
@@ -61,6 +67,14 @@ for (const backend of exactnessBackends()) test(`SFT resumes after a worker kill
     assert.equal(report.train.model.sha256, reference.model.sha256, 'same final weights as the uninterrupted run');
     assert.deepEqual(report.train.losses, reference.losses);
     assert.equal(sftInput(cfg).sourceKey, runKey(cfg.run.id, 'data', 'cold_start.jsonl'));
+    if (lora) {
+      const manifests = (await store.list(prefix)).filter((k) => k.endsWith('manifest.json'));
+      const m = await store.getJson(manifests[0]!, CheckpointManifest);
+      assert.ok(m.files['adapter_model.safetensors'] && !m.files['model.safetensors'], 'LoRA checkpoints hold the adapter, not the weights');
+      const adapterRef = await store.ref(`${sftKeys.adapter(cfg.run.id)}/adapter_model.safetensors`);
+      const refAdapter = await store.ref(`${sftKeys.adapter(refRun)}/adapter_model.safetensors`);
+      assert.ok(adapterRef && refAdapter && adapterRef.sha256 === refAdapter.sha256, 'the PEFT adapter equals the uninterrupted run\'s');
+    }
   } finally {
     await worker.kill('SIGTERM');
   }

@@ -30,6 +30,10 @@ import { canonicalJson } from '../../llm/client';
 import { PolicySlot } from '../../model/policySlot';
 import { SftTrainer, type TrainerState } from './trainer';
 import { assignFromWeights, loadStoredHfModel, saveTrainingCheckpoint, uploadModelWeights, withCheckpoint } from '../../model/policyStore';
+import { ADAPTER_CONFIG, ADAPTER_WEIGHTS, LoraAdapter } from '../../model/lora';
+import { applyLoraCheckpoint, isLoraCheckpoint, saveLoraCheckpoint } from '../../model/loraCheckpoint';
+import { loraTrainable } from '../../model/trainable';
+import type { AdamWState } from '../../model/optim/adamw';
 import { type ActivityDeps, cancellationSignal, heartbeat, once, parseInput, saveReport, workerName } from '../activityKit';
 
 export const SftTrainInput = z.object({ runId: z.string(), sft: SftConfig, sourceKey: z.string().min(1) });
@@ -199,28 +203,42 @@ export async function runSft(store: ObjectStore, input: z.infer<typeof SftTrainI
 
   const model = baseModel(sft, tok);
   let optimizer: SftTrainer['optimizer'] | undefined;
+  // sft.lora: adapters on the base (rebuilt from the config on every attempt), checkpointed without the weights.
+  let adapter: LoraAdapter | undefined;
   try {
+    const prefix = sftKeys.checkpoints(input.runId);
+    const latest = await latestCheckpoint(store, prefix, log);
+    if (latest && isLoraCheckpoint(latest.manifest) !== Boolean(sft.lora)) {
+      throw ApplicationFailure.nonRetryable(`${latest.manifestKey}: the checkpoint holds ${sft.lora ? 'full weights' : 'a LoRA adapter'}, but sft.lora is ${sft.lora ? 'set' : 'null'}: a run cannot switch between LoRA and full fine-tuning`, 'BadConfig');
+    }
+    let restoredOptimizer: AdamWState | undefined;
+    if (sft.lora) {
+      if (latest) {
+        const applied = await applyLoraCheckpoint(store, latest.manifestKey, latest.manifest, model, { optimizer: true });
+        adapter = applied.adapter;
+        restoredOptimizer = applied.optimizer;
+      } else adapter = LoraAdapter.create(model, sft.lora, sft.seed);
+    }
     const trainer = new SftTrainer(model, data, {
       epochs: sft.epochs, microBatch: sft.microBatch, gradAccum: sft.gradAccum, peakLr: sft.peakLr, warmupRatio: sft.warmupRatio,
       minLrRatio: sft.minLrRatio, maxGradNorm: sft.maxGradNorm, weightDecay: sft.weightDecay, maxSeqLen: sft.maxSeqLen, seed: sft.seed, padId: tok.special.pad,
-    });
+    }, adapter ? loraTrainable(adapter) : undefined);
     optimizer = trainer.optimizer;
-    const prefix = sftKeys.checkpoints(input.runId);
-    const latest = await latestCheckpoint(store, prefix, log);
-    if (latest) {
-      const step = await withCheckpoint(store, latest.manifestKey, ({ manifest, weights, optimizer }) => {
+    if (latest && restoredOptimizer) trainer.restore(latest.manifest.state['trainer'] as TrainerState, restoredOptimizer);
+    else if (latest) {
+      await withCheckpoint(store, latest.manifestKey, ({ manifest, weights, optimizer }) => {
         if (!optimizer) throw new Error(`${latest.manifestKey}: the checkpoint has no optimizer.safetensors`);
         assignFromWeights(model, weights);
         trainer.restore(manifest.state['trainer'] as TrainerState, optimizer);
-        return manifest.step;
       });
-      log(`resumed from checkpoint step ${step}/${trainer.total}`);
     }
+    if (latest) log(`resumed from checkpoint step ${latest.manifest.step}/${trainer.total}`);
     const resumedFrom = trainer.state.step;
-    log(`${examples.length} examples (${truncated} truncated to ${sft.maxSeqLen} tokens), ${model.numParams()} parameters, ${trainer.total} steps on ${backend}`);
+    log(`${examples.length} examples (${truncated} truncated to ${sft.maxSeqLen} tokens), ${model.numParams()} parameters${adapter ? ` (LoRA: ${adapter.numParams()} trained)` : ''}, ${trainer.total} steps on ${backend}`);
     let trainedTokens = 0;
     const save = async () => {
-      await saveTrainingCheckpoint(store, prefix, trainer.state.step, model, trainer.optimizer, { trainer: trainer.state });
+      if (adapter) await saveLoraCheckpoint(store, prefix, trainer.state.step, adapter, trainer.optimizer, undefined, { trainer: trainer.state }, { config: hfConfigJson(model) });
+      else await saveTrainingCheckpoint(store, prefix, trainer.state.step, model, trainer.optimizer, { trainer: trainer.state });
     };
     while (!trainer.done) {
       if (cancellationSignal()?.aborted) throw new Error('cancelled');
@@ -240,6 +258,11 @@ export async function runSft(store: ObjectStore, input: z.infer<typeof SftTrainI
       await store.putBytes(`${finalPrefix}/${f}`, readFileSync(path.join(resolveFromRoot(sft.tokenizerDir), f)), 'application/json');
     }
     const modelRef = await uploadModelWeights(store, `${finalPrefix}/model.safetensors`, model);
+    if (adapter) {
+      const adapterPrefix = sftKeys.adapter(input.runId);
+      await store.putJson(`${adapterPrefix}/${ADAPTER_CONFIG}`, adapter.configJson(sft.base.kind === 'hf' ? sft.base.dir : null));
+      await store.putBytes(`${adapterPrefix}/${ADAPTER_WEIGHTS}`, adapter.weightsBytes());
+    }
     return {
       backend,
       params: model.numParams(),
@@ -257,6 +280,7 @@ export async function runSft(store: ObjectStore, input: z.infer<typeof SftTrainI
   } finally {
     // The AdamW moments are as large as the weights, twice: a worker that trains again must not keep them.
     optimizer?.dispose();
+    adapter?.dispose();
     model.dispose();
   }
 }
