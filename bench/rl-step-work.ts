@@ -1,8 +1,8 @@
 /**
  * The model work of one RL step on config/smollm2.yaml's shapes, done the way the code before issue 29 did and the
  * way it does now: rollouts (items 1–2: tokens prefilled, tokens decoded, seconds, peak RSS) and the GRPO update
- * (item 4: one row per sequence vs a group's prompt once; positions computed, seconds, peak RSS), and the bytes a
- * full fine-tuning checkpoint writes (weights and AdamW moments).
+ * (item 4: one row per sequence vs a group's prompt once; positions computed, seconds, peak RSS), full fine-tuning
+ * and LoRA (item 5), and the bytes and seconds of the checkpoint files each writes.
  *
  * - before: each round, the live episodes in calls of at most `maxBatchTokens` prompt tokens, one after the other,
  *   each call prefilling every episode's whole context (`generateAsync`, as src/stages/rl/rollout.ts did);
@@ -18,7 +18,10 @@
  * advantages ±1 by member), with a KL term against a frozen copy (klCoef 1e-3, as config/smollm2.yaml), micro-batches
  * of `--micro-batch` sequences (smollm2.yaml: 2; packing shares a prompt within a micro-batch, so 8 packs a group).
  *
- *   npx tsx bench/rl-step-work.ts [--part rollout|train|both] [--prompts 4] [--group 8] [--prompt-tokens 850] [--new-tokens 160] [--delta 60] [--max-batch-tokens 16384] [--micro-batch 2,8] [--model DIR]
+ *   npx tsx bench/rl-step-work.ts [--part rollout|train|both] [--prompts 4] [--group 8] [--prompt-tokens 850] [--new-tokens 160] [--delta 60] [--max-batch-tokens 16384] [--micro-batch 2,8] [--lora 0,8] [--pack both|on|off] [--model DIR]
+ *
+ * `--lora 0,8` trains with full fine-tuning (0) and with rank-8 LoRA on the seven projections (alpha 16); each
+ * variant also writes its checkpoint's files to a temp folder (weights + moments, or adapter + moments) and times it.
  */
 import { cpus, loadavg } from 'node:os';
 import { parseArgs } from 'node:util';
@@ -30,6 +33,13 @@ import { generateAsync } from '../src/model/generate';
 import { QwenModel } from '../src/model/qwen';
 import { Rng } from '../src/model/random';
 import { GrpoTrainer, type GrpoSequence } from '../src/stages/rl/grpo';
+import { LoraAdapter, LoraSettings } from '../src/model/lora';
+import { loraTrainable } from '../src/model/trainable';
+import { writeCheckpointFiles } from '../src/model/policyStore';
+import { serializeTensors } from '../src/model/safetensorsWrite';
+import { mkdtempSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 
 const SMOL: QwenConfig = {
   model_type: 'qwen2', vocab_size: 49152, hidden_size: 576, intermediate_size: 1536, num_hidden_layers: 30, num_attention_heads: 9,
@@ -50,6 +60,10 @@ async function main(): Promise<void> {
       only: { type: 'string' },
       part: { type: 'string', default: 'both' },
       'micro-batch': { type: 'string', default: '2,8' },
+      /** adapter ranks to train with; 0 = full fine-tuning */
+      lora: { type: 'string', default: '0' },
+      /** packing: both (one row per sequence, then packed), on, off */
+      pack: { type: 'string', default: 'both' },
     },
   });
   const [P, G, L, N, D, M] = [values.prompts, values.group, values['prompt-tokens'], values['new-tokens'], values.delta, values['max-batch-tokens']].map(Number) as [number, number, number, number, number, number];
@@ -141,30 +155,54 @@ async function main(): Promise<void> {
   const a = results['after'];
   const rolloutRow = a && b;
   if (values.part !== 'rollout' && trainOn.length) {
-    const params = [...model.namedWeights().values()].reduce((n, w) => n + w.data.length, 0);
-    console.log(`\ntraining ${trainOn.length} sequences of ~${Math.round(trainOn.reduce((n, q) => n + q.tokens.length, 0) / trainOn.length)} tokens, ${trainOn.reduce((n, q) => n + q.spans.reduce((m, sp) => m + sp.end - sp.start, 0), 0)} policy tokens; full fine-tuning checkpoint: weights ${(params * 4 / 1e6).toFixed(0)} MB + AdamW moments ${(params * 8 / 1e6).toFixed(0)} MB`);
+    const params = model.numParams();
+    console.log(`\ntraining ${trainOn.length} sequences of ~${Math.round(trainOn.reduce((n, q) => n + q.tokens.length, 0) / trainOn.length)} tokens, ${trainOn.reduce((n, q) => n + q.spans.reduce((m, sp) => m + sp.end - sp.start, 0), 0)} policy tokens, ${params.toLocaleString('en-US')} parameters`);
     const reference = values.model ? loadHfCheckpoint(values.model) : QwenModel.init(SMOL, 1);
-    for (const micro of values['micro-batch']!.split(',').map(Number)) {
-      for (const pack of [false, true]) {
-        peak = 0;
-        const trainer = new GrpoTrainer(model, reference, 0);
-        const t0 = Date.now();
-        // lr 0: every variant starts from the weights that sampled (the time of the update is the same).
-        const m = await trainer.step(trainOn, { lr: 0, klCoef: 1e-3, clipLow: 0.2, clipHigh: 0.2, clipRatioC: 3, maxGradNorm: 1, microBatch: micro, padId: 0, temperature: 1, pack }, () => (peak = Math.max(peak, process.memoryUsage().rss)));
-        peak = Math.max(peak, process.memoryUsage().rss);
-        trainer.optimizer.dispose();
-        const seconds = (Date.now() - t0) / 1000;
-        // Positions computed per forward (policy and reference alike): the rows' padded lengths.
-        let positions = 0;
-        for (let k = 0; k < trainOn.length; k += micro) {
-          const part = trainOn.slice(k, k + micro);
-          if (pack) {
-            const shared = part[0]!.tokens.findIndex((t, i) => part.some((q) => q.tokens[i] !== t));
-            const L = Math.min(shared < 0 ? Infinity : shared, ...part.map((q) => q.spans[0]!.start));
-            positions += L - 1 + part.reduce((n, q) => n + q.tokens.length - L, 0);
-          } else positions += part.length * (Math.max(...part.map((q) => q.tokens.length)) - 1);
+    for (const rank of values.lora!.split(',').map(Number)) {
+      for (const micro of values['micro-batch']!.split(',').map(Number)) {
+        for (const pack of values.pack === 'both' ? [false, true] : [values.pack === 'on']) {
+          peak = 0;
+          const adapter = rank > 0 ? LoraAdapter.create(model, LoraSettings.parse({ rank, alpha: 2 * rank }), 1) : undefined;
+          const trainer = new GrpoTrainer(model, reference, 0, adapter ? loraTrainable(adapter) : undefined);
+          const t0 = Date.now();
+          // lr 0: every variant starts from the weights that sampled (the time of the update is the same).
+          const m = await trainer.step(trainOn, { lr: 0, klCoef: 1e-3, clipLow: 0.2, clipHigh: 0.2, clipRatioC: 3, maxGradNorm: 1, microBatch: micro, padId: 0, temperature: 1, pack }, () => (peak = Math.max(peak, process.memoryUsage().rss)));
+          peak = Math.max(peak, process.memoryUsage().rss);
+          const seconds = (Date.now() - t0) / 1000;
+          // The checkpoint's files, written to a temp folder as the activity writes them before the upload.
+          const t1 = Date.now();
+          const dir = mkdtempSync(join(tmpdir(), 'cm2-bench-ckpt-'));
+          let bytes = 0;
+          if (adapter) {
+            const w = adapter.weightsBytes();
+            const o = serializeTensors(trainer.optimizer.momentEntries(), { step: String(trainer.optimizer.steps) });
+            writeFileSync(join(dir, 'adapter_model.safetensors'), w);
+            writeFileSync(join(dir, 'optimizer.safetensors'), o);
+            bytes = w.byteLength + o.byteLength;
+          } else {
+            const { weights, optimizer } = await writeCheckpointFiles(dir, model, trainer.optimizer);
+            bytes = statSync(weights.path).size + statSync(optimizer.path).size;
+          }
+          const ckptSeconds = (Date.now() - t1) / 1000;
+          rmSync(dir, { recursive: true, force: true });
+          trainer.optimizer.dispose();
+          if (adapter) {
+            adapter.unmerge();
+            adapter.dispose();
+          }
+          // Positions computed per forward (policy and reference alike): the rows' padded lengths.
+          let positions = 0;
+          for (let k = 0; k < trainOn.length; k += micro) {
+            const part = trainOn.slice(k, k + micro);
+            if (pack) {
+              const shared = part[0]!.tokens.findIndex((t, i) => part.some((q) => q.tokens[i] !== t));
+              const L = Math.min(shared < 0 ? Infinity : shared, ...part.map((q) => q.spans[0]!.start));
+              positions += L - 1 + part.reduce((n, q) => n + q.tokens.length - L, 0);
+            } else positions += part.length * (Math.max(...part.map((q) => q.tokens.length)) - 1);
+          }
+          const what = adapter ? `LoRA r${rank} (${adapter ? trainer.trainable.params.size : 0} tensors)` : 'full';
+          console.log(`train ${what}, micro-batch ${micro}, ${pack ? 'packed' : 'one row per sequence'}: update ${seconds.toFixed(1)} s, checkpoint files ${(bytes / 1e6).toFixed(1)} MB in ${ckptSeconds.toFixed(1)} s, positions per forward ${positions}, peak RSS ${(peak / 2 ** 20).toFixed(0)} MiB, loss ${m.loss.toExponential(3)}, grad norm ${m.gradNorm.toExponential(3)}, log p gap ${m.logprobGap ? m.logprobGap.mean.toExponential(2) : 'n/a'} (load ${loadavg()[0]!.toFixed(1)})`);
         }
-        console.log(`train micro-batch ${micro}, ${pack ? 'packed' : 'one row per sequence'}: ${seconds.toFixed(1)} s, positions per forward ${positions}, peak RSS ${(peak / 2 ** 20).toFixed(0)} MiB, loss ${m.loss.toExponential(3)}, grad norm ${m.gradNorm.toExponential(3)}, log p gap ${m.logprobGap ? m.logprobGap.mean.toExponential(2) : 'n/a'} (load ${loadavg()[0]!.toFixed(1)})`);
       }
     }
     reference.dispose();

@@ -13,6 +13,7 @@ import * as tf from '@tensorflow/tfjs';
 import { loadHfCheckpoint } from '../../../src/model/checkpoint';
 import { LoraAdapter, LoraSettings, ADAPTER_CONFIG, ADAPTER_WEIGHTS } from '../../../src/model/lora';
 import { loraTrainable } from '../../../src/model/trainable';
+import { modelLogitsCommand, modelMergeCommand } from '../../../src/cli/modelCommand';
 import type { QwenModel } from '../../../src/model/qwen';
 import { SafetensorsReader } from '../../../src/model/safetensors';
 import { SftTrainer, type SftConfig, type TokenizedExample } from '../../../src/stages/sft/trainer';
@@ -189,4 +190,27 @@ test('bad adapter folders fail naming the file and the field', async () => {
   assert.throws(() => LoraAdapter.load(model, withConfig((c) => { c['peft_type'] = 'IA3'; })), /field 'peft_type' is "IA3"/);
   assert.throws(() => LoraSettings.parse({ rank: 4, alpha: 8, dropout: 0.1 }), /must be 0: the embedded engine trains LoRA through the merged weight/);
   model.dispose();
+});
+
+test('cm2 model merge writes an HF folder with the adapter merged (peft\'s logits); cm2 model logits --adapter prints the adapted logits', async () => {
+  await tf.setBackend('cpu');
+  const out = join(mkdtempSync(join(tmpdir(), 'cm2-merge-')), 'merged');
+  const base = join(FIXTURES, 'hf-tiny-llama-tied');
+  const adapterDir = join(FIXTURES, 'tfjs-lora-llama');
+  const log = console.log;
+  console.log = () => undefined;
+  try {
+    const { adapted } = modelMergeCommand({ checkpoint: base, adapter: adapterDir, out });
+    assert.ok(adapted > 0);
+    assert.throws(() => modelMergeCommand({ checkpoint: base, adapter: adapterDir, out }), /a checkpoint is already there/);
+    const merged = loadHfCheckpoint(out);
+    const ref = fixture('tfjs-lora-llama', 'peft-logits.json');
+    checkLogits(merged, ref, 'merged folder');
+    merged.dispose();
+    const row = await modelLogitsCommand({ checkpoint: base, adapter: adapterDir, inputIds: ref.input_ids[0]!.join(','), backend: 'cpu' });
+    const last = ref.logits[0]!.at(-1)!;
+    assert.ok(row.every((x, i) => Math.abs(x - last[i]!) < 1e-4), 'logits --adapter equal peft\'s last-position logits');
+  } finally {
+    console.log = log;
+  }
 });
