@@ -7,6 +7,7 @@
 #
 #   bash bench/first-run.sh --fresh --hog [--dir DIR]   # DIR (default a new temp folder) keeps the clone and the home
 #   bash bench/first-run.sh --warm --hog --dir DIR      # again in DIR: a new run (new id) on that set-up machine
+#   bash bench/first-run.sh --clone --hog               # a clean clone of HEAD with this machine's home and caches as they are
 set -euo pipefail
 repo="$(cd "$(dirname "$0")/.." && pwd)"
 mode="" hog=0 dir=""
@@ -14,14 +15,19 @@ while [ $# -gt 0 ]; do
   case "$1" in
     --fresh) mode=fresh ;;
     --warm) mode=warm ;;
+    --clone) mode=clone ;;
     --hog) hog=1 ;;
     --dir) dir="$2"; shift ;;
     *) echo "unknown argument $1" >&2; exit 2 ;;
   esac
   shift
 done
-[ -n "$mode" ] || { echo "--fresh or --warm" >&2; exit 2; }
-if [ "$mode" = fresh ]; then
+[ -n "$mode" ] || { echo "--fresh, --warm or --clone" >&2; exit 2; }
+if [ "$mode" = clone ]; then
+  dir="${dir:-$(mktemp -d /tmp/cm2-clone-run-XXXX)}"
+  git clone -q "$repo" "$dir/clone"
+  ln -s "$HOME" "$dir/home"
+elif [ "$mode" = fresh ]; then
   dir="${dir:-$(mktemp -d /tmp/cm2-first-run-XXXX)}"
   mkdir -p "$dir/home"
   git clone -q "$repo" "$dir/clone"
