@@ -18,7 +18,7 @@
  * advantages ±1 by member), with a KL term against a frozen copy (klCoef 1e-3, as config/smollm2.yaml), micro-batches
  * of `--micro-batch` sequences (smollm2.yaml: 2; packing shares a prompt within a micro-batch, so 8 packs a group).
  *
- *   npx tsx bench/rl-step-work.ts [--part rollout|train|both] [--prompts 4] [--group 8] [--prompt-tokens 850] [--new-tokens 160] [--delta 60] [--max-batch-tokens 16384] [--micro-batch 2,8] [--lora 0,8] [--pack both|on|off] [--model DIR]
+ *   npx tsx bench/rl-step-work.ts [--part rollout|train|both] [--prompts 4] [--group 8] [--prompt-tokens 850] [--new-tokens 160] [--delta 60] [--max-batch-tokens 16384] [--micro-batch 2,8] [--lora 0,8] [--pack both|on|off] [--variants 0:2:off,0:8:on,8:8:on] [--model DIR]
  *
  * `--lora 0,8` trains with full fine-tuning (0) and with rank-8 LoRA on the seven projections (alpha 16); each
  * variant also writes its checkpoint's files to a temp folder (weights + moments, or adapter + moments) and times it.
@@ -64,6 +64,8 @@ async function main(): Promise<void> {
       lora: { type: 'string', default: '0' },
       /** packing: both (one row per sequence, then packed), on, off */
       pack: { type: 'string', default: 'both' },
+      /** exactly these variants instead: rank:micro:on|off, comma-separated (e.g. 0:2:off,0:8:on,8:8:on) */
+      variants: { type: 'string' },
     },
   });
   const [P, G, L, N, D, M] = [values.prompts, values.group, values['prompt-tokens'], values['new-tokens'], values.delta, values['max-batch-tokens']].map(Number) as [number, number, number, number, number, number];
@@ -158,9 +160,17 @@ async function main(): Promise<void> {
     const params = model.numParams();
     console.log(`\ntraining ${trainOn.length} sequences of ~${Math.round(trainOn.reduce((n, q) => n + q.tokens.length, 0) / trainOn.length)} tokens, ${trainOn.reduce((n, q) => n + q.spans.reduce((m, sp) => m + sp.end - sp.start, 0), 0)} policy tokens, ${params.toLocaleString('en-US')} parameters`);
     const reference = values.model ? loadHfCheckpoint(values.model) : QwenModel.init(SMOL, 1);
-    for (const rank of values.lora!.split(',').map(Number)) {
-      for (const micro of values['micro-batch']!.split(',').map(Number)) {
-        for (const pack of values.pack === 'both' ? [false, true] : [values.pack === 'on']) {
+    // Every (rank, micro-batch, packing) of the lists, or exactly those of --variants (rank:micro:on|off, …).
+    const variants: [number, number, boolean][] = values.variants
+      ? values.variants.split(',').map((v) => {
+        const [r, mb, p] = v.split(':');
+        return [Number(r), Number(mb), p === 'on'] as [number, number, boolean];
+      })
+      : values.lora!.split(',').map(Number).flatMap((r) => values['micro-batch']!.split(',').map(Number).flatMap((mb) =>
+        (values.pack === 'both' ? [false, true] : [values.pack === 'on']).map((p) => [r, mb, p] as [number, number, boolean])));
+    for (const [rank, micro, pack] of variants) {
+      {
+        {
           peak = 0;
           const adapter = rank > 0 ? LoraAdapter.create(model, LoraSettings.parse({ rank, alpha: 2 * rank }), 1) : undefined;
           const trainer = new GrpoTrainer(model, reference, 0, adapter ? loraTrainable(adapter) : undefined);
