@@ -2,7 +2,7 @@
  * Training checkpoints of LoRA runs in S3: the adapter in PEFT's format (adapter_config.json, adapter_model.safetensors),
  * the AdamW state of its tensors (optimizer.safetensors: `m.<PEFT name>`, `v.<PEFT name>`, step in the metadata),
  * the model's config.json and the manifest, whose state names the frozen base (`lora.base`, a stored HF folder). A
- * checkpoint is the adapter's size, not the model's (a rank-8 adapter on all seven projections of SmolLM2-135M: 2.44 M values, 9.8 MB, and 19.5 MB of moments,
+ * checkpoint is the adapter's size, not the model's (a rank-8 adapter on all seven projections of SmolLM2-135M: 2.44 M values, 9.8 MB, and 19.6 MB of moments,
  * against 538 MB and 1.08 GB).
  */
 import { z } from 'zod';
