@@ -24,9 +24,9 @@ import { Rng } from './random';
 import { SafetensorsReader } from './safetensors';
 import { serializeTensors } from './safetensorsWrite';
 import type { TensorSource } from './safetensors';
-import type { LoraSettings } from './loraSettings';
+import type { LoraSettings } from '../kernel/loraSettings';
 
-export { LORA_MODULES, LoraSettings } from './loraSettings';
+export { LORA_MODULES, LoraSettings } from '../kernel/loraSettings';
 
 const PREFIX = 'base_model.model.';
 const EMBED = 'model.embed_tokens.weight';

@@ -14,7 +14,7 @@ import { readFileSync } from 'node:fs';
 import { z } from 'zod';
 import YAML from 'yaml';
 import { LlmConfig } from '../llm/config';
-import { LoraSettings } from '../model/loraSettings';
+import { LoraSettings } from '../kernel/loraSettings';
 import { TemporalConfig } from './temporalConfig';
 import { S3Config } from './s3Config';
 import type { Effort } from '../kernel/roles';
