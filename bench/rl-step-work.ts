@@ -169,51 +169,47 @@ async function main(): Promise<void> {
       : values.lora!.split(',').map(Number).flatMap((r) => values['micro-batch']!.split(',').map(Number).flatMap((mb) =>
         (values.pack === 'both' ? [false, true] : [values.pack === 'on']).map((p) => [r, mb, p] as [number, number, boolean])));
     for (const [rank, micro, pack] of variants) {
-      {
-        {
-          peak = 0;
-          const adapter = rank > 0 ? LoraAdapter.create(model, LoraSettings.parse({ rank, alpha: 2 * rank }), 1) : undefined;
-          const trainer = new GrpoTrainer(model, reference, 0, adapter ? loraTrainable(adapter) : undefined);
-          const t0 = Date.now();
-          // lr 0: every variant starts from the weights that sampled (the time of the update is the same).
-          const m = await trainer.step(trainOn, { lr: 0, klCoef: 1e-3, clipLow: 0.2, clipHigh: 0.2, clipRatioC: 3, maxGradNorm: 1, microBatch: micro, padId: 0, temperature: 1, pack }, () => (peak = Math.max(peak, process.memoryUsage().rss)));
-          peak = Math.max(peak, process.memoryUsage().rss);
-          const seconds = (Date.now() - t0) / 1000;
-          // The checkpoint's files, written to a temp folder as the activity writes them before the upload.
-          const t1 = Date.now();
-          const dir = mkdtempSync(join(tmpdir(), 'cm2-bench-ckpt-'));
-          let bytes = 0;
-          if (adapter) {
-            const w = adapter.weightsBytes();
-            const o = serializeTensors(trainer.optimizer.momentEntries(), { step: String(trainer.optimizer.steps) });
-            writeFileSync(join(dir, 'adapter_model.safetensors'), w);
-            writeFileSync(join(dir, 'optimizer.safetensors'), o);
-            bytes = w.byteLength + o.byteLength;
-          } else {
-            const { weights, optimizer } = await writeCheckpointFiles(dir, model, trainer.optimizer);
-            bytes = statSync(weights.path).size + statSync(optimizer.path).size;
-          }
-          const ckptSeconds = (Date.now() - t1) / 1000;
-          rmSync(dir, { recursive: true, force: true });
-          trainer.optimizer.dispose();
-          if (adapter) {
-            adapter.unmerge();
-            adapter.dispose();
-          }
-          // Positions computed per forward (policy and reference alike): the rows' padded lengths.
-          let positions = 0;
-          for (let k = 0; k < trainOn.length; k += micro) {
-            const part = trainOn.slice(k, k + micro);
-            if (pack) {
-              const shared = part[0]!.tokens.findIndex((t, i) => part.some((q) => q.tokens[i] !== t));
-              const L = Math.min(shared < 0 ? Infinity : shared, ...part.map((q) => q.spans[0]!.start));
-              positions += L - 1 + part.reduce((n, q) => n + q.tokens.length - L, 0);
-            } else positions += part.length * (Math.max(...part.map((q) => q.tokens.length)) - 1);
-          }
-          const what = adapter ? `LoRA r${rank} (${adapter ? trainer.trainable.params.size : 0} tensors)` : 'full';
-          console.log(`train ${what}, micro-batch ${micro}, ${pack ? 'packed' : 'one row per sequence'}: update ${seconds.toFixed(1)} s, checkpoint files ${(bytes / 1e6).toFixed(1)} MB in ${ckptSeconds.toFixed(1)} s, positions per forward ${positions}, peak RSS ${(peak / 2 ** 20).toFixed(0)} MiB, loss ${m.loss.toExponential(3)}, grad norm ${m.gradNorm.toExponential(3)}, log p gap ${m.logprobGap ? m.logprobGap.mean.toExponential(2) : 'n/a'} (load ${loadavg()[0]!.toFixed(1)})`);
-        }
+      peak = 0;
+      const adapter = rank > 0 ? LoraAdapter.create(model, LoraSettings.parse({ rank, alpha: 2 * rank }), 1) : undefined;
+      const trainer = new GrpoTrainer(model, reference, 0, adapter ? loraTrainable(adapter) : undefined);
+      const t0 = Date.now();
+      // lr 0: every variant starts from the weights that sampled (the time of the update is the same).
+      const m = await trainer.step(trainOn, { lr: 0, klCoef: 1e-3, clipLow: 0.2, clipHigh: 0.2, clipRatioC: 3, maxGradNorm: 1, microBatch: micro, padId: 0, temperature: 1, pack }, () => (peak = Math.max(peak, process.memoryUsage().rss)));
+      peak = Math.max(peak, process.memoryUsage().rss);
+      const seconds = (Date.now() - t0) / 1000;
+      // The checkpoint's files, written to a temp folder as the activity writes them before the upload.
+      const t1 = Date.now();
+      const dir = mkdtempSync(join(tmpdir(), 'cm2-bench-ckpt-'));
+      let bytes = 0;
+      if (adapter) {
+        const w = adapter.weightsBytes();
+        const o = serializeTensors(trainer.optimizer.momentEntries(), { step: String(trainer.optimizer.steps) });
+        writeFileSync(join(dir, 'adapter_model.safetensors'), w);
+        writeFileSync(join(dir, 'optimizer.safetensors'), o);
+        bytes = w.byteLength + o.byteLength;
+      } else {
+        const { weights, optimizer } = await writeCheckpointFiles(dir, model, trainer.optimizer);
+        bytes = statSync(weights.path).size + statSync(optimizer.path).size;
       }
+      const ckptSeconds = (Date.now() - t1) / 1000;
+      rmSync(dir, { recursive: true, force: true });
+      trainer.optimizer.dispose();
+      if (adapter) {
+        adapter.unmerge();
+        adapter.dispose();
+      }
+      // Positions computed per forward (policy and reference alike): the rows' padded lengths.
+      let positions = 0;
+      for (let k = 0; k < trainOn.length; k += micro) {
+        const part = trainOn.slice(k, k + micro);
+        if (pack) {
+          const shared = part[0]!.tokens.findIndex((t, i) => part.some((q) => q.tokens[i] !== t));
+          const L = Math.min(shared < 0 ? Infinity : shared, ...part.map((q) => q.spans[0]!.start));
+          positions += L - 1 + part.reduce((n, q) => n + q.tokens.length - L, 0);
+        } else positions += part.length * (Math.max(...part.map((q) => q.tokens.length)) - 1);
+      }
+      const what = adapter ? `LoRA r${rank} (${trainer.trainable.params.size} tensors)` : 'full';
+      console.log(`train ${what}, micro-batch ${micro}, ${pack ? 'packed' : 'one row per sequence'}: update ${seconds.toFixed(1)} s, checkpoint files ${(bytes / 1e6).toFixed(1)} MB in ${ckptSeconds.toFixed(1)} s, positions per forward ${positions}, peak RSS ${(peak / 2 ** 20).toFixed(0)} MiB, loss ${m.loss.toExponential(3)}, grad norm ${m.gradNorm.toExponential(3)}, log p gap ${m.logprobGap ? m.logprobGap.mean.toExponential(2) : 'n/a'} (load ${loadavg()[0]!.toFixed(1)})`);
     }
     reference.dispose();
   }

@@ -91,10 +91,10 @@ export async function withCheckpoint<T>(
   store: ObjectStore,
   manifestKey: string,
   use: (ckpt: OpenedCheckpoint) => Promise<T> | T,
-  opts: { optimizer?: boolean } & TransferOptions = {},
+  opts: { optimizer?: boolean; /** the manifest, when the caller has read it already */ manifest?: CheckpointManifest } & TransferOptions = {},
 ): Promise<T> {
   const wanted = ['config.json', 'model.safetensors', ...(opts.optimizer === false ? [] : ['optimizer.safetensors'])];
-  const manifest = await store.getJson(manifestKey, CheckpointManifest);
+  const manifest = opts.manifest ?? (await store.getJson(manifestKey, CheckpointManifest));
   if (!manifest.files['model.safetensors']) throw new Error(`${manifestKey}: the checkpoint has no model.safetensors`);
   const size = wanted.reduce((n, f) => n + (manifest.files[f]?.bytes ?? 0), 0);
   if (size <= limit(opts)) {
@@ -209,7 +209,7 @@ export async function loadPolicy(store: ObjectStore, p: PolicyRef, restore?: (mo
       throw e;
     }
     return model;
-  }, { optimizer: restore !== undefined });
+  }, { optimizer: restore !== undefined, manifest });
 }
 
 async function loadLoraPolicy(store: ObjectStore, manifestKey: string, manifest: CheckpointManifest, restore?: (model: QwenModel, optimizer: AdamWState, lora?: RestoredLora) => void): Promise<QwenModel> {

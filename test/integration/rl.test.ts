@@ -167,7 +167,8 @@ for (const { backend, lora } of killCases) test(`RL: a worker killed during a tr
     // The RL policy of a LoRA run loads as its base with the adapter merged: a policy, like a full one.
     const model = await loadPolicy(store, { kind: 'ckpt', manifestKey: `${stepFolder(rlKeys.checkpoints(a.run.id), 3)}/manifest.json`, step: 3 });
     const base = await loadPolicy(store, { kind: 'hf', prefix: a.rl.policyPrefix ?? runKey(a.run.id, 'sft', 'final') });
-    const moved = [...model.namedWeights()].filter(([name, w]) => !w.data.every((x, i) => x === base.namedWeights().get(name)!.data[i])).map(([n]) => n);
+    const baseWeights = base.namedWeights();
+    const moved = [...model.namedWeights()].filter(([name, w]) => !w.data.every((x, i) => x === baseWeights.get(name)!.data[i])).map(([n]) => n);
     // (Whether any moved depends on the rewards: B starts at 0 and only a non-zero advantage moves it.)
     assert.ok(moved.every((n) => /_proj\.weight$/.test(n)), `only adapted projections moved: ${moved.slice(0, 4).join(', ')}`);
     const moments = parseSafetensors(await store.getVerified(finalA.files['optimizer.safetensors']!));

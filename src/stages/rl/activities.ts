@@ -306,11 +306,12 @@ export function createRlActivities(deps: ActivityDeps) {
         // LoRA (rl.lora): adapters on the frozen initial policy; `lora` is the adapter and the base it applies to.
         let lora: RestoredLora | undefined;
         if (input.policy.kind === 'ckpt') {
+          const { manifestKey: from } = input.policy;
           model?.dispose();
           model = await loadPolicy(store, input.policy, (m, optimizer, restored) => {
             if (Boolean(restored) !== Boolean(input.rl.lora)) {
               restored?.adapter.dispose();
-              throw new BadPolicyError(`${input.policy.kind === 'ckpt' ? input.policy.manifestKey : ''}: the checkpoint holds ${restored ? 'a LoRA adapter' : 'full weights'}, but rl.lora is ${input.rl.lora ? 'set' : 'null'}: a run cannot switch between LoRA and full fine-tuning`);
+              throw new BadPolicyError(`${from}: the checkpoint holds ${restored ? 'a LoRA adapter' : 'full weights'}, but rl.lora is ${input.rl.lora ? 'set' : 'null'}: a run cannot switch between LoRA and full fine-tuning`);
             }
             lora = restored;
             trainer = new GrpoTrainer(m, reference, input.rl.weightDecay, restored ? loraTrainable(restored.adapter) : undefined);

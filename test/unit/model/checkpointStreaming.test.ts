@@ -13,46 +13,20 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import * as tf from '@tensorflow/tfjs';
 import { HfWeights, loadHfCheckpoint, readHfWeights, saveHfCheckpoint } from '../../../src/model/checkpoint';
-import { QwenModel } from '../../../src/model/qwen';
 import { parseSafetensors, SafetensorsReader } from '../../../src/model/safetensors';
 import { AdamW, openAdamWState, serializeAdamWState, writeAdamWState } from '../../../src/model/optim/adamw';
 import { sha256 } from '../../../src/storage/store';
 import { parseShardSize, planShards, serializeSafetensors, writeSafetensors, writeSafetensorsAsync, writeShardedSafetensors } from '../../../src/model/safetensorsWrite';
 import { FIXTURES } from '../../helpers/paths';
+import { checkLogits, type LogitsFixture } from '../../helpers/logits';
 
 const FIX = FIXTURES;
-
-interface LogitsFixture {
-  input_ids: number[][];
-  logits: number[][][];
-  padded: { input_ids: number[][]; attention_mask: number[][]; position_ids: number[][]; logits: number[][][] };
-}
 
 before(async () => {
   await tf.setBackend('cpu');
 });
 
 const tmp = (label: string) => mkdtempSync(join(tmpdir(), `cm2-${label}-`));
-
-function maxDiff(a: number[][][], b: number[][][], mask?: number[][]): number {
-  let m = 0;
-  a.forEach((seq, i) => seq.forEach((row, t) => {
-    if (mask && mask[i]![t] === 0) return;
-    row.forEach((x, v) => { m = Math.max(m, Math.abs(x - b[i]![t]![v]!)); });
-  }));
-  return m;
-}
-
-function checkLogits(model: QwenModel, ref: LogitsFixture): void {
-  const plain = model.forward(ref.input_ids);
-  const d1 = maxDiff(plain.arraySync(), ref.logits);
-  assert.ok(d1 < 1e-4, `logits differ by ${d1}`);
-  const p = ref.padded;
-  const padded = model.forward(p.input_ids, { positions: p.position_ids, keyMask: p.attention_mask });
-  const d2 = maxDiff(padded.arraySync(), p.logits, p.attention_mask);
-  assert.ok(d2 < 1e-4, `left-padded logits differ by ${d2}`);
-  tf.dispose([plain, padded]);
-}
 
 for (const [name, dtype] of [['hf-tiny-qwen2-bf16-sharded', 'BF16'], ['hf-tiny-qwen3-f16-sharded', 'F16']] as const) {
   test(`a sharded ${dtype} checkpoint written by transformers (${name}) loads with transformers' logits (weights upcast), whole and in 6-byte chunks`, () => {

@@ -14,37 +14,11 @@ import { loadHfCheckpoint } from '../../../src/model/checkpoint';
 import { LoraAdapter, LoraSettings, ADAPTER_CONFIG, ADAPTER_WEIGHTS } from '../../../src/model/lora';
 import { loraTrainable } from '../../../src/model/trainable';
 import { modelLogitsCommand, modelMergeCommand } from '../../../src/cli/modelCommand';
-import type { QwenModel } from '../../../src/model/qwen';
 import { SafetensorsReader } from '../../../src/model/safetensors';
 import { SftTrainer, type SftConfig, type TokenizedExample } from '../../../src/stages/sft/trainer';
 import { FIXTURES } from '../../helpers/paths';
+import { checkLogits, type LogitsFixture } from '../../helpers/logits';
 import { activateBackend, skipBackend, type TestBackend } from '../../helpers/testBackend';
-
-interface LogitsFixture {
-  input_ids: number[][];
-  logits: number[][][];
-  padded: { input_ids: number[][]; attention_mask: number[][]; position_ids: number[][]; logits: number[][][] };
-}
-
-function maxDiff(a: number[][][], b: number[][][], mask?: number[][]): number {
-  let m = 0;
-  a.forEach((seq, i) => seq.forEach((row, t) => {
-    if (mask && mask[i]![t] === 0) return;
-    row.forEach((x, v) => { m = Math.max(m, Math.abs(x - b[i]![t]![v]!)); });
-  }));
-  return m;
-}
-
-function checkLogits(model: QwenModel, ref: LogitsFixture, what: string): void {
-  const plain = model.forward(ref.input_ids);
-  const d1 = maxDiff(plain.arraySync(), ref.logits);
-  assert.ok(d1 < 1e-4, `${what}: logits differ by ${d1}`);
-  const p = ref.padded;
-  const padded = model.forward(p.input_ids, { positions: p.position_ids, keyMask: p.attention_mask });
-  const d2 = maxDiff(padded.arraySync(), p.logits, p.attention_mask);
-  assert.ok(d2 < 1e-4, `${what}: left-padded logits differ by ${d2}`);
-  tf.dispose([plain, padded]);
-}
 
 const fixture = (name: string, file: string): LogitsFixture => JSON.parse(readFileSync(join(FIXTURES, name, file), 'utf8')) as LogitsFixture;
 

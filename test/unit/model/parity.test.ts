@@ -12,38 +12,13 @@ import { parseQwenConfig, qwenDims } from '../../../src/model/config';
 import { f16ToF32, parseSafetensors } from '../../../src/model/safetensors';
 import { serializeSafetensors } from '../../../src/model/safetensorsWrite';
 import { FIXTURES } from '../../helpers/paths';
+import { checkLogits, maxDiff, type LogitsFixture } from '../../helpers/logits';
 
 const FIX = FIXTURES;
-
-interface LogitsFixture {
-  input_ids: number[][];
-  logits: number[][][];
-  padded: { input_ids: number[][]; attention_mask: number[][]; position_ids: number[][]; logits: number[][][] };
-}
 
 before(async () => {
   await tf.setBackend('cpu');
 });
-
-/** Max |a - b| over the positions with mask 1 (all when no mask). */
-function maxDiff(a: number[][][], b: number[][][], mask?: number[][]): number {
-  let m = 0;
-  a.forEach((seq, i) => seq.forEach((row, t) => {
-    if (mask && mask[i]![t] === 0) return;
-    row.forEach((x, v) => { m = Math.max(m, Math.abs(x - b[i]![t]![v]!)); });
-  }));
-  return m;
-}
-
-function checkLogits(model: QwenModel, ref: LogitsFixture): void {
-  const plain = model.forward(ref.input_ids);
-  assert.ok(maxDiff(plain.arraySync(), ref.logits) < 1e-4, `logits differ by ${maxDiff(plain.arraySync(), ref.logits)}`);
-  const p = ref.padded;
-  const padded = model.forward(p.input_ids, { positions: p.position_ids, keyMask: p.attention_mask });
-  const d = maxDiff(padded.arraySync(), p.logits, p.attention_mask);
-  assert.ok(d < 1e-4, `left-padded logits differ by ${d}`);
-  tf.dispose([plain, padded]);
-}
 
 for (const name of ['hf-tiny-qwen3', 'hf-tiny-qwen2-tied', 'hf-tiny-llama-tied']) {
   test(`an HF checkpoint (${name}) loads and gives transformers' logits within 1e-4`, () => {
