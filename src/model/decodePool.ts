@@ -7,10 +7,8 @@
 import { DecodeSession, decodeAsync, type DecodeOptions, type DecodeRequest } from './decodeSession';
 import type { GenerateResult } from './generate';
 import { kvBytesPerSlot } from './kvCache';
+import { CACHE_CHUNK } from './nativeInference';
 import type { QwenModel } from './qwen';
-
-/** Slots a session ends up with per slot of its longest sequence: each round left-pads its new tokens to the longest. */
-const SLOT_SLACK = 1.5;
 
 export class DecodePool {
   private sessions: DecodeSession[] = [];
@@ -29,10 +27,28 @@ export class DecodePool {
     return this.sessions.reduce((n, s) => n + s.bytes, 0);
   }
 
-  /** Estimated cache bytes of a block of these requests. */
-  estimate(requests: readonly DecodeRequest[]): number {
-    const longest = Math.max(0, ...requests.map((q) => q.tokens.length + q.maxNewTokens));
-    return requests.length * longest * SLOT_SLACK * kvBytesPerSlot(this.model.dims);
+  /**
+   * Cache bytes of a block of these requests decoded in `session` (none: a new one), as decodeSteps lays it out: rows
+   * the session holds keep their slots (its cache's length), new contexts are prefilled side by side (the longest of
+   * them), then every row gets room for the longest still-unfed part and the longest continuation, in chunks of
+   * CACHE_CHUNK slots. Exact when each held row goes on; a row that does not (another context) is counted as held,
+   * which can only overestimate.
+   */
+  estimate(requests: readonly DecodeRequest[], session?: DecodeSession): number {
+    if (requests.length === 0) return 0;
+    const held = session?.held() ?? new Map<string, number>();
+    let base = 0;
+    let feed = 0;
+    for (const q of requests) {
+      const h = held.get(q.key);
+      if (h !== undefined && h < q.tokens.length) {
+        base = Math.max(base, session!.slots);
+        feed = Math.max(feed, q.tokens.length - h);
+      } else base = Math.max(base, q.tokens.length);
+    }
+    const maxNew = Math.max(...requests.map((q) => q.maxNewTokens));
+    const slots = Math.ceil((base + feed + maxNew) / CACHE_CHUNK) * CACHE_CHUNK;
+    return requests.length * slots * kvBytesPerSlot(this.model.dims);
   }
 
   /** Generates every request (results in request order), block by block; `onBlock` before each. */
@@ -40,7 +56,7 @@ export class DecodePool {
     const blocks: number[][] = this.sessions.map(() => []);
     const holder = new Map<string, number>();
     this.sessions.forEach((s, i) => s.held().forEach((_, key) => holder.set(key, i)));
-    const fits = (i: number, b: number) => blocks[i]!.length === 0 || this.estimate([...blocks[i]!, b].map((k) => requests[k]!)) <= this.budgetBytes;
+    const fits = (i: number, b: number) => blocks[i]!.length === 0 || this.estimate([...blocks[i]!, b].map((k) => requests[k]!), this.sessions[i]) <= this.budgetBytes;
     const homeless: number[] = [];
     requests.forEach((q, b) => {
       const i = holder.get(q.key);

@@ -80,6 +80,11 @@ export class DecodeSession {
     return (this.cache?.length ?? 0) * this.rows.length * kvBytesPerSlot(this.model.dims);
   }
 
+  /** Slots of the cache (the longest row's, with the pads and the other rows' slots before it). */
+  get slots(): number {
+    return this.cache?.length ?? 0;
+  }
+
   /** The keys held and how many tokens each holds (for tests and diagnostics). */
   held(): Map<string, number> {
     return new Map(this.rows.map((r) => [r.key, r.held.length]));
@@ -108,6 +113,9 @@ export class DecodeSession {
     return { cache: this.cache, rows: this.rows };
   }
 }
+
+/** A round compacts its decoding cache only while more steps than this may remain (a copy of the live rows costs about a step). */
+const COMPACT_MIN_STEPS = 4;
 
 const isPrefix = (a: readonly number[], b: readonly number[]): boolean => a.length <= b.length && a.every((x, i) => x === b[i]);
 
@@ -176,6 +184,8 @@ export function* decodeSteps(session: DecodeSession, requests: readonly DecodeRe
   const pMasks = uniques.map(() => [] as number[]);
   const pHeld = uniques.map(() => [] as number[]);
   let cache: KVCache | undefined;
+  // Caches of rows that finished while others went on (see the decoding loop): each with its rows and their requests.
+  const parked: { cache: KVCache; rows: number[]; requests: number[] }[] = [];
   try {
     yield* feed(model, prefill, uniques.map((bs) => requests[bs[0]!]!.tokens.slice(0, -1)), pMasks, pHeld, padId, chunk);
     session.counts.prefilled += pHeld.reduce((n, h) => n + h.length, 0);
@@ -216,42 +226,63 @@ export function* decodeSteps(session: DecodeSession, requests: readonly DecodeRe
     const finished = requests.map(() => false);
     const onDevice = temperature <= 0 && isNative();
     let input = requests.map((q) => [q.tokens[q.tokens.length - 1]!]);
-    let live = requests.map(() => true);
+    // The requests whose rows the decoding cache holds, in its row order (request order). When half of them or more
+    // have finished, the live ones move to a cache of their own and the old one is parked with the finished rows
+    // (continuous batching: a step computes live rows only); the parked rows rejoin at the end of the round.
+    let active = requests.map((_, b) => b);
     for (let step = 0; step < maxNew; step++) {
-      const positions = held.map((h, b) => [live[b] ? h.length : 0]);
-      masks.forEach((m, b) => m.push(live[b] ? 1 : 0));
-      input.forEach((t, b) => live[b] && held[b]!.push(t[0]!));
-      let pick: (b: number) => { tok: number; logprob: number };
+      const live = active.map((b) => !finished[b]);
+      const positions = active.map((b, j) => [live[j] ? held[b]!.length : 0]);
+      active.forEach((b, j) => masks[b]!.push(live[j] ? 1 : 0));
+      active.forEach((b, j) => live[j] && held[b]!.push(input[b]![0]!));
+      const ids = active.map((b) => input[b]!);
+      const keyMask = active.map((b) => masks[b]!);
+      let pick: (j: number) => { tok: number; logprob: number };
       if (onDevice) {
-        const picked = model.greedyStep(input, { positions, keyMask: masks, cache });
-        pick = (b) => ({ tok: picked.ids[b]!, logprob: picked.logprobs[b]! });
+        const picked = model.greedyStep(ids, { positions, keyMask, cache });
+        pick = (j) => ({ tok: picked.ids[j]!, logprob: picked.logprobs[j]! });
       } else {
-        const logitsT = model.forward(input, { positions, keyMask: masks, cache, lastOnly: true });
+        const logitsT = model.forward(ids, { positions, keyMask, cache, lastOnly: true });
         const logits = logitsT.dataSync();
         logitsT.dispose();
-        pick = (b) => {
-          const row = logits.subarray(b * V, (b + 1) * V);
-          const tok = sampleToken(row, temperature, topP, rngs[b]!);
+        pick = (j) => {
+          const row = logits.subarray(j * V, (j + 1) * V);
+          const tok = sampleToken(row, temperature, topP, rngs[active[j]!]!);
           return { tok, logprob: logProbOf(row, tok, temperature) };
         };
       }
-      session.counts.decoded += live.filter(Boolean).length;
-      const next: number[][] = [];
-      for (let b = 0; b < B; b++) {
-        if (finished[b]) {
-          next.push([padId]);
-          continue;
-        }
-        const { tok, logprob } = pick(b);
+      const nLive = live.filter(Boolean).length;
+      session.counts.decoded += nLive;
+      // In request order, so a shared PRNG is drawn as `generate` draws it.
+      active.forEach((b, j) => {
+        if (finished[b]) return void (input[b] = [padId]);
+        const { tok, logprob } = pick(j);
         tokens[b]!.push(tok);
         logprobs[b]!.push(logprob);
         if (stop.has(tok) || tokens[b]!.length >= requests[b]!.maxNewTokens) finished[b] = true;
-        next.push([tok]);
-      }
+        input[b] = [tok];
+      });
       if (finished.every(Boolean)) break;
+      const going = active.filter((b) => !finished[b]);
+      if (going.length <= active.length / 2 && maxNew - step > COMPACT_MIN_STEPS) {
+        const rowOf = new Map(active.map((b, j) => [b, j]));
+        const next = assembleCache(model.dims, [{ cache: cache!, rows: going.map((b) => rowOf.get(b)!) }], cache!.length, maxNew - step);
+        const done = active.filter((b) => finished[b]);
+        parked.push({ cache: cache!, rows: done.map((b) => rowOf.get(b)!), requests: done });
+        cache = next;
+        active = going;
+      }
       yield step;
-      input = next;
-      live = finished.map((f) => !f);
+    }
+    if (parked.length) {
+      // The parked rows back beside the active ones (their slots after their last one empty), in request order.
+      const slots = cache!.length;
+      const order = [...active, ...parked.flatMap((p) => p.requests)];
+      const joined = assembleCache(model.dims, [{ cache: cache!, rows: active.map((_, j) => j) }, ...parked.map((p) => ({ cache: p.cache, rows: p.rows }))], slots, 0);
+      model.disposeCache(cache!);
+      cache = order.every((b, i) => b === i) ? joined : reorder(model, joined, order);
+      if (cache !== joined) model.disposeCache(joined);
+      for (const m of masks) while (m.length < slots) m.push(0);
     }
     session.swap(cache, requests.map((q, b) => ({ key: q.key, held: held[b]!, mask: masks[b]! })));
     cache = undefined;
@@ -259,6 +290,7 @@ export function* decodeSteps(session: DecodeSession, requests: readonly DecodeRe
   } finally {
     // A round that did not finish (an error, a cancellation) leaves an empty session: the next one prefills again.
     model.disposeCache(prefill);
+    for (const p of parked) model.disposeCache(p.cache);
     if (cache) {
       model.disposeCache(cache);
       session.swap(undefined, []);

@@ -185,10 +185,10 @@ export function unitNormBackward<T>(o: TensorOps<T>, dy: T, xr: T, r: T): T {
  * the gradients of w and W. (Folding w into W instead would trade these [N, hidden] passes for passes over W, which
  * for a 0.5B model's MLP is ~10× more data.)
  */
-function normProjBackward<T>(o: TensorOps<T>, dY: T, xr: T, w: T, W: T): { dxr: T; dw: T; dW: T } {
+function normProjBackward<T>(o: TensorOps<T>, dY: T, xr: T, w: T, W: T, weights = true): { dxr: T; dw: T; dW?: T } {
   const dh = o.matMul(dY, W, false, true);
   return {
-    dW: o.matMul(o.mul(xr, w), dY, true, false),
+    ...(weights ? { dW: o.matMul(o.mul(xr, w), dY, true, false) } : {}),
     dw: o.sum(o.mul(dh, xr), 0),
     dxr: o.mul(dh, w),
   };
@@ -264,31 +264,68 @@ export function layerForward<T>(o: TensorOps<T>, x: T, w: Partial<Record<ParamNa
 }
 
 /** Gradients of the layer's input and weights for the gradient dy of its output, from layerForward's saved tensors. */
-export function layerBackward<T>(o: TensorOps<T>, dy: T, list: T[], w: Partial<Record<ParamName, T>>, ctx: LayerContext<T>): { dx: T; dw: Partial<Record<ParamName, T>> } {
+/** The linear layers LoRA adapts (internal names), as in lora.ts. */
+export const LINEAR_NAMES = ['q', 'k', 'v', 'o', 'gate', 'up', 'down'] as const;
+export type LinearName = (typeof LINEAR_NAMES)[number];
+
+/**
+ * A LoRA adapter's factors on one linear layer, in PEFT's layout: A [r, in], B [out, r]; the layer's weight is
+ * W + scale·(B·A)ᵀ in the internal [in, out] layout.
+ */
+export interface LoraFactors<T> {
+  a: T;
+  b: T;
+  scale: number;
+}
+
+/**
+ * dL/dA and dL/dB of an adapted layer y = x·W' (x [N, in], dy [N, out]) without the dense dL/dW' = xᵀ·dy:
+ * dA = s·(dy·B)ᵀ·x [r, in] and dB = s·dyᵀ·(x·Aᵀ) [out, r], 2·N·r·(in + out) multiply-adds in place of N·in·out.
+ */
+function loraGrads<T>(o: TensorOps<T>, x: T, dY: T, f: LoraFactors<T>): { a: T; b: T } {
+  const u = o.matMul(dY, f.b); // [N, r]
+  const v = o.matMul(x, f.a, false, true); // [N, r]
+  const scale = o.scalar(f.scale);
+  return { a: o.mul(o.matMul(u, x, true, false), scale), b: o.mul(o.matMul(dY, v, true, false), scale) };
+}
+
+/**
+ * The layer's backward pass: dx and every weight's gradient; or, with `lora` (frozen weights, LoRA training), dx and
+ * the factors' gradients of the adapted layers only (no weight gradient is computed).
+ */
+export function layerBackward<T>(o: TensorOps<T>, dy: T, list: T[], w: Partial<Record<ParamName, T>>, ctx: LayerContext<T>, lora?: Partial<Record<LinearName, LoraFactors<T>>>): { dx: T; dw: Partial<Record<ParamName, T>>; dlora: Partial<Record<LinearName, { a: T; b: T }>> } {
   const s = Object.fromEntries(SAVED_KEYS.map((key, i) => [key, list[i]!])) as unknown as Saved<T>;
   const probs = list.slice(SAVED_KEYS.length);
   const { B, T, heads: H, kvHeads: K, headDim: hd } = ctx;
   const N = B * T;
   const G = H / K;
   const dw: Partial<Record<ParamName, T>> = {};
+  const dlora: Partial<Record<LinearName, { a: T; b: T }>> = {};
+  const frozen = lora !== undefined;
+  // A weight's gradient (x·W = y): the dense one when trained, the factors' when adapted, nothing when frozen.
+  const weightGrad = (name: LinearName, x: T, dY: T): void => {
+    const f = lora?.[name];
+    if (f) dlora[name] = loraGrads(o, x, dY, f);
+    else if (!frozen) dw[name] = o.matMul(x, dY, true, false);
+  };
   const sumRows = (t: T): T => o.sum(t, 0);
 
   // MLP: out = x2 + (silu(gate)·up) @ Wd, gate = (x2·r2) @ diag(w2)·Wg, up = (x2·r2) @ diag(w2)·Wu
-  dw.down = o.matMul(s.act, dy, true, false);
+  weightGrad('down', s.act, dy);
   const dAct = o.matMul(dy, w.down!, false, true);
   const dUp = o.mul(dAct, s.silu);
   // d silu / d gate = sg + gate·sg·(1 − sg), the last term TensorFlow's SigmoidGrad(sg, gate)
   const dGate = o.mul(o.mul(dAct, s.up), o.add(s.sg, o.sigmoidGrad(s.sg, s.gate)));
   const h2 = o.mul(s.xr2, w.postNorm!);
-  dw.gate = o.matMul(h2, dGate, true, false);
-  dw.up = o.matMul(h2, dUp, true, false);
+  weightGrad('gate', h2, dGate);
+  weightGrad('up', h2, dUp);
   const dh2 = o.add(o.matMul(dGate, w.gate!, false, true), o.matMul(dUp, w.up!, false, true));
-  dw.postNorm = o.sum(o.mul(dh2, s.xr2), 0);
+  if (!frozen) dw.postNorm = o.sum(o.mul(dh2, s.xr2), 0);
   const dx2 = o.add(dy, unitNormBackward(o, o.mul(dh2, w.postNorm!), s.xr2, s.r2));
 
   // Attention: x2 = x + attn @ Wo (+ bo)
-  dw.o = o.matMul(s.attn, dx2, true, false);
-  if (w.ob) dw.ob = sumRows(dx2);
+  weightGrad('o', s.attn, dx2);
+  if (w.ob && !frozen) dw.ob = sumRows(dx2);
   const dAttn = o.matMul(dx2, w.o!, false, true);
   // D = rowsum(dO·O) per (b, t, h), from rows [N, H, d] into the queries' head layout [B, K, T·G, 1]
   const dRows = o.sum(o.mul(o.reshape(dAttn, [N, H, hd]), o.reshape(s.attn, [N, H, hd])), -1);
@@ -325,15 +362,26 @@ export function layerBackward<T>(o: TensorOps<T>, dy: T, list: T[], w: Partial<R
   if (w.qNorm && w.kNorm) {
     const nq = normBackward(o, dq, s.q3, s.rq, w.qNorm, hd);
     const nk = normBackward(o, dk, s.k3, s.rk, w.kNorm, hd);
-    dw.qNorm = nq.dw;
-    dw.kNorm = nk.dw;
+    if (!frozen) {
+      dw.qNorm = nq.dw;
+      dw.kNorm = nk.dw;
+    }
     dq = nq.dx;
     dk = nk.dx;
   }
-  const dqkv = o.concat([o.reshape(dq, [N, H * hd]), o.reshape(dk, [N, K * hd]), dv], 1);
-  const f1 = normProjBackward(o, dqkv, s.xr1, w.inNorm!, o.concat([w.q!, w.k!, w.v!], 1));
-  [dw.q, dw.k, dw.v] = o.split(f1.dW, [H * hd, K * hd, K * hd], 1) as [T, T, T];
-  if (w.qb) [dw.qb, dw.kb, dw.vb] = o.split(sumRows(dqkv), [H * hd, K * hd, K * hd], 0) as [T, T, T];
-  dw.inNorm = f1.dw;
-  return { dx: o.add(dx2, unitNormBackward(o, f1.dxr, s.xr1, s.r1)), dw };
+  const dq2 = o.reshape(dq, [N, H * hd]);
+  const dk2 = o.reshape(dk, [N, K * hd]);
+  const dqkv = o.concat([dq2, dk2, dv], 1);
+  const f1 = normProjBackward(o, dqkv, s.xr1, w.inNorm!, o.concat([w.q!, w.k!, w.v!], 1), !frozen);
+  if (frozen) {
+    const h1 = o.mul(s.xr1, w.inNorm!);
+    weightGrad('q', h1, dq2);
+    weightGrad('k', h1, dk2);
+    weightGrad('v', h1, dv);
+  } else {
+    [dw.q, dw.k, dw.v] = o.split(f1.dW!, [H * hd, K * hd, K * hd], 1) as [T, T, T];
+    if (w.qb) [dw.qb, dw.kb, dw.vb] = o.split(sumRows(dqkv), [H * hd, K * hd, K * hd], 0) as [T, T, T];
+    dw.inNorm = f1.dw;
+  }
+  return { dx: o.add(dx2, unitNormBackward(o, f1.dxr, s.xr1, s.r1)), dw, dlora };
 }

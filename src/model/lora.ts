@@ -25,6 +25,9 @@ import { SafetensorsReader } from './safetensors';
 import { serializeTensors } from './safetensorsWrite';
 import type { TensorSource } from './safetensors';
 import type { LoraSettings } from '../kernel/loraSettings';
+import { LINEAR_NAMES, type LinearName } from './layer';
+import type { AttachedLora } from './nativeTraining';
+import type { StackLora } from './trainGraph';
 
 export { LORA_MODULES, LoraSettings } from '../kernel/loraSettings';
 
@@ -205,7 +208,7 @@ export class LoraAdapter {
   private readonly tokenIds: number[];
 
   private constructor(
-    private readonly model: QwenModel,
+    readonly model: QwenModel,
     readonly layout: LoraLayout,
     init: (name: string, shape: [number, number], site?: Site) => Float32Array,
     where: string,
@@ -335,6 +338,31 @@ export class LoraAdapter {
   }
 
   /**
+   * The factors as the training graphs take them (low-rank mode: the loss differentiated with respect to A and B
+   * directly, no dense weight gradient); undefined when the adapter trains token rows, whose gradient is the
+   * embedding's (the merged path then).
+   */
+  lowRank(): AttachedLora | undefined {
+    if (this.tokenIds.length > 0) return undefined;
+    const layers = this.model.dims.layers;
+    const sites: StackLora['sites'] = Array.from({ length: layers }, () => []);
+    const factors: tf.Tensor[][] = Array.from({ length: layers }, () => []);
+    const bySite = this.sites
+      .map((s) => {
+        const m = /^model\.layers\.(\d+)\.(?:self_attn|mlp)\.(q|k|v|o|gate|up|down)_proj\.weight$/.exec(s.weight);
+        if (!m) throw new Error(`lora: ${s.weight} is not a linear layer of a decoder layer`);
+        return { s, layer: Number(m[1]), name: m[2] as LinearName };
+      })
+      .sort((x, y) => x.layer - y.layer || LINEAR_NAMES.indexOf(x.name) - LINEAR_NAMES.indexOf(y.name));
+    for (const { s, layer, name } of bySite) {
+      sites[layer]!.push({ name, rank: s.rank, scale: s.scale });
+      factors[layer]!.push(this.vars.get(s.aName)!, this.vars.get(s.bName)!);
+    }
+    const key = sites.map((l) => l.map((x) => `${x.name}${x.rank}@${x.scale}`).join(',')).join(';');
+    return { spec: { key, sites }, factors };
+  }
+
+  /**
    * Gradients of the merged weights (by model weight name, internal layout [in, out]; embedding [vocab, hidden]) →
    * gradients of the adapter (by PEFT name, HF layout). The caller owns both maps' tensors.
    */
@@ -384,6 +412,7 @@ export class LoraAdapter {
   }
 
   dispose(): void {
+    this.model.attachLora(undefined); // the training graphs must not be fed disposed factors
     tf.dispose([...this.vars.values(), ...this.base.values()]);
     this.vars.clear();
     this.base.clear();

@@ -282,7 +282,11 @@ export class NativeInference {
       const H = d.heads;
       const G = H / K;
       const nh = H + 2 * K;
-      const S = store ? store.capacity : T;
+      // Attention reads the cache's used slots only when a piece of a prompt is fed (T > 1): its scores and
+      // probabilities are [B, H, T, S], and a long prompt fed in pieces into a cache sized for the whole of it would
+      // otherwise attend over every empty slot too (3× the work for the demo's prompts). A decoding step (T = 1)
+      // reads the whole capacity, as the decoding graph does: a copy of the used slots would cost more than it saves.
+      const S = store ? (T > 1 ? Math.min(store.capacity, Math.ceil((past + T) / CACHE_CHUNK) * CACHE_CHUNK) : store.capacity) : T;
       const N = B * T;
       const { cos, sin } = ropeTables(this.m.positionsOf(B, T, past, opts.positions), hd, d.ropeTheta);
       const C = r.add(r.mul(tf.tensor3d(cos, [N, 1, hd]), hc.a), hc.c);
@@ -293,7 +297,7 @@ export class NativeInference {
       if (store) {
         const idx = new Int32Array(N * 2 * K);
         let o = 0;
-        for (let b = 0; b < B; b++) for (let t = 0; t < T; t++) for (let j = 0; j < 2; j++) for (let g = 0; g < K; g++) idx[o++] = ((j * B + b) * K + g) * S + past + t;
+        for (let b = 0; b < B; b++) for (let t = 0; t < T; t++) for (let j = 0; j < 2; j++) for (let g = 0; g < K; g++) idx[o++] = ((j * B + b) * K + g) * store.capacity + past + t;
         slots = tf.tensor1d(idx, 'int32');
       }
       const norm = (x: tf.Tensor): tf.Tensor => r.mul(x, r.rsqrt(r.add(r.meanLast(r.square(x)), hc.eps)));
@@ -313,8 +317,8 @@ export class NativeInference {
         if (store) {
           const view = store.layers[i]!;
           r.inplaceUpdate(view.rows, slots!, r.reshape(kv, [N * 2 * K, hd]));
-          keys = view.keys;
-          values = view.values;
+          keys = S === store.capacity ? view.keys : tf.slice(view.keys, [0, 0, 0, 0], [B, K, S, hd]);
+          values = S === store.capacity ? view.values : tf.slice(view.values, [0, 0, 0, 0], [B, K, S, hd]);
         } else {
           [keys, values] = r.unstack(r.transpose(r.reshape(kv, [B, T, 2, K, hd]), [2, 0, 3, 1, 4])) as [tf.Tensor, tf.Tensor];
         }

@@ -9,7 +9,16 @@ import { taping } from './native';
 import type { LayerVars } from './nativeInference';
 import { attentionBiasChunks } from './portableAttention';
 import { ropeTables } from './ops';
-import { type HeadDims, type StackGraph, StackGraphCache } from './trainGraph';
+import { type HeadDims, type StackGraph, StackGraphCache, type StackLora } from './trainGraph';
+
+/**
+ * LoRA factors a training pass differentiates in place of the weights (lora.ts, low-rank mode): the layout and, per
+ * layer, A and B of each site in the layout's order.
+ */
+export interface AttachedLora {
+  spec: StackLora;
+  factors: tf.Tensor[][];
+}
 
 /** What the training path needs of the model. */
 export interface TrainingHost {
@@ -23,8 +32,19 @@ export class NativeTraining {
   private stackGraphs?: StackGraphCache | null;
   /** layer contexts by batch shape (layerContext) */
   private readonly contexts = new Map<string, LayerContext>();
+  /** LoRA training on frozen weights: the stack graphs differentiate these factors, not the weights */
+  private lora?: AttachedLora;
 
   constructor(private readonly m: TrainingHost) {}
+
+  /** Trains `lora`'s factors through the stack graphs from now on (undefined: the weights again). */
+  attachLora(lora: AttachedLora | undefined): void {
+    this.lora = lora;
+  }
+
+  get loraAttached(): boolean {
+    return this.lora !== undefined;
+  }
 
   /**
    * What every layer of a training pass shares: RoPE tables and the attention bias chunks. Without positions and key
@@ -82,7 +102,7 @@ export class NativeTraining {
     const cache = this.stackGraphCache();
     if (!cache) return null;
     try {
-      return cache.get(B, T, head);
+      return cache.get(B, T, head, this.lora?.spec);
     } catch (e) {
       console.warn(`training graph unavailable, training layer by layer: ${(e as Error).message.split('\n')[0]}`);
       cache.dispose();
@@ -102,14 +122,33 @@ export class NativeTraining {
   }
 
   /** The backward graph's per-layer feeds, after its leading ones: each layer's weights, then its saved activations. */
-  private layerBackwardFeeds(ws: tf.Tensor[], saved: tf.Tensor[], perLayer: number, k: number): tf.Tensor[] {
-    return this.m.layerVars.flatMap((_, i) => [...ws.slice(i * perLayer, (i + 1) * perLayer), ...saved.slice(i * k, (i + 1) * k)]);
+  private layerBackwardFeeds(ws: tf.Tensor[], saved: tf.Tensor[], perLayer: number, k: number, factors?: tf.Tensor[][]): tf.Tensor[] {
+    return this.m.layerVars.flatMap((_, i) => [...ws.slice(i * perLayer, (i + 1) * perLayer), ...saved.slice(i * k, (i + 1) * k), ...(factors?.[i] ?? [])]);
   }
 
   /** x [B·T, hidden] through every decoder layer as one graph run, with the backward pass as another (a customGrad). */
   stackThroughGraph(graph: StackGraph, x: tf.Tensor2D, ctx: LayerContext): tf.Tensor2D {
     const { perLayer, weights, tables, inputs: head } = this.stackFeeds(graph, ctx);
     if (!taping()) return graph.runForward([x, ...head, ...weights], false)[0] as tf.Tensor2D;
+    if (this.lora) {
+      // Frozen weights: a customGrad over x and the factors; the backward graph gives dx and the factors' gradients.
+      const lora = this.lora;
+      const f = tf.customGrad((...args: (tf.Tensor | tf.GradSaveFunc)[]) => {
+        const save = args.pop() as tf.GradSaveFunc;
+        const xi = args[0] as tf.Tensor;
+        const [value, ...saved] = graph.runForward([xi, ...head, ...weights], true);
+        save([...saved, ...tables]);
+        return {
+          value: value!,
+          gradFunc: (dy: tf.Tensor, s: tf.Tensor[]) => {
+            const grads = graph.runBackward([dy, ...s.slice(-4), this.m.rotate, ...this.layerBackwardFeeds(weights, s, perLayer, graph.savedPerLayer, lora.factors)]);
+            tf.dispose(s);
+            return grads;
+          },
+        };
+      });
+      return f(x, ...lora.factors.flat()) as tf.Tensor2D;
+    }
     const f = tf.customGrad((...args: (tf.Tensor | tf.GradSaveFunc)[]) => {
       const save = args.pop() as tf.GradSaveFunc;
       const [xi, ...ws] = args as tf.Tensor[];
@@ -137,6 +176,28 @@ export class NativeTraining {
     const { perLayer, weights, tables, inputs } = this.stackFeeds(graph, ctx);
     if (!taping()) return graph.runForward([x, ...inputs, ...weights, norm, head, at], false)[0] as tf.Tensor1D;
     const layers = this.m.layerVars.length;
+    if (this.lora) {
+      // Frozen weights, norm and head: a customGrad over x and the factors (see stackThroughGraph).
+      const lora = this.lora;
+      const f = tf.customGrad((...args: (tf.Tensor | tf.GradSaveFunc)[]) => {
+        const save = args.pop() as tf.GradSaveFunc;
+        const xi = args[0] as tf.Tensor;
+        const [value, ...saved] = graph.runForward([xi, ...inputs, ...weights, norm, head, at], true);
+        save([...saved, ...tables, at, norm, head]);
+        return {
+          value: value!,
+          gradFunc: (dy: tf.Tensor, s: tf.Tensor[]) => {
+            const k = graph.savedPerLayer;
+            const n = layers * k;
+            const feeds = [dy, s[n + 8]!, s[n + 9]!, s[n + 7]!, ...s.slice(n, n + 3), ...s.slice(n + 3, n + 7), this.m.rotate, ...this.layerBackwardFeeds(weights, s, perLayer, k, lora.factors)];
+            const out = graph.runBackward(feeds); // dx, then the factors' gradients
+            tf.dispose(s);
+            return out;
+          },
+        };
+      });
+      return f(x, ...lora.factors.flat()) as tf.Tensor1D;
+    }
     const f = tf.customGrad((...args: (tf.Tensor | tf.GradSaveFunc)[]) => {
       const save = args.pop() as tf.GradSaveFunc;
       const [xi, ni, hi, ...ws] = args as tf.Tensor[];

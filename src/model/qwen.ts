@@ -38,7 +38,7 @@ import { attention as batchedAttention, embeddingLookup, headLogprobs, linear, m
 import { Rng } from './random';
 import { paramSpecs, transposeData, type ParamSpec } from './params';
 import { attentionBiasData, attentionBiasPerSequence, concatCacheAttention, slicedAttention } from './portableAttention';
-import { NativeTraining } from './nativeTraining';
+import { type AttachedLora, NativeTraining } from './nativeTraining';
 import { NativeInference, type LayerVars, type NativeCache } from './nativeInference';
 
 /**
@@ -217,6 +217,18 @@ export class QwenModel {
     return [...this.params.values()];
   }
 
+  /**
+   * LoRA training on frozen weights (lora.ts `lowRank`): the training graphs differentiate these factors (which the
+   * tape must watch in place of the weights) and compute no weight gradient; undefined detaches them. False where the
+   * trainable path has no training graph (not native TensorFlow, or graphs off): the caller trains through the
+   * merged weights instead.
+   */
+  attachLora(lora: AttachedLora | undefined): boolean {
+    if (lora && !(isNative() && !usingReferenceOps() && this.training.stackGraphCache() !== null)) return false;
+    this.training.attachLora(lora);
+    return true;
+  }
+
   /** HF name → tf.Variable (internal layout: Linear weights [in, out]). */
   namedVariables(): Map<string, tf.Variable> {
     return new Map(this.params);
@@ -389,6 +401,7 @@ export class QwenModel {
     const ctx = this.training.layerContext(B, Tg, positions?.map(pad), keyMask?.map(pad), segments?.map(pad));
     let x = embeddingLookup(this.w<tf.Rank.R2>('model.embed_tokens.weight'), ids.flatMap(pad));
     const graph = useGraph ? this.training.stackGraph(B, Tg) : null;
+    if (!graph && this.training.loraAttached) throw new Error('LoRA training on frozen weights needs the training graph, which could not be built');
     if (graph) x = this.training.stackThroughGraph(graph, x, ctx);
     else for (const L of this.layerVars) x = decoderLayer(x, L, ctx);
     if (Tg === T) return x;

@@ -23,7 +23,7 @@
 import { availableParallelism } from 'node:os';
 import type * as tf from '@tensorflow/tfjs';
 import { type AttrSpec, forcedThreads, GraphBuilder, GraphSession } from './graph';
-import { causalChunks, invRms, layerBackward, layerForward, type LayerContext, PARAM_NAMES, type ParamName, type TensorOps, unitNormBackward } from './layer';
+import { causalChunks, invRms, layerBackward, layerForward, type LayerContext, type LinearName, type LoraFactors, PARAM_NAMES, type ParamName, type TensorOps, unitNormBackward } from './layer';
 
 /** A node's output in a graph under construction, with its static shape. */
 export interface GraphTensor {
@@ -155,6 +155,17 @@ export interface HeadDims {
   tied: boolean;
 }
 
+/**
+ * LoRA training on frozen weights (lora.ts): the adapted layers of each layer (its sites, in LINEAR_NAMES order), with
+ * their ranks and scales. The backward graph then computes dx and the factors' gradients only, no weight gradient.
+ */
+export interface StackLora {
+  /** identifies the layout (the graph cache's key) */
+  key: string;
+  /** per layer */
+  sites: { name: LinearName; rank: number; scale: number }[][];
+}
+
 /** Names of the head's saved tensors in the forward graph (fetched after the layers' ones). */
 const HEAD_SAVED = ['h_xr', 'h_r', 'h_p'] as const;
 
@@ -174,6 +185,7 @@ export class StackGraph {
     readonly B: number,
     readonly T: number,
     readonly head?: HeadDims,
+    readonly lora?: StackLora,
   ) {
     const N = B * T;
     const { hidden, headDim: hd, layers } = dims;
@@ -249,7 +261,7 @@ export class StackGraph {
       const mm = (a: string, b: string, ta: boolean, tb: boolean): string => gb.node('MatMul', [a, b], { ...F, transpose_a: { b: ta }, transpose_b: { b: tb } });
       const dxf: GraphTensor = { name: tied ? mm(dLogits, wHead, false, false) : mm(dLogits, wHead, false, true), shape: [N, hidden] };
       const dW = tied ? mm(dLogits, xf.name, true, false) : mm(xf.name, dLogits, true, false);
-      headGrads.push(gb.node('Identity', [ob.sum(ob.mul(dxf, xr), 0).name], F, 'd_final_norm'), gb.node('Identity', [dW], F, 'd_head_w'));
+      if (!lora) headGrads.push(gb.node('Identity', [ob.sum(ob.mul(dxf, xr), 0).name], F, 'd_final_norm'), gb.node('Identity', [dW], F, 'd_head_w'));
       dy = unitNormBackward(ob, ob.mul(dxf, wNorm), xr, r);
     } else {
       dy = { name: gb.placeholder('dy', 'float32', [N, hidden]), shape: [N, hidden] };
@@ -258,11 +270,21 @@ export class StackGraph {
     const perLayer = Array.from({ length: layers }, (_, i) => ({
       w: weightsOf(gb, i),
       saved: savedShapes[i]!.map((shape, k) => ({ name: gb.placeholder(`s${i}_${k}`, 'float32', shape), shape })),
+      // LoRA: A [r, in] and B [out, r] of each adapted layer, fed after the saved tensors
+      factors: (lora?.sites[i] ?? []).map(({ name, rank, scale }) => {
+        const [inDim, outDim] = paramShape(name, dims) as [number, number];
+        const a = { name: gb.placeholder(`l${i}_${name}_A`, 'float32', [rank, inDim]), shape: [rank, inDim] };
+        const b = { name: gb.placeholder(`l${i}_${name}_B`, 'float32', [outDim, rank]), shape: [outDim, rank] };
+        return { name, f: { a, b, scale } as LoraFactors<GraphTensor> };
+      }),
     }));
     const grads: string[][] = [];
     for (let i = layers - 1; i >= 0; i--) {
-      const { dx, dw } = layerBackward(ob, dy, perLayer[i]!.saved, perLayer[i]!.w, ctxB);
-      grads[i] = names.map((n) => gb.node('Identity', [dw[n]!.name], F, `d${i}_${n}`));
+      const { factors } = perLayer[i]!;
+      const { dx, dw, dlora } = layerBackward(ob, dy, perLayer[i]!.saved, perLayer[i]!.w, ctxB, lora ? Object.fromEntries(factors.map(({ name, f }) => [name, f])) : undefined);
+      grads[i] = lora
+        ? factors.flatMap(({ name }) => [gb.node('Identity', [dlora[name]!.a.name], F, `d${i}_${name}_A`), gb.node('Identity', [dlora[name]!.b.name], F, `d${i}_${name}_B`)])
+        : names.map((n) => gb.node('Identity', [dw[n]!.name], F, `d${i}_${n}`));
       dy = dx;
     }
     const dx = gb.node('Identity', [dy.name], F, 'dx');
@@ -283,6 +305,8 @@ export class StackGraph {
    * dx, then each layer's weight gradients (layer order, PARAM_NAMES order), then with the head the final norm's and
    * the head weight's. Feeds: with the head dlogp, the final norm's weight, the head's weight, the target index and the
    * head's saved tensors, else dy; then the tables, rotate_half, and per layer its weights and saved tensors.
+   * With `lora`: dx, then per layer each site's dA and dB (no weight gradient, none of the head's); per layer its
+   * weights, saved tensors, then each site's A and B.
    */
   runBackward(feeds: tf.Tensor[]): tf.Tensor[] {
     return this.backward.run(feeds, this.backwardOutputs);
@@ -320,11 +344,11 @@ export class StackGraphCache {
   ) {}
 
   /** The graph for (B, T), with the head when `head` is given (cached apart from the one without). */
-  get(B: number, T: number, head?: HeadDims): StackGraph {
-    const key = `${B}x${T}${head ? 'h' : ''}`;
+  get(B: number, T: number, head?: HeadDims, lora?: StackLora): StackGraph {
+    const key = `${B}x${T}${head ? 'h' : ''}${lora ? `/lora:${lora.key}` : ''}`;
     let graph = this.graphs.get(key);
     if (graph) this.graphs.delete(key);
-    else graph = new StackGraph(this.dims, B, T, head);
+    else graph = new StackGraph(this.dims, B, T, head, lora);
     this.graphs.set(key, graph);
     for (const [k, old] of this.graphs) {
       if (this.graphs.size <= this.capacity) break;

@@ -24,8 +24,19 @@ export function fullTrainable(model: { namedVariables(): Map<string, tf.Variable
   return { kind: 'full', tape: vars, params: vars, project: (g) => g, afterUpdate: () => {} };
 }
 
-/** The adapter's A, B (and token rows), from the gradients of the merged weights. */
-export function loraTrainable(adapter: LoraAdapter): TrainableSet {
+/**
+ * The adapter's A, B (and token rows). Where the model has training graphs (native TensorFlow) and no token rows are
+ * trained, the tape watches A and B themselves and the graphs compute their gradients from the layers' inputs and
+ * output gradients, never the dense weight gradient (low-rank mode, `model.attachLora`); elsewhere the tape watches
+ * the merged weights and their gradients are projected onto the adapter. The same update either way (tested).
+ * `lowRank: false` forces the merged path.
+ */
+export function loraTrainable(adapter: LoraAdapter, opts: { lowRank?: boolean } = {}): TrainableSet {
+  const low = opts.lowRank === false ? undefined : adapter.lowRank();
+  if (low && adapter.model.attachLora(low)) {
+    return { kind: 'lora', tape: adapter.params(), params: adapter.params(), project: (g) => g, afterUpdate: () => adapter.merge() };
+  }
+  adapter.model.attachLora(undefined);
   return { kind: 'lora', tape: adapter.tapeVariables(), params: adapter.params(), project: (g) => adapter.project(g), afterUpdate: () => adapter.merge() };
 }
 

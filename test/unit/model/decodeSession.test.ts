@@ -8,6 +8,9 @@ import assert from 'node:assert/strict';
 import * as tf from '@tensorflow/tfjs';
 import type { QwenConfig } from '../../../src/model/config';
 import { DecodeSession, decodeAsync, type DecodeRequest } from '../../../src/model/decodeSession';
+import { DecodePool } from '../../../src/model/decodePool';
+import { kvBytesPerSlot } from '../../../src/model/kvCache';
+import { CACHE_CHUNK } from '../../../src/model/nativeInference';
 import { generate } from '../../../src/model/generate';
 import { QwenModel } from '../../../src/model/qwen';
 import { Rng } from '../../../src/model/random';
@@ -112,15 +115,75 @@ for (const backend of ['cpu', 'native'] as const) {
       session.dispose();
     });
 
+    test('rows that finish early leave the decoding batch (the live ones go on in a cache of their own); every row\'s cache is whole for the next round', async () => {
+      const session = new DecodeSession(model);
+      // Six of nine rows stop after 2 tokens, the rest run 14: the cache is compacted after the second step.
+      const short = round0.map((q, b) => ({ ...q, maxNewTokens: b % 3 === 0 ? 14 : 2 }));
+      for (const temperature of [1, 0]) {
+        const a = await decodeAsync(session, short, { stopTokens: STOP, temperature });
+        assert.deepEqual(a.tokens, plain(model, short, { temperature }).tokens);
+        close(a.logprobs, plain(model, short, { temperature }).logprobs, 'logprobs');
+        const next = short.map((q, b) => ({ ...q, tokens: [...q.tokens, ...a.tokens[b]!, 11, 12], maxNewTokens: 5 }));
+        const before = { ...session.counts };
+        const b2 = await decodeAsync(session, next, { stopTokens: STOP, temperature });
+        assert.deepEqual(b2.tokens, plain(model, next, { temperature }).tokens, 'the parked rows\' caches are whole');
+        assert.equal(session.counts.prefilled - before.prefilled, 2 * next.length, 'no row is prefilled again: each feeds its last sampled token and 11 (12 is decoding\'s first input)');
+        // A shared PRNG is drawn in request order across a compaction: rows that stop early (half the ids stop).
+        const wide = Array.from({ length: 24 }, (_, i) => 6 + i);
+        const shared = round0.map((q) => ({ ...q, seed: undefined, maxNewTokens: 12 }));
+        const c = await decodeAsync(new DecodeSession(model), shared, { stopTokens: wide, temperature, seed: 5 });
+        const want = generate(model, shared.map((q) => [...q.tokens]), { maxNewTokens: 12, stopTokens: wide, temperature, seed: 5 });
+        assert.deepEqual(c.tokens, want.tokens);
+        // The compaction happened: five of nine rows had finished with more than four steps to go, one went on.
+        const lengths = c.tokens.map((t) => t.length).sort((x, y) => x - y);
+        assert.ok(lengths[4]! <= 7 && lengths[8]! > lengths[4]!, `lengths ${lengths}`);
+        session.clear();
+      }
+      session.dispose();
+    });
+
+    test('pool: its estimate of a block is the cache decoding lays out (to a chunk of slots), so a budget of exactly that keeps the round in one loop, every row going on', async () => {
+      const bps = kvBytesPerSlot(model.dims);
+      const sized = new DecodePool(model, 1 << 30);
+      const e0 = sized.estimate(round0);
+      await sized.decode(round0, { stopTokens: STOP });
+      const g0 = (sized as unknown as { sessions: DecodeSession[] }).sessions[0]!;
+      assert.ok(e0 >= g0.bytes && e0 - g0.bytes < round0.length * CACHE_CHUNK * bps, `estimate ${e0} vs laid out ${g0.bytes}`);
+      const r0 = await new DecodePool(model, 1 << 30).decode(round0, { stopTokens: STOP });
+      const round1 = round0.map((q, b) => ({ ...q, tokens: [...q.tokens, ...r0.tokens[b]!, 3, 4, ...seq(1 + b)] }));
+      const e1 = sized.estimate(round1, g0);
+      await sized.decode(round1, { stopTokens: STOP });
+      assert.ok(e1 >= g0.bytes && e1 - g0.bytes < round1.length * CACHE_CHUNK * bps, `round 1: estimate ${e1} vs laid out ${g0.bytes}`);
+      // A pool whose budget is that estimate: one block both rounds, the second round prefilling only the new tokens.
+      const tight = new DecodePool(model, Math.max(e0, e1));
+      await tight.decode(round0, { stopTokens: STOP });
+      const before = tight.counts.prefilled;
+      const got = await tight.decode(round1, { stopTokens: STOP });
+      assert.deepEqual(got.tokens, plain(model, round1, {}).tokens);
+      assert.equal((tight as unknown as { sessions: DecodeSession[] }).sessions.length, 1, 'one loop');
+      assert.equal(tight.counts.prefilled - before, round1.reduce((n, q, b) => n + q.tokens.length - round0[b]!.tokens.length - r0.tokens[b]!.length, 0), 'new tokens only');
+      // Half that budget: two loops; the results stay generate's.
+      const half = new DecodePool(model, Math.max(e0, e1) / 2);
+      await half.decode(round0, { stopTokens: STOP });
+      assert.deepEqual((await half.decode(round1, { stopTokens: STOP })).tokens, plain(model, round1, {}).tokens);
+      assert.ok((half as unknown as { sessions: DecodeSession[] }).sessions.length >= 2);
+      for (const p of [sized, tight, half]) p.dispose();
+    });
+
     test('no tensors left behind; an empty round clears the session', async () => {
       const session = new DecodeSession(model);
       // The same rounds twice (native keeps a few constants per new shape, and a decoding graph session per batch size).
-      const next = round0.slice(0, 4).map((q) => ({ ...q, tokens: [...q.tokens, 9, 10] }));
-      await decodeAsync(session, round0, { stopTokens: STOP });
-      await decodeAsync(session, next, { stopTokens: STOP });
+      // The second round compacts its batch (rows of 2 and of 12 new tokens), parking the finished rows.
+      const next = round0.slice(0, 4).map((q, b) => ({ ...q, tokens: [...q.tokens, 9, 10], maxNewTokens: b ? 2 : 12 }));
+      const after = round0.slice(0, 4).map((q) => ({ ...q, tokens: [...q.tokens, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23, 24] }));
+      const rounds = async () => {
+        await decodeAsync(session, round0, { stopTokens: STOP });
+        await decodeAsync(session, next, { stopTokens: STOP });
+        await decodeAsync(session, after, { stopTokens: STOP });
+      };
+      await rounds();
       const held = tf.memory().numTensors;
-      await decodeAsync(session, round0, { stopTokens: STOP });
-      await decodeAsync(session, next, { stopTokens: STOP });
+      await rounds();
       assert.equal(tf.memory().numTensors, held, 'tensors after the same rounds again');
       await decodeAsync(session, [], {});
       assert.equal(session.held().size, 0);

@@ -101,6 +101,42 @@ for (const backend of ['cpu', 'native'] as TestBackend[]) {
       model.dispose();
     });
 
+    for (const base of ['hf-tiny-llama-tied', 'hf-tiny-qwen3']) {
+      test(`low-rank mode (${base}): the factors' gradients from the training graphs are the projected ones, for the SFT loss and for token log-probabilities; no training graph, no low-rank mode`, () => {
+        const model = loadHfCheckpoint(join(FIXTURES, base));
+        const adapter = LoraAdapter.create(model, LoraSettings.parse({ rank: 3, alpha: 6, targets: ['q_proj', 'k_proj', 'v_proj', 'o_proj', 'gate_proj', 'up_proj', 'down_proj'] }), 2);
+        for (const v of adapter.params().values()) v.assign(tf.mul(tf.randomNormal(v.shape, 0, 1, 'float32', 5), 0.2));
+        adapter.merge();
+        const ids = DATA.map((d) => d.ids.slice(0, -1));
+        const targets = DATA.map((d) => d.ids.slice(1));
+        const mask = DATA.map((d) => d.lossMask.slice(1));
+        const losses: [string, () => tf.Scalar][] = [
+          ['loss', () => model.loss(ids, targets, mask)],
+          ['tokenLogprobs', () => tf.sum(tf.mul(model.tokenLogprobs(ids, targets, undefined, 0.7), tf.tensor2d(mask.map((m, b) => m.map((x, t) => x * (1 + ((b + t) % 3)))))))],
+        ];
+        for (const [what, f] of losses) {
+          const merged = loraTrainable(adapter, { lowRank: false });
+          const g1 = tf.variableGrads(f, [...merged.tape.values()]);
+          const want = merged.project(new Map([...merged.tape].map(([n, v]) => [n, g1.grads[v.name]!])));
+          const low = loraTrainable(adapter);
+          const lowRank = backend === 'native';
+          assert.equal([...low.tape.keys()].every((k) => low.params.has(k)), lowRank, lowRank ? 'the tape watches A and B' : 'no training graph: the merged weights');
+          const g2 = tf.variableGrads(f, [...low.tape.values()]);
+          const got = low.project(new Map([...low.tape].map(([n, v]) => [n, g2.grads[v.name]!])));
+          assert.ok(Math.abs(g1.value.dataSync()[0]! - g2.value.dataSync()[0]!) < 1e-5, `${what}: loss`);
+          for (const [name, w] of want) {
+            const a = w.dataSync();
+            const b = got.get(name)!.dataSync();
+            const scale = Math.max(1e-3, ...Array.from(a, Math.abs));
+            a.forEach((x, i) => assert.ok(Math.abs(x - b[i]!) <= 1e-4 * scale, `${what} ${name}[${i}]: low-rank ${b[i]} vs projected ${x}`));
+          }
+          tf.dispose([g1.value, g2.value, ...Object.values(g1.grads), ...Object.values(g2.grads), ...want.values(), ...got.values()]);
+        }
+        adapter.dispose();
+        model.dispose();
+      });
+    }
+
     test('SFT through LoRA moves only the adapter and resumes bit for bit', async () => {
       const settings = LoraSettings.parse({ rank: 2, alpha: 4, trainTokens: [7] });
       const run = async (steps: number, from?: { config: unknown; weights: Uint8Array; trainer: SftTrainer }) => {
