@@ -4,12 +4,15 @@
  *
  * An adapted linear layer is W' = W + s·B·A (HF layout: W [out, in], A [r, in], B [out, r], s = alpha / r, or
  * alpha / √r with rsLoRA). The model's variables hold W' (merged), so inference, the KV cache, the fused native weights
- * and every training path run unchanged; the adapter keeps a copy of the frozen base W and merges again after each
- * update. Training differentiates the loss with respect to W' (the tape's gradient G, as full fine-tuning does) and
- * projects it onto the adapter, dL/dA = s·Bᵀ·G and dL/dB = s·G·Aᵀ (HF layout): the chain rule through the merge, so
- * the update is LoRA's exactly. What this saves is optimizer state (AdamW moments of A and B only) and checkpoint size
- * (the adapter only); what it does not save is the dense weight gradient, which is computed as in full fine-tuning
- * (docs/decisions.md: why, and what a serving engine does instead). LoRA dropout has no merged form, so it must be 0.
+ * and every forward path run unchanged; the adapter keeps a copy of the frozen base W and merges again after each
+ * update. Gradients, two ways with the same result (tested):
+ * - low-rank (`lowRank`, native TensorFlow's training graphs): the tape watches A and B, and the backward graph computes
+ *   dA = s·(dy·B)ᵀ·x and dB = s·dyᵀ·(x·Aᵀ) from each adapted layer's input and output gradient; no dense weight
+ *   gradient, no gradient of the frozen weights;
+ * - merged (elsewhere, and with trainable token rows): the tape's gradient G of W' is projected onto the adapter,
+ *   dL/dA = s·Bᵀ·G and dL/dB = s·G·Aᵀ (HF layout): the chain rule through the merge.
+ * Either way the optimizer holds the moments of A and B only and a checkpoint the adapter only (docs/decisions.md).
+ * LoRA dropout has no merged form, so it must be 0.
  *
  * Trainable token rows (PEFT's `trainable_token_indices`): the embedding rows of the listed ids are trained beside the
  * adapters (new tokens of the CM2 format); PEFT stores their values, not a difference, as

@@ -143,10 +143,12 @@ function paramShape(n: ParamName, d: StackDims): number[] {
  * independent kernels (a layer's dX and dW matmuls, the attention's dQ, dK and dV), which TensorFlow's inter-op pool
  * runs side by side; giving each of them every core as well oversubscribes the machine. Measured on 2 cores
  * (bench/README.md): training +3–10% at every bench size, 0.5B included. The forward graph keeps every core (one
- * thread there was slower). CM2_TRAIN_BWD_THREADS=N forces N (0: the default pool).
+ * thread there was slower). LoRA's backward (`lora`) has no weight gradients to run beside the chain of dX matmuls, so
+ * it takes every core (SmolLM2's shape, one 1,024-token row: 10.1 → 8.0 s). CM2_TRAIN_BWD_THREADS=N forces N (0: the
+ * default pool).
  */
-export function backwardThreads(env: NodeJS.ProcessEnv = process.env, cores = availableParallelism()): number {
-  return forcedThreads(env, 'CM2_TRAIN_BWD_THREADS') ?? Math.max(1, Math.floor(cores / 2));
+export function backwardThreads(env: NodeJS.ProcessEnv = process.env, cores = availableParallelism(), lora = false): number {
+  return forcedThreads(env, 'CM2_TRAIN_BWD_THREADS') ?? (lora ? cores : Math.max(1, Math.floor(cores / 2)));
 }
 
 /** What the head adds to a stack graph: the vocabulary size and whether the head is the embedding (tied). */
@@ -289,7 +291,7 @@ export class StackGraph {
     }
     const dx = gb.node('Identity', [dy.name], F, 'dx');
     this.backwardOutputs = [dx, ...grads.flat(), ...headGrads];
-    this.backward = new GraphSession(gb, this.backwardOutputs, { intraOpThreads: backwardThreads() });
+    this.backward = new GraphSession(gb, this.backwardOutputs, { intraOpThreads: backwardThreads(process.env, availableParallelism(), lora !== undefined) });
   }
 
   /**

@@ -301,8 +301,10 @@ test('native: KV-cached greedy generation equals uncached and per-prompt generat
   }
 });
 
-test('the backward training graph runs on half the cores (inter-op parallelism does the rest); CM2_TRAIN_BWD_THREADS forces a count', () => {
+test('the backward training graph runs on half the cores (inter-op parallelism does the rest), LoRA\'s on all of them; CM2_TRAIN_BWD_THREADS forces a count', () => {
   assert.equal(backwardThreads({}, 2), 1);
+  assert.equal(backwardThreads({}, 2, true), 2, 'LoRA: no weight gradients to run beside dX');
+  assert.equal(backwardThreads({ CM2_TRAIN_BWD_THREADS: '1' }, 2, true), 1);
   assert.equal(backwardThreads({}, 1), 1);
   assert.equal(backwardThreads({}, 16), 8);
   assert.equal(backwardThreads({ CM2_TRAIN_BWD_THREADS: '0' }, 16), 0);
