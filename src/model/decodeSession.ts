@@ -225,7 +225,7 @@ export function* decodeSteps(session: DecodeSession, requests: readonly DecodeRe
     const logprobs: number[][] = requests.map(() => []);
     const finished = requests.map(() => false);
     const onDevice = temperature <= 0 && isNative();
-    let input = requests.map((q) => [q.tokens[q.tokens.length - 1]!]);
+    const input = requests.map((q) => [q.tokens[q.tokens.length - 1]!]);
     // The requests whose rows the decoding cache holds, in its row order (request order). When half of them or more
     // have finished, the live ones move to a cache of their own and the old one is parked with the finished rows
     // (continuous batching: a step computes live rows only); the parked rows rejoin at the end of the round.
