@@ -52,6 +52,33 @@ export function decodePlan(d: QwenDims, B: number, env: NodeJS.ProcessEnv = proc
   return { threads: 1, parts: forcedParts ?? cores };
 }
 
+/**
+ * How inference matmuls read a weight matrix: 'in-out' computes x·W from W [in, out], the variables as stored (o, gate,
+ * up and down need no copy); 'out-in' computes x·Wᵀ from a transposed copy [out, in]. For the few rows of a decoding
+ * step the two differ by machine: on an AMD EPYC (AVX2, 2 cores) TensorFlow's oneDNN matmul took 2–8× longer for x·Wᵀ
+ * at 4–32 rows (SmolLM2's [4, 1536]·[1536, 576]: 92 µs against 1,367 µs; its tied head at 16 rows 30 ms against 114 ms;
+ * bench/op-overhead.ts prints both), where an earlier Xeon (AVX-512) measured x·Wᵀ ~30% faster or no different. So
+ * 'in-out' by default; CM2_WEIGHT_LAYOUT=out-in|in-out forces one.
+ */
+export type WeightLayout = 'in-out' | 'out-in';
+
+export interface WeightPlan {
+  layout: WeightLayout;
+  /**
+   * A tied LM head read as a [hidden, V] matrix (a transposed copy of the embedding) rather than as x·embedᵀ: 'in-out'
+   * on the CPU. On a GPU the head stays x·embedᵀ (cuBLAS reads either layout at full speed, and the copy would cost
+   * vocab × hidden floats of device memory).
+   */
+  headCopy: boolean;
+}
+
+export function weightPlan(env: NodeJS.ProcessEnv = process.env, gpu = activeBackend()?.name === 'tfjs-node-gpu'): WeightPlan {
+  const v = env.CM2_WEIGHT_LAYOUT;
+  if (v !== undefined && v !== '' && v !== 'in-out' && v !== 'out-in') throw new Error(`CM2_WEIGHT_LAYOUT: '${v}' is neither in-out nor out-in`);
+  const layout: WeightLayout = v === 'out-in' ? 'out-in' : 'in-out';
+  return { layout, headCopy: layout === 'in-out' && !gpu };
+}
+
 /** Per-step inputs besides the weights, in feed order. */
 export const STEP_INPUTS = ['ids', 'cos', 'sin', 'bias', 'slots', 'cacheShape'] as const;
 
@@ -61,23 +88,25 @@ export interface DecodeGraph {
   dispose(): void;
   /** per layer, which optional weights it feeds */
   layer: { bqkv: boolean; headNorm: boolean; ob: boolean };
-  untiedHead: boolean;
+  /** whether it feeds the LM head as a [hidden, V] matrix after the final norm (else the head is x·embedᵀ) */
+  headMatrix: boolean;
 }
 
 /**
- * Builds the graph for a model's dimensions. Feeds: STEP_INPUTS, then embed, final norm weight, (lm_head), then per
- * layer wqkv, (bqkv), (headNorm), o, (o bias), post-attention norm weight, gate, up, down (matrices [out, in]), cache
- * rows. Fetches
- * 'logits' [B, V], 'ids' [B] (int32 argmax) and 'nll' [B] (−log p(ids)).
+ * Builds the graph for a model's dimensions. Feeds: STEP_INPUTS, then embed, final norm weight, (head matrix
+ * [hidden, V]), then per layer wqkv, (bqkv), (headNorm), o, (o bias), post-attention norm weight, gate, up, down
+ * (matrices in `weights.layout`), cache rows. Fetches 'logits' [B, V], 'ids' [B] (int32 argmax) and 'nll' [B]
+ * (−log p(ids)).
  */
-export function buildDecodeGraph(d: QwenDims, rotate: Float32Array): DecodeGraph {
+export function buildDecodeGraph(d: QwenDims, rotate: Float32Array, weights: WeightPlan = weightPlan()): DecodeGraph {
   const sessions = new Map<string, GraphSession>();
+  const headMatrix = !d.tied || weights.headCopy;
   return {
     session(B: number): GraphSession {
       const plan = decodePlan(d, B);
       const key = `${plan.parts}/${plan.threads}`;
       let s = sessions.get(key);
-      if (!s) sessions.set(key, (s = new GraphSession(decodeGraphDef(d, rotate, plan), ['logits', 'ids_out', 'nll'], { intraOpThreads: plan.threads })));
+      if (!s) sessions.set(key, (s = new GraphSession(decodeGraphDef(d, rotate, plan, weights.layout, headMatrix), ['logits', 'ids_out', 'nll'], { intraOpThreads: plan.threads })));
       return s;
     },
     dispose(): void {
@@ -85,12 +114,12 @@ export function buildDecodeGraph(d: QwenDims, rotate: Float32Array): DecodeGraph
       sessions.clear();
     },
     layer: { bqkv: d.qkvBias, headNorm: d.qkNorm, ob: d.oBias },
-    untiedHead: !d.tied,
+    headMatrix,
   };
 }
 
 /** The decoding graph of one plan (see buildDecodeGraph for its feeds and fetches). */
-function decodeGraphDef(d: QwenDims, rotate: Float32Array, plan: DecodePlan): GraphBuilder {
+function decodeGraphDef(d: QwenDims, rotate: Float32Array, plan: DecodePlan, layout: WeightLayout, headMatrix: boolean): GraphBuilder {
   const g = new GraphBuilder();
   const F = { T: { type: 'float32' } } as const;
   const H = d.heads;
@@ -109,7 +138,7 @@ function decodeGraphDef(d: QwenDims, rotate: Float32Array, plan: DecodePlan): Gr
   const cacheShape = g.placeholder('cacheShape', 'int32', [5]);
   const embed = g.placeholder('embed', 'float32', [d.vocab, d.hidden]);
   const finalNorm = g.placeholder('final_norm', 'float32', [d.hidden]);
-  const lmHead = d.tied ? undefined : g.placeholder('lm_head', 'float32', [d.hidden, d.vocab]);
+  const head = headMatrix ? g.placeholder('head', 'float32', [d.hidden, d.vocab]) : undefined;
 
   const ints = (v: number[], name: string): string => g.constant(v, [v.length], 'int32', name);
   const scalarInt = (v: number, name: string): string => g.constant([v], [], 'int32', name);
@@ -138,16 +167,28 @@ function decodeGraphDef(d: QwenDims, rotate: Float32Array, plan: DecodePlan): Gr
   const reshape = (x: string, shape: string): string => op('Reshape', [x, shape], { ...F, Tshape: { type: 'int32' } });
   const meanLast = (x: string): string => op('Mean', [x, lastAxis], { ...F, Tidx: { type: 'int32' }, keep_dims: { b: true } });
   const norm = (x: string): string => mul(x, op('Rsqrt', [add(meanLast(op('Square', [x])), eps)]));
-  // x·Wᵀ for a weight W [out, in] with `out` rows, in the plan's parts, each a slice of W's rows (a slice along the
-  // first axis aliases W's buffer when its offset is 64-byte aligned, which a multiple of 16 rows always is)
-  const proj = (x: string, W: string, out: number): string => {
-    if (plan.parts <= 1) return matMul(x, W, true);
-    const cuts = Array.from({ length: plan.parts + 1 }, (_, k) => Math.min(out, Math.round((out * k) / plan.parts / 16) * 16));
-    cuts[plan.parts] = out;
-    const pieces = cuts.slice(1).map((end, k) => [cuts[k]!, end] as const).filter(([a, b]) => b > a)
-      .map(([a, b]) => matMul(x, op('Slice', [W, ints([a, 0], `begin_${a}`), ints([b - a, -1], `size_${b - a}`)], { ...F, Index: { type: 'int32' } }), true));
-    return pieces.length === 1 ? pieces[0]! : op('ConcatV2', [...pieces, axis1], { ...F, N: { i: pieces.length }, Tidx: { type: 'int32' } });
+  // x·W for a weight W [in, out] ('in-out') or x·Wᵀ for W [out, in] ('out-in'), in the plan's parts, each reading a
+  // slice of W's rows (a slice along the first axis aliases W's buffer when its offset is 64-byte aligned, which a
+  // multiple of 16 rows always is): 'out-in' slices the outputs and concatenates them, 'in-out' slices the inputs
+  // (x's columns with them) and adds the partial products.
+  const rowSlice = (W: string, a: number, b: number): string =>
+    op('Slice', [W, ints([a, 0], `begin_${a}_0`), ints([b - a, -1], `size_${b - a}_all`)], { ...F, Index: { type: 'int32' } });
+  const proj = (x: string, W: string, rows: number, tb: boolean): string => {
+    if (plan.parts <= 1) return matMul(x, W, tb);
+    const cuts = Array.from({ length: plan.parts + 1 }, (_, k) => Math.min(rows, Math.round((rows * k) / plan.parts / 16) * 16));
+    cuts[plan.parts] = rows;
+    const spans = cuts.slice(1).map((end, k) => [cuts[k]!, end] as const).filter(([a, b]) => b > a);
+    if (spans.length === 1) return matMul(x, W, tb);
+    if (tb) {
+      const pieces = spans.map(([a, b]) => matMul(x, rowSlice(W, a, b), true));
+      return op('ConcatV2', [...pieces, axis1], { ...F, N: { i: pieces.length }, Tidx: { type: 'int32' } });
+    }
+    const pieces = spans.map(([a, b]) => matMul(op('Slice', [x, ints([0, a], `begin_0_${a}`), ints([-1, b - a], `size_all_${b - a}`)], { ...F, Index: { type: 'int32' } }), rowSlice(W, a, b)));
+    return op('AddN', pieces, { ...F, N: { i: pieces.length } });
   };
+  const outIn = layout === 'out-in';
+  // a layer weight of `inputs` × `outputs` in the layout's orientation
+  const lin = (x: string, W: string, inputs: number, outputs: number): string => proj(x, W, outIn ? outputs : inputs, outIn);
 
   const C = add(mul(cos, a), c);
   const S = mul(sin, a);
@@ -155,18 +196,19 @@ function decodeGraphDef(d: QwenDims, rotate: Float32Array, plan: DecodePlan): Gr
   for (let i = 0; i < d.layers; i++) {
     const w = (n: string, shape: number[]): string => g.placeholder(`l${i}_${n}`, 'float32', shape);
     // Matrices come transposed, [out, in] (see FusedLayer in qwen.ts): x·Wᵀ.
-    const wqkv = w('wqkv', [nh * hd, d.hidden]);
+    const shaped = (inputs: number, outputs: number): number[] => (outIn ? [outputs, inputs] : [inputs, outputs]);
+    const wqkv = w('wqkv', shaped(d.hidden, nh * hd));
     const bqkv = layer.bqkv ? w('bqkv', [nh * hd]) : undefined;
     const headNorm = layer.headNorm ? w('head_norm', [nh, hd]) : undefined;
-    const wo = w('o', [d.hidden, H * hd]);
+    const wo = w('o', shaped(H * hd, d.hidden));
     const bo = layer.ob ? w('o_bias', [d.hidden]) : undefined;
     const postNorm = w('post_norm', [d.hidden]);
-    const gate = w('gate', [d.intermediate, d.hidden]);
-    const up = w('up', [d.intermediate, d.hidden]);
-    const down = w('down', [d.hidden, d.intermediate]);
+    const gate = w('gate', shaped(d.hidden, d.intermediate));
+    const up = w('up', shaped(d.hidden, d.intermediate));
+    const down = w('down', shaped(d.intermediate, d.hidden));
     const rows = w('cache_rows', [-1, hd]);
 
-    let qkv = proj(norm(x), wqkv, nh * hd);
+    let qkv = lin(norm(x), wqkv, d.hidden, nh * hd);
     if (bqkv) qkv = add(qkv, bqkv);
     let heads = reshape(qkv, shapeHeads);
     if (headNorm) heads = mul(mul(heads, op('Rsqrt', [add(mul(meanLast(op('Square', [heads])), m), e)])), headNorm);
@@ -179,15 +221,15 @@ function decodeGraphDef(d: QwenDims, rotate: Float32Array, plan: DecodePlan): Gr
     const scores = bmm(reshape(split, shapeQ), kv, true);
     const probs = op('Softmax', [add(scores, bias)]);
     const attn = reshape(bmm(probs, `${kv}:1`), shapeAttn);
-    let o = proj(attn, wo, d.hidden);
+    let o = lin(attn, wo, H * hd, d.hidden);
     if (bo) o = add(o, bo);
     x = add(x, o);
     const h2 = mul(norm(x), postNorm);
-    const gt = proj(h2, gate, d.intermediate);
-    x = add(x, proj(mul(mul(gt, op('Sigmoid', [gt])), proj(h2, up, d.intermediate)), down, d.hidden));
+    const gt = lin(h2, gate, d.hidden, d.intermediate);
+    x = add(x, lin(mul(mul(gt, op('Sigmoid', [gt])), lin(h2, up, d.hidden, d.intermediate)), down, d.intermediate, d.hidden));
   }
   const xf = mul(norm(x), finalNorm);
-  const logits = g.node('Identity', [lmHead ? matMul(xf, lmHead) : proj(xf, embed, d.vocab)], F, 'logits');
+  const logits = g.node('Identity', [head ? proj(xf, head, d.hidden, false) : proj(xf, embed, d.vocab, true)], F, 'logits');
   g.node('ArgMax', [logits, lastAxis], { ...F, Tidx: { type: 'int32' }, output_type: { type: 'int32' } }, 'ids_out');
   // −log p(argmax) = −log max softmax (TensorFlow's Softmax is ~3× faster than its sparse cross-entropy at 151,936)
   const pmax = g.node('Max', [g.node('Softmax', [logits], F), lastAxis], { ...F, Tidx: { type: 'int32' }, keep_dims: { b: false } });

@@ -5,7 +5,7 @@
  */
 import * as tf from '@tensorflow/tfjs';
 import type { QwenDims } from './config';
-import { buildDecodeGraph, type DecodeGraph } from './decodeGraph';
+import { buildDecodeGraph, weightPlan, type DecodeGraph, type WeightPlan } from './decodeGraph';
 import type { GraphSession } from './graph';
 import { rawOps } from './native';
 import { attentionBiasData } from './portableAttention';
@@ -47,14 +47,17 @@ export interface LayerVars {
 }
 
 /**
- * Inference weights of one layer derived from its variables (native), every matrix transposed to [out, in]: for the
- * few rows of a decoding step TensorFlow's matmul reads [out, in] weights (x·Wᵀ) ~30% faster than [in, out] ones.
- * Kept while the weights stay the same (across generate calls); dropped by the first training forward pass.
+ * Inference weights of one layer derived from its variables (native), every matrix in the weight plan's layout
+ * (decodeGraph.ts weightPlan): 'in-out' [in, out] as the variables are stored (o, gate, up and down are the variables
+ * themselves), 'out-in' transposed copies [out, in]. Kept while the weights stay the same (across generate calls);
+ * dropped by the first training forward pass.
  */
 interface FusedLayer {
   /** the variables' data ids when this was built (a changed id = a changed weight) */
   source: object[];
-  /** [(H + 2K)·d, hidden]: ([Wq | Wk | Wv] with the input norm's weight folded in)ᵀ */
+  /** the tensors this allocated (the others are the model's variables) */
+  owned: tf.Tensor[];
+  /** [Wq | Wk | Wv] with the input norm's weight folded in: [hidden, (H + 2K)·d] ('in-out') or its transpose */
   wqkv: tf.Tensor;
   bqkv?: tf.Tensor;
   /** [H + 2K, d]: q_norm on the query heads, k_norm on the key heads, 1 on the value heads */
@@ -103,6 +106,10 @@ export function nativeCacheOf(d: QwenDims, B: number, capacity: number, make: ()
 
 export class NativeInference {
   private fused: (FusedLayer | undefined)[] = [];
+  /** a tied LM head's transposed copy [hidden, V] (weights.headCopy), with the embedding's data id it was made from */
+  private headCopy?: { source: object; t: tf.Tensor };
+  /** the inference matmuls' weight layout, fixed for this model's life */
+  private readonly weights: WeightPlan = weightPlan();
   /** the native decoding-step graph: undefined until first needed, null when unavailable or switched off */
   private decodeGraph?: DecodeGraph | null;
   /** native inference constants (headConstants) */
@@ -114,10 +121,26 @@ export class NativeInference {
   releaseFused(): void {
     for (const f of this.fused) if (f) this.disposeFused(f);
     this.fused = [];
+    this.headCopy?.t.dispose();
+    this.headCopy = undefined;
   }
 
   private disposeFused(f: FusedLayer): void {
-    tf.dispose(defined<tf.Tensor>([f.wqkv, f.bqkv, f.headNorm, f.o, f.gate, f.up, f.down]));
+    tf.dispose(f.owned);
+  }
+
+  /**
+   * The LM head as a [hidden, V] matrix for x·W: lm_head's weight when untied, a transposed copy of the embedding when
+   * tied and the plan says so (rebuilt when the embedding changes); undefined: the head is x·embedᵀ.
+   */
+  private headMatrix(): tf.Tensor | undefined {
+    if (!this.m.dims.tied) return this.m.weight('lm_head.weight');
+    if (!this.weights.headCopy) return undefined;
+    const embed = this.m.weight('model.embed_tokens.weight');
+    if (this.headCopy?.source === dataIdOf(embed)) return this.headCopy.t;
+    this.headCopy?.t.dispose();
+    this.headCopy = { source: dataIdOf(embed), t: tf.keep(rawOps().transpose(embed, [1, 0])) };
+    return this.headCopy.t;
   }
 
   /** Layer i's fused inference weights, rebuilt when one of its variables changed since they were built. */
@@ -129,20 +152,29 @@ export class NativeInference {
     if (have) this.disposeFused(have);
     const d = this.m.dims;
     const { qb, kb, vb, qNorm, kNorm } = L;
-    const built: FusedLayer = tf.tidy(() => {
+    const outIn = this.weights.layout === 'out-in';
+    const owned: tf.Tensor[] = [];
+    const own = <T extends tf.Tensor | undefined>(t: T): T => {
+      if (t) owned.push(tf.keep(t));
+      return t;
+    };
+    // 'in-out': the variable itself (not in `owned`); 'out-in': a transposed copy
+    const oriented = (w: tf.Tensor): tf.Tensor => (outIn ? own(tf.transpose(w)) : w);
+    const built = tf.tidy(() => {
       const rows = (w: tf.Tensor1D, n: number): tf.Tensor => tf.tile(tf.reshape(w, [1, -1]), [n, 1]);
-      const f: FusedLayer = {
+      // diag(input_layernorm) · [Wq | Wk | Wv]: the norm's weight folded into the projection
+      const wqkv = tf.mul(tf.reshape(L.inNorm, [-1, 1]), tf.concat([L.q, L.k, L.v], 1));
+      return {
         source,
-        // diag(input_layernorm) · [Wq | Wk | Wv]: the norm's weight folded into the projection
-        wqkv: tf.keep(tf.transpose(tf.mul(tf.reshape(L.inNorm, [-1, 1]), tf.concat([L.q, L.k, L.v], 1)))),
-        bqkv: qb && kb && vb ? tf.keep(tf.concat([qb, kb, vb])) : undefined,
-        headNorm: qNorm && kNorm ? tf.keep(tf.concat([rows(qNorm, d.heads), rows(kNorm, d.kvHeads), tf.ones([d.kvHeads, d.headDim])])) : undefined,
-        o: tf.keep(tf.transpose(L.o)),
-        gate: tf.keep(tf.transpose(L.gate)),
-        up: tf.keep(tf.transpose(L.up)),
-        down: tf.keep(tf.transpose(L.down)),
-      };
-      return f as unknown as tf.TensorContainer;
+        owned,
+        wqkv: own(outIn ? tf.transpose(wqkv) : wqkv),
+        bqkv: own(qb && kb && vb ? tf.concat([qb, kb, vb]) : undefined),
+        headNorm: own(qNorm && kNorm ? tf.concat([rows(qNorm, d.heads), rows(kNorm, d.kvHeads), tf.ones([d.kvHeads, d.headDim])]) : undefined),
+        o: oriented(L.o),
+        gate: oriented(L.gate),
+        up: oriented(L.up),
+        down: oriented(L.down),
+      } satisfies FusedLayer as unknown as tf.TensorContainer;
     }) as unknown as FusedLayer;
     this.fused[i] = built;
     return built;
@@ -193,7 +225,7 @@ export class NativeInference {
     if (this.decodeGraph !== undefined) return this.decodeGraph;
     if (process.env.CM2_TF_GRAPH === '0') return (this.decodeGraph = null);
     try {
-      this.decodeGraph = buildDecodeGraph(this.m.dims, rotateHalfMatrix(this.m.dims.headDim));
+      this.decodeGraph = buildDecodeGraph(this.m.dims, rotateHalfMatrix(this.m.dims.headDim), this.weights);
     } catch (e) {
       console.warn(`decoding graph unavailable, decoding op by op: ${(e as Error).message.split('\n')[0]}`);
       this.decodeGraph = null;
@@ -236,7 +268,7 @@ export class NativeInference {
       tf.tensor1d(slots, 'int32'),
     ];
     const feeds: tf.Tensor[] = [...step, rawOps().ints([2, B, K, S, d.headDim]), this.m.weight('model.embed_tokens.weight'), this.m.weight('model.norm.weight')];
-    if (graph.untiedHead) feeds.push(this.m.weight('lm_head.weight'));
+    if (graph.headMatrix) feeds.push(this.headMatrix()!);
     this.m.layerVars.forEach((L, i) => {
       const F = this.fusedLayer(i);
       feeds.push(F.wqkv);
@@ -301,12 +333,13 @@ export class NativeInference {
         slots = tf.tensor1d(idx, 'int32');
       }
       const norm = (x: tf.Tensor): tf.Tensor => r.mul(x, r.rsqrt(r.add(r.meanLast(r.square(x)), hc.eps)));
+      const tb = this.weights.layout === 'out-in';
       let x = r.gatherRows(this.m.weight('model.embed_tokens.weight'), tf.tensor1d(ids.flat(), 'int32'));
       // A tidy per layer: a long prompt's scores and probabilities ([B, K, G·T, S] each) are freed layer by layer, not
       // held for all layers until the logits (a 30-layer model on 4 × 800 tokens reached 17 GB that way).
       this.m.layerVars.forEach((L, i) => x = tf.tidy(() => {
         const F = fused[i]!;
-        let qkv = r.matMul(norm(x), F.wqkv, false, true);
+        let qkv = r.matMul(norm(x), F.wqkv, false, tb);
         if (F.bqkv) qkv = r.add(qkv, F.bqkv);
         let heads = r.reshape(qkv, [N, nh, hd]);
         if (F.headNorm) heads = r.mul(r.mul(heads, r.rsqrt(r.add(r.mul(r.meanLast(r.square(heads)), hc.m), hc.e))), F.headNorm);
@@ -328,16 +361,17 @@ export class NativeInference {
         const p = T === 1 ? r.softmax(r.add(scores, bias)) : r.reshape(r.softmax(r.add(r.reshape(scores, [B, H, T, S]), bias)), [B, K, G * T, S]);
         const o = r.matMul(p, values);
         const attn = T === 1 ? r.reshape(o, [N, H * hd]) : r.reshape(r.transpose(r.reshape(o, [B, H, T, hd]), [0, 2, 1, 3]), [N, H * hd]);
-        let proj = r.matMul(attn, F.o, false, true);
+        let proj = r.matMul(attn, F.o, false, tb);
         if (L.ob) proj = r.add(proj, L.ob);
         const x2 = r.add(x, proj);
         const h2 = r.mul(norm(x2), L.postNorm);
-        const gate = r.matMul(h2, F.gate, false, true);
-        return r.add(x2, r.matMul(r.mul(r.mul(gate, r.sigmoid(gate)), r.matMul(h2, F.up, false, true)), F.down, false, true));
+        const gate = r.matMul(h2, F.gate, false, tb);
+        return r.add(x2, r.matMul(r.mul(r.mul(gate, r.sigmoid(gate)), r.matMul(h2, F.up, false, tb)), F.down, false, tb));
       }));
       if (opts.lastOnly && T > 1) x = r.gatherRows(x, tf.tensor1d(Array.from({ length: B }, (_, b) => b * T + T - 1), 'int32'));
       x = r.mul(norm(x), this.m.weight('model.norm.weight'));
-      const logits = d.tied ? r.matMul(x, this.m.weight('model.embed_tokens.weight'), false, true) : r.matMul(x, this.m.weight('lm_head.weight'));
+      const head = this.headMatrix();
+      const logits = head ? r.matMul(x, head) : r.matMul(x, this.m.weight('model.embed_tokens.weight'), false, true);
       return r.reshape(logits, [B, opts.lastOnly ? 1 : T, d.vocab]) as tf.Tensor3D;
     });
     if (cache) cache.length = past + T;

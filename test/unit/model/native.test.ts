@@ -15,7 +15,7 @@ import { generate } from '../../../src/model/generate';
 import { useReferenceOps } from '../../../src/model/ops';
 import { QwenModel } from '../../../src/model/qwen';
 import { assertPrefillInPieces } from '../../helpers/prefill';
-import { decodePlan, decodeThreads } from '../../../src/model/decodeGraph';
+import { decodePlan, decodeThreads, weightPlan } from '../../../src/model/decodeGraph';
 import { GraphBuilder, GraphSession } from '../../../src/model/graph';
 import { backwardThreads, graphLength } from '../../../src/model/trainGraph';
 import { AdamW } from '../../../src/model/optim/adamw';
@@ -380,6 +380,53 @@ test('native: decoding with every weight matmul cut into row slices (the big-mod
   }
 });
 
+test('inference weights are read [in, out] (x·W) by default, with a transposed copy of a tied head on the CPU; CM2_WEIGHT_LAYOUT forces a layout', () => {
+  assert.deepEqual(weightPlan({}, false), { layout: 'in-out', headCopy: true });
+  assert.deepEqual(weightPlan({}, true), { layout: 'in-out', headCopy: false }, 'a GPU reads x·embedᵀ at full speed');
+  assert.deepEqual(weightPlan({ CM2_WEIGHT_LAYOUT: 'out-in' }, false), { layout: 'out-in', headCopy: false });
+  assert.deepEqual(weightPlan({ CM2_WEIGHT_LAYOUT: 'in-out' }, true), { layout: 'in-out', headCopy: false });
+  assert.deepEqual(weightPlan({ CM2_WEIGHT_LAYOUT: '' }, false), { layout: 'in-out', headCopy: true });
+  assert.throws(() => weightPlan({ CM2_WEIGHT_LAYOUT: 'rows' }, false), /CM2_WEIGHT_LAYOUT: 'rows'/);
+});
+
+for (const [label, config] of [['untied, QK-norm', qwen3], ['tied', qwen2Tied], ['q|k|v bias', qwen3Bias]] as const) {
+  test(`native (${label}): both weight layouts give the same logits, tokens and log-probabilities, whole and in row slices; no tensors leak`, { skip }, () => {
+    const prompts = [[1, 2, 3, 4], [5, 6], [7, 8, 9]];
+    const names = ['CM2_WEIGHT_LAYOUT', 'CM2_DECODE_THREADS', 'CM2_DECODE_PARTS'] as const;
+    const saved = names.map((n) => process.env[n]);
+    const run = (layout: string, parts: string): { logits: Float32Array; tokens: number[][]; logprobs: number[][] } => {
+      process.env.CM2_WEIGHT_LAYOUT = layout;
+      process.env.CM2_DECODE_THREADS = '1';
+      process.env.CM2_DECODE_PARTS = parts;
+      const model = QwenModel.init(config, 29); // the layout is read when the model is made
+      try {
+        const logits = model.forward([[1, 2, 3, 4, 5, 6]]).dataSync() as Float32Array;
+        const out = generate(model, prompts, { maxNewTokens: 10, temperature: 0 });
+        const before = tf.memory().numTensors;
+        generate(model, prompts, { maxNewTokens: 10, temperature: 0 });
+        assert.equal(tf.memory().numTensors, before, `tensors left behind (${layout}, ${parts} parts)`);
+        return { logits, tokens: out.tokens, logprobs: out.logprobs };
+      } finally {
+        model.dispose();
+      }
+    };
+    try {
+      const ref = run('out-in', '1');
+      for (const [layout, parts] of [['in-out', '1'], ['in-out', '2'], ['in-out', '3'], ['out-in', '2']] as const) {
+        const got = run(layout, parts);
+        assertClose(got.logits, ref.logits, 1e-5, `logits (${layout}, ${parts} parts)`);
+        assert.deepEqual(got.tokens, ref.tokens, `tokens (${layout}, ${parts} parts)`);
+        for (let b = 0; b < prompts.length; b++) assertClose(got.logprobs[b]!, ref.logprobs[b]!, 1e-5, `logprobs (${layout}, ${parts} parts)`);
+      }
+    } finally {
+      names.forEach((n, i) => {
+        if (saved[i] === undefined) delete process.env[n];
+        else process.env[n] = saved[i];
+      });
+    }
+  });
+}
+
 test('native: a long prompt is prefilled in pieces that continue the cache: same tokens as one prefill call', { skip }, async () => {
   const model = QwenModel.init(qwen3, 19);
   try {
@@ -411,6 +458,26 @@ test('native: a weight update reaches the inference path (fused weights are rebu
   assertClose(fresh.forward([[1, 2, 3]]).dataSync(), changed, 1e-5, 'rebuilt model');
   fresh.dispose();
   model.dispose();
+});
+
+test('native: an update of a tied embedding reaches the head\'s transposed copy (decoding graph and forward)', { skip }, () => {
+  const model = QwenModel.init(qwen2Tied, 31);
+  const prompts = [[1, 2, 3], [4, 5]];
+  generate(model, prompts, { maxNewTokens: 4, temperature: 0 }); // builds the copy
+  const name = 'model.embed_tokens.weight';
+  const w = model.namedWeights().get(name)!;
+  model.assignWeights(new Map([[name, w.data.map((x, i) => (i % 7 === 0 ? -x : x * 1.5))]]));
+  const fresh = QwenModel.fromWeights(qwen2Tied, new Map([...model.namedWeights()].map(([k, v]) => [k, v.data])));
+  try {
+    assertClose(model.forward([[1, 2, 3]]).dataSync(), fresh.forward([[1, 2, 3]]).dataSync(), 1e-5, 'forward');
+    const a = generate(model, prompts, { maxNewTokens: 6, temperature: 0 });
+    const b = generate(fresh, prompts, { maxNewTokens: 6, temperature: 0 });
+    assert.deepEqual(a.tokens, b.tokens);
+    for (let i = 0; i < prompts.length; i++) assertClose(a.logprobs[i]!, b.logprobs[i]!, 1e-5, 'logprobs');
+  } finally {
+    fresh.dispose();
+    model.dispose();
+  }
 });
 
 for (const mode of ['fused', 'graph'] as const) test(`native: AdamW's ${mode === 'fused' ? 'fused update (ResourceApplyAdam)' : 'update as one graph run'} follows the op-by-op update on cpu; state round-trips`, { skip }, async () => {
