@@ -12,7 +12,10 @@
  * - `dataSync [V]`: reading a row of logits back to JS;
  * - matmuls at the shapes of a forward pass, as GFLOP/s;
  * - (native only) what one node costs inside a TensorFlow graph run (src/model/graph.ts), as a decoding step's graph
- *   pays it: a chain of 50 nodes of one kind, run 200 times; compare runs with TF_NUM_INTRAOP_THREADS=1.
+ *   pays it: a chain of 50 nodes of one kind, run 200 times; compare runs with TF_NUM_INTRAOP_THREADS=1;
+ * - (native only) a decoding step's weight matmuls in both weight layouts (src/model/decodeGraph.ts weightPlan): x·W
+ *   from W [in, out] against x·Wᵀ from W [out, in], at 4 and 16 rows, in a graph session of one intra-op thread (as a
+ *   small model's decoding step runs), ten independent matmuls per run, each reading its own fed copy of the weight.
  */
 import { parseArgs } from 'node:util';
 import * as tf from '@tensorflow/tfjs';
@@ -95,7 +98,7 @@ async function main(): Promise<void> {
     rows.push(`| [${m},${k}]·[${k},${nn}] | ${ms.toFixed(2)} | ${((2 * m * k * nn) / ms / 1e6).toFixed(1)} |`);
     tf.dispose([x, w]);
   }
-  if (backend.startsWith('tfjs-node')) rows.push('', ...graphNodeCosts());
+  if (backend.startsWith('tfjs-node')) rows.push('', ...graphNodeCosts(), '', ...layoutCosts());
   console.log(`backend ${backend}, tfjs ${tf.version_core}, TF_NUM_INTRAOP_THREADS=${process.env.TF_NUM_INTRAOP_THREADS ?? '(unset)'}, TF_ENABLE_ONEDNN_OPTS=${process.env.TF_ENABLE_ONEDNN_OPTS ?? '(unset)'}`);
   console.log(rows.join('\n'));
 }
@@ -129,6 +132,36 @@ function graphNodeCosts(): string[] {
     rows.push(`| ${label} | ${(((performance.now() - t0) * 1000) / 200 / chain).toFixed(1)} |`);
     session.dispose();
     tf.dispose(feeds);
+  }
+  return rows;
+}
+
+/** µs per weight matmul at decoding shapes, x·W against x·Wᵀ (weightPlan's two layouts). */
+function layoutCosts(): string[] {
+  const F = { T: { type: 'float32' } } as const;
+  const rows = ['| weight matmul, one-thread session (rows · in → out) | x·W, W [in, out] | x·Wᵀ, W [out, in] | x·Wᵀ / x·W |', '|---|---|---|---|'];
+  const shapes: [number, number, string][] = [[256, 768, 'small: gate/up'], [768, 256, 'small: down'], [576, 1536, 'SmolLM2: gate/up'], [1536, 576, 'SmolLM2: down'], [576, 49152, 'SmolLM2: tied head']];
+  for (const [k, n, what] of shapes) for (const m of [4, 16]) {
+    const us: number[] = [];
+    for (const tb of [false, true]) {
+      const g = new GraphBuilder();
+      const x = g.placeholder('x', 'float32', [m, k]);
+      // ten weight placeholders fed the same tensor: ten matmuls the graph optimizer cannot merge into one
+      const outs = Array.from({ length: 10 }, (_, i) => g.node('MatMul', [x, g.placeholder(`w${i}`, 'float32', tb ? [n, k] : [k, n])], { ...F, transpose_a: { b: false }, transpose_b: { b: tb } }));
+      g.node('AddN', outs, { ...F, N: { i: outs.length } }, 'out');
+      const session = new GraphSession(g, ['out'], { intraOpThreads: 1 });
+      const w = tf.randomNormal(tb ? [n, k] : [k, n], 0, 0.05);
+      const feeds = [tf.randomUniform([m, k]), ...Array<tf.Tensor>(10).fill(w)];
+      const run = (): void => tf.dispose(session.run(feeds, ['out']));
+      for (let i = 0; i < 3; i++) run();
+      const reps = Math.max(5, Math.round(5e8 / (2 * m * k * n * 10)));
+      const t0 = performance.now();
+      for (let i = 0; i < reps; i++) run();
+      us.push(((performance.now() - t0) * 1000) / reps / 10);
+      session.dispose();
+      tf.dispose([feeds[0]!, w]);
+    }
+    rows.push(`| ${what}: ${m} · ${k} → ${n} | ${us[0]!.toFixed(1)} µs | ${us[1]!.toFixed(1)} µs | ${(us[1]! / us[0]!).toFixed(2)}× |`);
   }
   return rows;
 }
