@@ -55,10 +55,11 @@ export function decodePlan(d: QwenDims, B: number, env: NodeJS.ProcessEnv = proc
 /**
  * How inference matmuls read a weight matrix: 'in-out' computes x·W from W [in, out], the variables as stored (o, gate,
  * up and down need no copy); 'out-in' computes x·Wᵀ from a transposed copy [out, in]. For the few rows of a decoding
- * step the two differ by machine: on an AMD EPYC (AVX2, 2 cores) TensorFlow's oneDNN matmul took 2–8× longer for x·Wᵀ
- * at 4–32 rows (SmolLM2's [4, 1536]·[1536, 576]: 92 µs against 1,367 µs; its tied head at 16 rows 30 ms against 114 ms;
- * bench/op-overhead.ts prints both), where an earlier Xeon (AVX-512) measured x·Wᵀ ~30% faster or no different. So
- * 'in-out' by default; CM2_WEIGHT_LAYOUT=out-in|in-out forces one.
+ * step the two differ by machine: on an AMD EPYC (AVX2, 2 cores) TensorFlow's oneDNN matmul took 2.3–13× longer for
+ * x·Wᵀ at 4 and 16 rows (SmolLM2's down projection at 4 rows 95 µs against 1,255 µs, its tied head at 16 rows 28 ms
+ * against 100 ms: bench/op-overhead.ts's layout table), where an earlier Xeon (AVX-512) measured x·Wᵀ ~30% faster or
+ * no different. At hundreds of rows (prefill, training) the two are within ~15%. So 'in-out' by default, which also
+ * keeps no copy of most weights; CM2_WEIGHT_LAYOUT=out-in|in-out forces one.
  */
 export type WeightLayout = 'in-out' | 'out-in';
 
