@@ -22,9 +22,22 @@
  *
  * Writes `.cm2/reports/<id>/study.json`, the HTML report with the plots (`report.html`), and the study's block in
  * docs/rl-results.md (between `<!-- study:<id> -->` markers; `--doc` names another file, `--doc ''` none).
+ *
+ * A study in pieces (issue 30): `--results docs/results/<name>.json` is the committed record (src/report/studyFile.ts).
+ * Each policy is a piece: its held-out evaluation (the greedy reward of every held-out prompt, read from the
+ * evaluation's advantage rows) and, unless `--no-bfcl`, its BFCL counts, written to the file as soon as the piece ends
+ * (with `--git-commit`, committed too), with its settings, the git commit and the machine. A piece already in the file
+ * is skipped, so the study resumes on a fresh machine; `--pieces base,sft,trajectory-s1` runs only those this time.
+ * BFCL of an RL policy runs in its own piece, while its checkpoint is in this machine's S3.
+ *
+ * On a fresh machine the SFT policy comes from the committed adapter: `--sft-adapter DIR` (PEFT files) is merged into
+ * the base (`--base-dir`) and uploaded as `runs/<from>/sft/final` when S3 lacks it, and the annotated examples of
+ * `--from` are made again by the prepare and checklist stages (deterministic offline) when S3 lacks them.
  */
 import { WORLD_TOOL_NAMES } from '../src/demo/tools';
-import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { execFileSync } from 'node:child_process';
+import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import os from 'node:os';
 import path from 'node:path';
 import { parseArgs } from 'node:util';
 import { WorkflowNotFoundError, type Client, type WorkflowHandle } from '@temporalio/client';
@@ -39,7 +52,7 @@ import { loadConfig, type Cm2Config } from '../src/run/config';
 import { canonicalJson } from '../src/llm/client';
 import { useLocalInfraEnv } from '../src/infra/localInfra';
 import { type ObjectStore } from '../src/storage/store';
-import { checklistKeys, runKey, sftKeys, stageWorkflowId } from '../src/run/layout';
+import { checklistKeys, rlKeys, runKey, sftKeys, stageWorkflowId } from '../src/run/layout';
 import { heldOutSummary, readRlRows } from '../src/report/collect';
 import { renderReport } from '../src/report/html';
 import { StudyResult, studyMarkdown, studyReportData, upsertStudyBlock, type StudyPolicy } from '../src/report/study';
@@ -47,6 +60,11 @@ import { ReportData } from '../src/report/types';
 import { evalWorkflow, type EvalResult, type EvalWorkflowInput } from '../src/stages/eval/workflow';
 import { rlStatusQuery, type RlResult, type RlWorkflowInput } from '../src/stages/rl/workflow';
 import { type PolicyRef } from '../src/model/policyStore';
+import { emptyStudyFile, parseStudyFile, promptRewards, studyFileMarkdown, studyFileText, withPolicy, type StudyFile, type StudyFilePolicy } from '../src/report/studyFile';
+import { startChecklist, startPrepare } from '../src/cli/stages';
+import { importBaseIfMissing } from '../src/stages/sft/activities';
+import { modelMergeCommand } from '../src/cli/modelCommand';
+import { selectBackend } from '../src/model/backend';
 
 const { values: args } = parseArgs({
   options: {
@@ -62,6 +80,10 @@ const { values: args } = parseArgs({
     'report-only': { type: 'boolean', default: false },
     doc: { type: 'string', default: 'docs/rl-results.md' },
     adopt: { type: 'string', multiple: true, default: [] },
+    results: { type: 'string', default: '' },
+    pieces: { type: 'string', default: '' },
+    'git-commit': { type: 'boolean', default: false },
+    'sft-adapter': { type: 'string', default: '' },
   },
 });
 
@@ -211,6 +233,10 @@ async function main(): Promise<void> {
     if (!p || !runId) throw new Error(`--adopt ${label}=${runId ?? ''}: expected <RL label of this study>=<run id>`);
     p.runId = runId;
   }
+  if (args.results) {
+    await runPieces(client, store, base, plan, { id, sftPrefix, sourceKey, basePrefix, baseDir });
+    return;
+  }
   const results = new Map<string, RlResult>();
   if (!args['report-only']) {
     if (baseDir) await uploadBase(store, path.resolve(projectRoot, baseDir), basePrefix);
@@ -284,6 +310,148 @@ async function main(): Promise<void> {
     const doc = path.resolve(projectRoot, args.doc);
     writeFileSync(doc, upsertStudyBlock(existsSync(doc) ? readFileSync(doc, 'utf8') : '', id, block, `## Study \`${id}\``));
     log(`written: ${path.relative(projectRoot, doc)}, ${reportPath}`);
+  }
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// A study in pieces (--results)
+
+const sh = (cmd: string, argv: string[]): string => execFileSync(cmd, argv, { cwd: projectRoot, stdio: ['ignore', 'pipe', 'ignore'] }).toString().trim();
+
+/** The code a piece ran: HEAD, marked `+dirty` when tracked files differ from it. */
+function gitCommitOf(): string {
+  try {
+    const head = sh('git', ['rev-parse', '--short=12', 'HEAD']);
+    return sh('git', ['status', '--porcelain', '--untracked-files=no']) ? `${head}+dirty` : head;
+  } catch {
+    return 'unknown';
+  }
+}
+
+const machineOf = (): string => `${os.cpus()[0]?.model?.trim() ?? 'unknown CPU'} × ${os.cpus().length}, ${Math.round(os.totalmem() / 2 ** 30)} GiB, ${os.platform()} ${os.arch()}`;
+
+function readResults(file: string): StudyFile {
+  return existsSync(file) ? parseStudyFile(readFileSync(file, 'utf8'), path.relative(projectRoot, file)) : emptyStudyFile();
+}
+
+/** Writes the file (and with --git-commit commits it, with what else the piece wrote: the adapter folder). */
+function saveResults(file: string, f: StudyFile, piece: string, extra: string[] = []): void {
+  mkdirSync(path.dirname(file), { recursive: true });
+  writeFileSync(file, studyFileText(f));
+  log(`${piece}: recorded in ${path.relative(projectRoot, file)}`);
+  if (!args['git-commit']) return;
+  try {
+    sh('git', ['add', '--', file, ...extra]);
+    sh('git', ['commit', '-m', `study ${path.basename(file, '.json')}: ${piece}`, '--', file, ...extra]);
+    log(`${piece}: committed`);
+  } catch (e) {
+    log(`${piece}: git commit failed (${(e as Error).message.split('\n')[0]}); the file is written, commit it by hand`);
+  }
+}
+
+/** The last held-out evaluation of a run: per-prompt rewards from its advantage rows, and the run's curves. */
+async function heldOutOf(store: ObjectStore, runId: string): Promise<Pick<StudyFilePolicy, 'heldOut' | 'train' | 'evals'> & { step: number }> {
+  const rows = await readRlRows(store, runId);
+  const h = heldOutSummary(rows);
+  const last = h.evals.at(-1);
+  if (!last) throw new Error(`${runId}: no held-out evaluation in runs/${runId}/rl/metrics.jsonl`);
+  const key = rlKeys.advantages(rlKeys.eval(runId, last.step));
+  const file = await store.getJson<{ rows?: { id: string; reward?: number }[] }>(key);
+  const train = rows.flatMap((r) => (r.kind === 'step' ? [{ step: r.step, mean: r.reward.mean, std: r.reward.std, ...(r.kl !== undefined ? { kl: r.kl } : {}) }] : []));
+  return { step: last.step, heldOut: promptRewards(file.rows ?? [], key), evals: h.evals.map((e) => ({ step: e.step, mean: e.mean, se: e.se })), ...(train.length ? { train } : {}) };
+}
+
+/**
+ * What a fresh machine needs before any piece: the annotated examples of `--from` (prepare + checklist again:
+ * deterministic offline) and its SFT policy (the committed adapter merged into the base).
+ */
+async function ensureFrom(client: Client, store: ObjectStore, base: Cm2Config, ctx: { sftPrefix: string; sourceKey: string; baseDir?: string }): Promise<void> {
+  const from = args.from!;
+  if (!(await store.exists(ctx.sourceKey))) {
+    if (base.rl.sourceKey) throw new Error(`rl.sourceKey ${base.rl.sourceKey}: not in S3, and the study cannot make it (it makes runs/${from}/checklists/annotated.jsonl only)`);
+    const cfg: Cm2Config = { ...base, run: { id: from } };
+    log(`${from}: no annotated examples in S3; making them again (prepare, checklist)`);
+    await (await startPrepare(client, cfg)).result();
+    await (await startChecklist(client, cfg)).result();
+  }
+  if (await store.exists(`${ctx.sftPrefix}/config.json`)) return;
+  const adapter = args['sft-adapter'] ? path.resolve(projectRoot, args['sft-adapter']) : '';
+  if (!adapter || !existsSync(path.join(adapter, 'adapter_config.json'))) throw new Error(`no SFT policy at s3://${base.s3.bucket}/${ctx.sftPrefix}, and no --sft-adapter folder (adapter_config.json + adapter_model.safetensors) to make it from`);
+  if (!ctx.baseDir) throw new Error('--sft-adapter needs the base model folder: sft.base of kind hf in the config, or --base-dir');
+  await importBaseIfMissing({ ...base.sft, base: { ...base.sft.base, dir: ctx.baseDir } } as Cm2Config['sft'], log);
+  await selectBackend('auto', log);
+  const tmp = mkdtempSync(path.join(os.tmpdir(), 'cm2-study-sft-'));
+  try {
+    const out = path.join(tmp, 'merged');
+    modelMergeCommand({ checkpoint: path.resolve(projectRoot, ctx.baseDir), adapter, out });
+    const files = readdirSync(out).sort((a, b) => Number(a === 'config.json') - Number(b === 'config.json')); // config.json last: marks it complete
+    for (const f of files) await store.putFile(`${ctx.sftPrefix}/${f}`, path.join(out, f));
+    log(`${from}: SFT policy made from ${path.relative(projectRoot, adapter)} → s3://${base.s3.bucket}/${ctx.sftPrefix}`);
+  } finally {
+    rmSync(tmp, { recursive: true, force: true });
+  }
+}
+
+/** One BFCL evaluation of one policy, its own workflow (so a piece's BFCL is independent of the others'). */
+async function bfclOf(client: Client, cfg: Cm2Config, id: string, label: string, policy: PolicyRef): Promise<StudyFilePolicy['bfcl']> {
+  const categories = args['bfcl-categories'].split(',').map((s) => s.trim()).filter(Boolean);
+  const [summary] = await runBfcl(client, cfg, `${id}-${label}`, [{ label, policy: policy as EvalPolicy }], categories, Number(args['bfcl-limit']));
+  if (!summary) throw new Error(`BFCL of ${label}: no result`);
+  return Object.fromEntries(Object.entries(summary.categories).map(([c, a]) => [c, { correct: a.correct, total: a.total }]));
+}
+
+async function runPieces(client: Client, store: ObjectStore, base: Cm2Config, plan: Planned[], ctx: { id: string; sftPrefix: string; sourceKey: string; basePrefix: string; baseDir?: string }): Promise<void> {
+  const file = path.resolve(projectRoot, args.results);
+  const wanted = args.pieces ? new Set(args.pieces.split(',').map((s) => s.trim()).filter(Boolean)) : undefined;
+  for (const w of wanted ?? []) if (!plan.some((p) => p.label === w)) throw new Error(`--pieces: no piece ${w} (this study's: ${plan.map((p) => p.label).join(', ')})`);
+  let f = readResults(file);
+  const todo = plan.filter((p) => (!wanted || wanted.has(p.label)) && !f.policies[p.label]);
+  log(`study ${path.relative(projectRoot, file)}: ${Object.keys(f.policies).length} policies recorded; this time: ${todo.map((p) => p.label).join(', ') || 'nothing'}`);
+  if (todo.length) await ensureFrom(client, store, base, ctx);
+  if (todo.some((p) => p.kind === 'base') && ctx.baseDir) {
+    await importBaseIfMissing({ ...base.sft, base: { ...base.sft.base, dir: ctx.baseDir } } as Cm2Config['sft'], log);
+    await uploadBase(store, path.resolve(projectRoot, ctx.baseDir), ctx.basePrefix);
+  }
+  for (const p of todo) {
+    const t0 = Date.now();
+    const result = await runRl(client, p);
+    const held = await heldOutOf(store, p.runId);
+    const policyRef: PolicyRef | undefined = p.kind === 'base' ? { kind: 'hf', prefix: ctx.basePrefix } : p.kind === 'sft' ? { kind: 'hf', prefix: ctx.sftPrefix } : result.policy;
+    const bfcl = args['no-bfcl'] || !policyRef ? undefined : await bfclOf(client, base, ctx.id, p.label, policyRef);
+    const entry: StudyFilePolicy = {
+      kind: p.kind,
+      granularity: (p.granularity as StudyFilePolicy['granularity']) ?? null,
+      seed: p.seed ?? null,
+      steps: p.kind === 'rl' ? (result.steps ?? held.step) : 0,
+      from: p.kind === 'rl' ? 'sft' : p.kind === 'sft' ? (ctx.baseDir ? 'base' : null) : null,
+      heldOut: held.heldOut,
+      ...(bfcl ? { bfcl } : {}),
+      config: {
+        model: base.sft.base,
+        data: base.data.source,
+        ...(p.kind === 'rl' ? { rl: trainingSettings(rlInput(p.cfg).rl) } : {}),
+        ...(p.kind === 'sft' ? { sft: { epochs: base.sft.epochs, peakLr: base.sft.peakLr, lora: base.sft.lora, gradAccum: base.sft.gradAccum, microBatch: base.sft.microBatch, maxSeqLen: base.sft.maxSeqLen }, adapter: args['sft-adapter'] || null } : {}),
+        heldOut: { prompts: p.cfg.rl.eval.prompts, samples: p.cfg.rl.eval.samples, temperature: p.cfg.rl.eval.temperature },
+        ...(bfcl ? { bfcl: { categories: args['bfcl-categories'], limit: Number(args['bfcl-limit']), maxNewTokens: base.eval.bfcl.maxNewTokens } } : {}),
+      },
+      runId: p.runId,
+      ...(policyRef ? { policyKey: 'prefix' in policyRef ? policyRef.prefix : JSON.stringify(policyRef) } : {}),
+      commit: gitCommitOf(),
+      machine: machineOf(),
+      recordedAt: new Date().toISOString(),
+      ...(held.train ? { train: held.train } : {}),
+      evals: held.evals,
+    };
+    f = withPolicy(readResults(file), p.label, entry); // re-read: another piece may have been recorded meanwhile
+    saveResults(file, f, `${p.label} (${((Date.now() - t0) / 60000).toFixed(0)} min)`);
+  }
+  const block = studyFileMarkdown(f);
+  console.log(`\n${block}\n`);
+  if (args.doc && Object.keys(f.policies).length) {
+    const doc = path.resolve(projectRoot, args.doc);
+    const name = path.basename(file, '.json');
+    writeFileSync(doc, upsertStudyBlock(existsSync(doc) ? readFileSync(doc, 'utf8') : '', name, `${block}\n\nFrom \`${path.relative(projectRoot, file)}\` (\`npx tsx scripts/rl-study.ts … --results ${path.relative(projectRoot, file)}\`).`, `## Study \`${name}\``));
+    log(`written: ${path.relative(projectRoot, doc)}`);
   }
 }
 

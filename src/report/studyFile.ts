@@ -1,0 +1,215 @@
+/**
+ * The committed record of a study that is run in pieces (pure): `docs/results/<name>.json` holds the held-out prompts
+ * and, per policy, the greedy held-out reward of every prompt, its BFCL counts, its settings, the git commit and the
+ * machine it ran on. Each piece of a study (the SFT policy, one RL run, BFCL of a policy) adds its policy to the file
+ * and is committed, so a study resumes on a fresh machine: a piece already in the file is skipped.
+ *
+ * The statistics are paired, as the issue asks: every policy is evaluated greedily on the same prompts, so RL − SFT is
+ * taken per prompt and its standard error is sd(differences) / √n. The unpaired figure, (RL − SFT) / √(SE_RL² +
+ * SE_SFT²), is printed beside it. No I/O here.
+ */
+import { z } from 'zod';
+import { promptMeanStats } from '../stages/rl/heldOut';
+
+const Count = z.object({ correct: z.number().int().nonnegative(), total: z.number().int().nonnegative() });
+
+export const StudyFilePolicy = z.object({
+  kind: z.enum(['base', 'sft', 'rl']),
+  granularity: z.enum(['trajectory', 'turn', 'step']).nullable(),
+  seed: z.number().int().nullable(),
+  /** RL steps taken (0 for base and SFT). */
+  steps: z.number().int().nonnegative(),
+  /** The policy this one was trained from (RL: the SFT policy's name; SFT: the base's), null for the base. */
+  from: z.string().nullable(),
+  /** Greedy held-out checklist reward per prompt uuid (every prompt of `prompts`). */
+  heldOut: z.record(z.string(), z.number()),
+  /** BFCL counts per category (absent until its BFCL piece ran). */
+  bfcl: z.record(z.string(), Count).optional(),
+  /** What decides the policy: the settings of the run that made it, as recorded (model, data, SFT or RL settings). */
+  config: z.record(z.string(), z.unknown()).default({}),
+  /** Where it came from: the Temporal run id, the S3 key of the policy, the git commit, the machine, when. */
+  runId: z.string().optional(),
+  policyKey: z.string().optional(),
+  commit: z.string().optional(),
+  machine: z.string().optional(),
+  recordedAt: z.string().optional(),
+  /** Training reward and KL per RL step, and the held-out means along the way, for the plots. */
+  train: z.array(z.object({ step: z.number().int().positive(), mean: z.number(), std: z.number().nonnegative(), kl: z.number().optional() })).optional(),
+  evals: z.array(z.object({ step: z.number().int().nonnegative(), mean: z.number(), se: z.number().nullable() })).optional(),
+  /** Free text: what happened (a stopped run, a failure), recorded with the numbers. */
+  note: z.string().optional(),
+}).strict();
+export type StudyFilePolicy = z.infer<typeof StudyFilePolicy>;
+
+export const StudyFile = z.object({
+  /** The held-out prompts (uuids), the same for every policy. */
+  prompts: z.array(z.string().min(1)),
+  policies: z.record(z.string(), StudyFilePolicy),
+  /** Searches and pieces that produced no policy worth keeping, recorded as they ended (the failures included). */
+  log: z.array(z.object({ at: z.string(), piece: z.string(), text: z.string() })).default([]),
+}).strict();
+export type StudyFile = z.infer<typeof StudyFile>;
+
+export const emptyStudyFile = (): StudyFile => ({ prompts: [], policies: {}, log: [] });
+
+/** Parses a study file's text, naming the file and the field on error. */
+export function parseStudyFile(text: string, file: string): StudyFile {
+  let raw: unknown;
+  try {
+    raw = JSON.parse(text);
+  } catch (e) {
+    throw new Error(`${file}: not JSON (${(e as Error).message})`);
+  }
+  const r = StudyFile.safeParse(raw);
+  if (!r.success) {
+    const i = r.error.issues[0]!;
+    throw new Error(`${file}: ${i.path.join('.') || '(top level)'}: ${i.message}`);
+  }
+  for (const [name, p] of Object.entries(r.data.policies)) {
+    const missing = r.data.prompts.filter((u) => !(u in p.heldOut));
+    if (missing.length) throw new Error(`${file}: policies.${name}.heldOut: no reward for ${missing.length} of the ${r.data.prompts.length} prompts (first ${missing[0]})`);
+  }
+  return r.data;
+}
+
+/** The file's text: stable key order for policies as added, two-space JSON, a final newline (diff-friendly). */
+export function studyFileText(f: StudyFile): string {
+  return `${JSON.stringify(StudyFile.parse(f), null, 2)}\n`;
+}
+
+/**
+ * Per-prompt held-out reward from an evaluation's advantage rows (`runs/<run>/rl/eval/step-N/advantages.json`: rows
+ * `{id: "<uuid>#<sample>", reward}`): the mean over each prompt's samples (one with greedy evaluation).
+ */
+export function promptRewards(rows: readonly { id: string; reward?: number }[], where = 'advantages'): Record<string, number> {
+  const sums = new Map<string, { sum: number; n: number }>();
+  rows.forEach((r, i) => {
+    if (typeof r.reward !== 'number' || !Number.isFinite(r.reward)) throw new Error(`${where}: rows[${i}].reward: missing (a file written before rewards were kept)`);
+    const hash = r.id.lastIndexOf('#');
+    const uuid = hash > 0 ? r.id.slice(0, hash) : r.id;
+    const s = sums.get(uuid) ?? { sum: 0, n: 0 };
+    s.sum += r.reward;
+    s.n++;
+    sums.set(uuid, s);
+  });
+  return Object.fromEntries([...sums].map(([u, s]) => [u, s.sum / s.n]));
+}
+
+/**
+ * Adds (or replaces) a policy. The first policy fixes the prompts; every later one must have been evaluated on exactly
+ * those prompts (a study whose pieces ran on different held-out sets cannot be paired, and is refused, naming both).
+ */
+export function withPolicy(f: StudyFile, name: string, p: StudyFilePolicy): StudyFile {
+  const got = Object.keys(p.heldOut).sort();
+  if (f.prompts.length === 0 && Object.keys(f.policies).length === 0) {
+    return { ...f, prompts: got, policies: { [name]: p } };
+  }
+  const want = [...f.prompts].sort();
+  const extra = got.filter((u) => !want.includes(u));
+  const missing = want.filter((u) => !got.includes(u));
+  if (extra.length || missing.length) {
+    throw new Error(`study: policy ${name} was evaluated on other prompts than the study's ${want.length} (${missing.length} missing, first ${missing[0] ?? '–'}; ${extra.length} not in the study, first ${extra[0] ?? '–'}): the held-out set must be the same for every policy`);
+  }
+  return { ...f, policies: { ...f.policies, [name]: p } };
+}
+
+export interface PolicyStats {
+  n: number;
+  mean: number;
+  se: number | null;
+}
+
+export function policyStats(f: StudyFile, name: string): PolicyStats {
+  const p = f.policies[name];
+  if (!p) throw new Error(`study: no policy ${name}`);
+  const s = promptMeanStats(f.prompts.map((u) => p.heldOut[u]!), f.prompts);
+  return { n: s.n, mean: s.mean, se: s.se };
+}
+
+export interface Paired {
+  n: number;
+  /** mean over prompts of a − b */
+  diff: number;
+  /** sd(a − b) / √n; null with fewer than two prompts */
+  se: number | null;
+  /** diff / se (null without se, or se 0 with diff 0) */
+  z: number | null;
+  /** the unpaired figure beside it: diff / √(SE_a² + SE_b²) */
+  unpairedZ: number | null;
+  /** prompts where a scored higher, lower, the same */
+  wins: number;
+  losses: number;
+  ties: number;
+}
+
+/** Policy `a` against policy `b` on the study's prompts, paired per prompt. */
+export function paired(f: StudyFile, a: string, b: string): Paired {
+  const pa = f.policies[a];
+  const pb = f.policies[b];
+  if (!pa || !pb) throw new Error(`study: no policy ${pa ? b : a}`);
+  const d = f.prompts.map((u) => pa.heldOut[u]! - pb.heldOut[u]!);
+  const s = promptMeanStats(d, f.prompts);
+  const sa = policyStats(f, a);
+  const sb = policyStats(f, b);
+  const ratio = (x: number, y: number | null): number | null => (y === null ? null : y > 0 ? x / y : x === 0 ? null : Math.sign(x) * Infinity);
+  const unpairedSe = sa.se === null || sb.se === null ? null : Math.sqrt(sa.se ** 2 + sb.se ** 2);
+  return {
+    n: s.n,
+    diff: s.mean,
+    se: s.se,
+    z: ratio(s.mean, s.se),
+    unpairedZ: ratio(sa.mean - sb.mean, unpairedSe),
+    wins: d.filter((x) => x > 0).length,
+    losses: d.filter((x) => x < 0).length,
+    ties: d.filter((x) => x === 0).length,
+  };
+}
+
+const f4 = (v: number): string => v.toFixed(4);
+const signed = (v: number): string => `${v >= 0 ? '+' : '−'}${f4(Math.abs(v))}`;
+const zs = (v: number | null): string => (v === null ? '–' : !Number.isFinite(v) ? (v > 0 ? '+∞' : '−∞') : `${v >= 0 ? '+' : '−'}${Math.abs(v).toFixed(1)}`);
+
+/**
+ * The study as Markdown (for docs/rl-results.md): every policy's held-out mean ± SE, each RL policy against the SFT
+ * policy it started from, paired (mean difference ± paired SE, how many SE, prompts won/lost/tied) with the unpaired
+ * figure beside it, BFCL per category, and the log of pieces that ended without a policy.
+ */
+export function studyFileMarkdown(f: StudyFile, opts: { title?: string } = {}): string {
+  const names = Object.keys(f.policies);
+  const lines: string[] = [];
+  if (opts.title) lines.push(opts.title, '');
+  lines.push(`${f.prompts.length} held-out prompts, greedy, the same for every policy.`, '');
+  lines.push('| policy | kind | from | RL steps | held-out reward (mean ± SE) | vs its SFT policy, paired: Δ ± SE (z) | won / lost / tied | unpaired z |', '|---|---|---|---|---|---|---|---|');
+  for (const name of names) {
+    const p = f.policies[name]!;
+    const s = policyStats(f, name);
+    const kind = p.kind === 'rl' ? `RL, ${p.granularity ?? '?'}${p.seed !== null ? `, seed ${p.seed}` : ''}` : p.kind;
+    let vs = '–';
+    let wl = '–';
+    let unpaired = '–';
+    const ref = p.kind === 'rl' ? p.from : null;
+    if (ref && f.policies[ref]) {
+      const d = paired(f, name, ref);
+      vs = `${signed(d.diff)}${d.se === null ? '' : ` ± ${f4(d.se)}`} (${zs(d.z)} SE)`;
+      wl = `${d.wins} / ${d.losses} / ${d.ties}`;
+      unpaired = zs(d.unpairedZ);
+    }
+    lines.push(`| ${name} | ${kind} | ${p.from ?? '–'} | ${p.steps} | ${f4(s.mean)}${s.se === null ? '' : ` ± ${f4(s.se)}`} | ${vs} | ${wl} | ${unpaired} |`);
+  }
+  const withBfcl = names.filter((n) => f.policies[n]!.bfcl);
+  if (withBfcl.length) {
+    const cats = [...new Set(withBfcl.flatMap((n) => Object.keys(f.policies[n]!.bfcl!)))];
+    const pct = (c?: { correct: number; total: number }): string => (c && c.total > 0 ? `${((100 * c.correct) / c.total).toFixed(1)}% (${c.correct}/${c.total})` : '–');
+    lines.push('', 'BFCL (greedy):', '', `| category | ${withBfcl.join(' | ')} |`, `|---|${withBfcl.map(() => '---').join('|')}|`);
+    for (const c of cats) lines.push(`| ${c} | ${withBfcl.map((n) => pct(f.policies[n]!.bfcl![c])).join(' | ')} |`);
+    const total = (n: string) => Object.values(f.policies[n]!.bfcl!).reduce((a, c) => ({ correct: a.correct + c.correct, total: a.total + c.total }), { correct: 0, total: 0 });
+    lines.push(`| **overall** | ${withBfcl.map((n) => pct(total(n))).join(' | ')} |`);
+  }
+  const notes = names.filter((n) => f.policies[n]!.note);
+  if (notes.length || f.log.length) {
+    lines.push('', 'Notes and pieces that ended without a policy:', '');
+    for (const n of notes) lines.push(`- ${n}: ${f.policies[n]!.note}`);
+    for (const l of f.log) lines.push(`- ${l.at.slice(0, 10)}, ${l.piece}: ${l.text}`);
+  }
+  return lines.join('\n');
+}

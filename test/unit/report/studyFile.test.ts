@@ -1,0 +1,71 @@
+import assert from 'node:assert/strict';
+import test from 'node:test';
+import { emptyStudyFile, paired, parseStudyFile, policyStats, promptRewards, studyFileMarkdown, studyFileText, withPolicy, type StudyFilePolicy } from '../../../src/report/studyFile';
+
+const prompts = ['u1', 'u2', 'u3', 'u4'];
+const policy = (kind: StudyFilePolicy['kind'], rewards: number[], extra: Partial<StudyFilePolicy> = {}): StudyFilePolicy => ({
+  kind, granularity: kind === 'rl' ? 'trajectory' : null, seed: kind === 'rl' ? 1 : null, steps: kind === 'rl' ? 8 : 0,
+  from: kind === 'rl' ? 'sft' : kind === 'sft' ? 'base' : null, heldOut: Object.fromEntries(prompts.map((u, i) => [u, rewards[i]!])), config: {}, ...extra,
+});
+
+test('per-prompt rewards come from an evaluation\'s advantage rows (mean over a prompt\'s samples); a row without a reward names the file and row', () => {
+  assert.deepEqual(promptRewards([{ id: 'a#0', reward: 0.5 }, { id: 'b#0', reward: 1 }, { id: 'a#1', reward: 0 }]), { a: 0.25, b: 1 });
+  assert.deepEqual(promptRewards([{ id: 'x#y#0', reward: 0.2 }]), { 'x#y': 0.2 }, 'the sample index is after the last #');
+  assert.throws(() => promptRewards([{ id: 'a#0', reward: 1 }, { id: 'b#0' }], 'runs/r/rl/eval/step-0008/advantages.json'), /step-0008\/advantages.json: rows\[1\]\.reward: missing/);
+});
+
+test('the first policy fixes the prompts; a policy evaluated on other prompts is refused', () => {
+  let f = withPolicy(emptyStudyFile(), 'sft', policy('sft', [0.1, 0.2, 0.3, 0.4]));
+  assert.deepEqual(f.prompts, prompts);
+  f = withPolicy(f, 'rl-s1', policy('rl', [0.2, 0.2, 0.5, 0.4]));
+  assert.deepEqual(Object.keys(f.policies), ['sft', 'rl-s1']);
+  const other = policy('rl', [0, 0, 0, 0]);
+  other.heldOut = { u1: 0, u2: 0, u3: 0, u9: 1 };
+  assert.throws(() => withPolicy(f, 'rl-s2', other), /policy rl-s2 was evaluated on other prompts than the study's 4 \(1 missing, first u4; 1 not in the study, first u9\)/);
+  // replacing a policy keeps the order and the prompts
+  f = withPolicy(f, 'sft', policy('sft', [0.1, 0.2, 0.3, 0.5]));
+  assert.equal(f.policies.sft!.heldOut.u4, 0.5);
+});
+
+test('paired statistics: mean difference, sd(d)/√n, wins and losses; the unpaired figure beside it', () => {
+  let f = withPolicy(emptyStudyFile(), 'sft', policy('sft', [0.1, 0.5, 0.3, 0.9]));
+  f = withPolicy(f, 'rl', policy('rl', [0.2, 0.6, 0.3, 1.0]));
+  const d = paired(f, 'rl', 'sft');
+  assert.equal(d.n, 4);
+  assert.ok(Math.abs(d.diff - 0.075) < 1e-12);
+  // d = [0.1, 0.1, 0, 0.1]: sd = 0.05, se = 0.025
+  assert.ok(Math.abs(d.se! - 0.025) < 1e-12);
+  assert.ok(Math.abs(d.z! - 3) < 1e-9);
+  assert.deepEqual([d.wins, d.losses, d.ties], [3, 0, 1]);
+  const a = policyStats(f, 'rl');
+  const b = policyStats(f, 'sft');
+  assert.ok(Math.abs(d.unpairedZ! - (a.mean - b.mean) / Math.sqrt(a.se! ** 2 + b.se! ** 2)) < 1e-12);
+  assert.ok(d.unpairedZ! < 0.5, 'the same prompts\' spread hides the gain unpaired');
+});
+
+test('the file round-trips as stable text; a malformed or incomplete file is refused naming the file and field', () => {
+  let f = withPolicy(emptyStudyFile(), 'sft', policy('sft', [0.1, 0.5, 0.3, 0.9], { bfcl: { simple_python: { correct: 3, total: 50 } }, commit: 'abc', machine: 'AMD EPYC, 2 cores' }));
+  f = { ...f, log: [{ at: '2026-11-28T05:00:00Z', piece: 'rl-s9', text: 'stopped: collapsed at step 3' }] };
+  const text = studyFileText(f);
+  assert.ok(text.endsWith('}\n'));
+  assert.deepEqual(parseStudyFile(text, 'docs/results/x.json'), f);
+  assert.throws(() => parseStudyFile('{', 'docs/results/x.json'), /docs\/results\/x.json: not JSON/);
+  assert.throws(() => parseStudyFile(JSON.stringify({ prompts: [], policies: { a: { kind: 'sft' } } }), 'x.json'), /x.json: policies\.a\.granularity/);
+  const holes = JSON.parse(text);
+  delete holes.policies.sft.heldOut.u3;
+  assert.throws(() => parseStudyFile(JSON.stringify(holes), 'x.json'), /x.json: policies\.sft\.heldOut: no reward for 1 of the 4 prompts \(first u3\)/);
+});
+
+test('the Markdown shows every policy, RL against its SFT policy paired and unpaired, BFCL and the log', () => {
+  let f = withPolicy(emptyStudyFile(), 'base', policy('base', [0, 0.1, 0, 0.2], { bfcl: { simple_python: { correct: 5, total: 50 }, irrelevance: { correct: 10, total: 50 } } }));
+  f = withPolicy(f, 'sft', policy('sft', [0.1, 0.5, 0.3, 0.9], { bfcl: { simple_python: { correct: 7, total: 50 } } }));
+  f = withPolicy(f, 'trajectory-s1', policy('rl', [0.2, 0.6, 0.3, 1.0]));
+  f = { ...f, log: [{ at: '2026-11-28T05:00:00Z', piece: 'search lr=5e-5', text: 'collapsed' }] };
+  const md = studyFileMarkdown(f, { title: '### Study' });
+  assert.match(md, /^### Study\n\n4 held-out prompts/);
+  assert.match(md, /\| trajectory-s1 \| RL, trajectory, seed 1 \| sft \| 8 \| 0\.5250 ± 0\.\d{4} \| \+0\.0750 ± 0\.0250 \(\+3\.0 SE\) \| 3 \/ 0 \/ 1 \| \+0\.\d \|/);
+  assert.match(md, /\| sft \| sft \| base \| 0 \| 0\.4500 ± 0\.\d{4} \| – \| – \| – \|/);
+  assert.match(md, /\| simple_python \| 10\.0% \(5\/50\) \| 14\.0% \(7\/50\) \|/);
+  assert.match(md, /\| irrelevance \| 20\.0% \(10\/50\) \| – \|/);
+  assert.match(md, /- 2026-11-28, search lr=5e-5: collapsed/);
+});
