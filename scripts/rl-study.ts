@@ -402,6 +402,7 @@ async function bfclOf(client: Client, cfg: Cm2Config, id: string, label: string,
 
 async function runPieces(client: Client, store: ObjectStore, base: Cm2Config, plan: Planned[], ctx: { id: string; sftPrefix: string; sourceKey: string; basePrefix: string; baseDir?: string }): Promise<void> {
   const file = path.resolve(projectRoot, args.results);
+  if (base.rl.eval.on !== 'heldout') throw new Error(`--results records held-out evaluations; rl.eval.on is ${base.rl.eval.on} (a hyperparameter search runs with \`cm2 rl run\`, docs/rl-results.md)`);
   const wanted = args.pieces ? new Set(args.pieces.split(',').map((s) => s.trim()).filter(Boolean)) : undefined;
   for (const w of wanted ?? []) if (!plan.some((p) => p.label === w)) throw new Error(`--pieces: no piece ${w} (this study's: ${plan.map((p) => p.label).join(', ')})`);
   let f = readResults(file);

@@ -227,7 +227,7 @@ test('RL: a judge outage in the middle of a run (endpoint down, then back) delay
   }
 });
 
-test('RL: `rl.steps: 0` only evaluates the policy; `rl.eval.atStart: false` skips the step-0 evaluation (studies evaluate a shared SFT policy once)', async () => {
+test('RL: `rl.steps: 0` only evaluates the policy; `rl.eval.atStart: false` skips the step-0 evaluation (studies evaluate a shared SFT policy once); `rl.eval.on: validation` evaluates on prompts that are neither held out nor trained on', async () => {
   const cfg = testConfig(uniqueId('rl-eval'), { rl: tinyRl({ steps: 0 }) });
   const store = testStore(cfg);
   await writeRlFixture(cfg, store);
@@ -246,6 +246,21 @@ test('RL: `rl.steps: 0` only evaluates the policy; `rl.eval.atStart: false` skip
     assert.equal(late.steps, 2);
     assert.deepEqual(late.evals.map((e) => e.step), [1, 2]);
     assert.deepEqual((await metricRows(store, cfg2.run.id)).map((r) => [r.kind, r.step]), [['step', 1], ['eval', 1], ['step', 2], ['eval', 2]]);
+
+    // A hyperparameter search evaluates on the validation prompts (after the held-out ones); neither set is trained on.
+    const cfg3 = { ...cfg, run: { id: `${cfg.run.id}-val` }, rl: { ...cfg.rl, steps: 3, promptsPerStep: 4, eval: { ...cfg.rl.eval, prompts: 2, validation: 3, on: 'validation' as const, every: 3 } } };
+    await writeRlFixture(cfg3, store);
+    const val = await (await startRl(client, cfg3)).result();
+    assert.deepEqual(val.evals.map((e) => e.step), [0, 3]);
+    const kept = (await store.getJsonl<{ uuid: string }>(rlKeys.folder(cfg3.run.id, 'data', 'examples.jsonl'))).map((e) => e.uuid);
+    const uuidsOf = async (folder: string) => new Set((await store.getJson<{ rows: { id: string }[] }>(rlKeys.advantages(folder))).rows.map((r) => r.id.slice(0, r.id.lastIndexOf('#'))));
+    assert.deepEqual([...(await uuidsOf(rlKeys.eval(cfg3.run.id, 0)))].sort(), kept.slice(2, 5).sort(), 'evaluated on the validation prompts');
+    const trained = new Set<string>();
+    for (let step = 1; step <= 3; step++) for (const u of await uuidsOf(rlKeys.step(cfg3.run.id, step))) trained.add(u);
+    assert.ok(trained.size >= 4 && trained.size <= kept.length - 5, `${trained.size} training prompts`);
+    for (const u of kept.slice(0, 5)) assert.ok(!trained.has(u), `held-out or validation prompt ${u} was trained on`);
+    const evalRow = (await metricRows(store, cfg3.run.id)).find((r) => r.kind === 'eval') as Record<string, unknown>;
+    assert.equal(evalRow.on, 'validation');
   } finally {
     await worker.kill('SIGTERM');
   }

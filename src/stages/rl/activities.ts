@@ -138,7 +138,9 @@ export function createRlActivities(deps: ActivityDeps) {
         const lines = (await store.getText(input.sourceKey)).split('\n').filter((l) => l.trim() !== '');
         const maxPromptTokens = input.rl.rollout.maxModelLen - input.rl.rollout.promptMargin;
         const promptLength = (ex: AnnotatedExample) => promptIds(ex.messages.slice(0, ex.messages.findIndex((m) => m.role === 'user') + 1), ex.tools, tok).length;
-        const { kept, ...sel } = selectRlData(lines, { promptLength, maxPromptTokens, heldOut: input.rl.eval.prompts });
+        const { kept, ...sel } = selectRlData(lines, { promptLength, maxPromptTokens, heldOut: input.rl.eval.prompts, validation: input.rl.eval.validation });
+        if (input.rl.eval.on === 'validation' && sel.validation === 0) throw ApplicationFailure.nonRetryable(`rl.eval.on: validation, but no validation prompts (rl.eval.validation ${input.rl.eval.validation}; ${kept.length} usable examples, ${sel.heldOut} held out)`, 'BadConfig');
+        if (sel.validation < sel.validationRequested) log(`validation prompts: ${sel.validation} of ${sel.validationRequested} asked for (rl.eval.validation; only ${kept.length} usable examples)`);
         const short = rlDataShortfall({ ...sel, lines: lines.length }, input.rl.minExamples, input.sourceKey, maxPromptTokens);
         if (short) throw ApplicationFailure.nonRetryable(short, 'TooFewOutputs');
         if (sel.invalid) log(`${input.sourceKey}: ${sel.invalid} invalid line(s) left out: ${formatReasons(sel.invalidReasons)}`);
@@ -151,7 +153,7 @@ export function createRlActivities(deps: ActivityDeps) {
         }
         const key = rlKeys.folder(input.runId, 'data', 'examples.jsonl');
         await store.putJsonl(key, kept);
-        return { key, train: sel.train, heldOut: sel.heldOut, tooLong: sel.tooLong, invalid: sel.invalid, invalidReasons: sel.invalidReasons, heldOutRequested: sel.heldOutRequested };
+        return { key, train: sel.train, heldOut: sel.heldOut, ...(sel.validation ? { validation: sel.validation } : {}), tooLong: sel.tooLong, invalid: sel.invalid, invalidReasons: sel.invalidReasons, heldOutRequested: sel.heldOutRequested };
       });
     },
 

@@ -1,16 +1,20 @@
 /**
  * The RL data (pure): which lines of the annotated file RL uses (spec §6.1's length filter), which are held out, and
  * why the others were left out. The first `eval.prompts` usable examples (file order, as the reference's validation
- * split) are held out, always leaving at least one to train on; a held-out set smaller than asked for is said so.
+ * split) are held out, the next `eval.validation` are validation prompts (never trained on either: hyperparameters are
+ * chosen on them), always leaving at least one to train on; a held-out set smaller than asked for is said so.
  */
 import { AnnotatedExample } from '../checklist/schema';
 import { belowFloor, formatReasons } from '../../kernel/floor';
 
 export interface RlDataSelection {
-  /** Usable examples in file order: the first `heldOut` are held out, the rest trained on. */
+  /** Usable examples in file order: the first `heldOut` are held out, the next `validation` validate, the rest train. */
   kept: AnnotatedExample[];
   train: number;
   heldOut: number;
+  validation: number;
+  /** Validation prompts asked for (`rl.eval.validation`). */
+  validationRequested: number;
   /** Held-out prompts asked for (`rl.eval.prompts`). */
   heldOutRequested: number;
   /** Prompt longer than maxModelLen − promptMargin. */
@@ -25,6 +29,7 @@ export interface RlDataOptions {
   promptLength: (ex: AnnotatedExample) => number;
   maxPromptTokens: number;
   heldOut: number;
+  validation?: number;
 }
 
 /** The selection of the non-empty `lines` of the annotated file. */
@@ -55,10 +60,13 @@ export function selectRlData(lines: readonly string[], opts: RlDataOptions): RlD
     else kept.push(parsed.data);
   }
   const heldOut = Math.min(opts.heldOut, Math.max(0, kept.length - 1));
+  const validation = Math.min(opts.validation ?? 0, Math.max(0, kept.length - heldOut - 1));
   return {
     kept,
-    train: kept.length - heldOut,
+    train: kept.length - heldOut - validation,
     heldOut,
+    validation,
+    validationRequested: opts.validation ?? 0,
     heldOutRequested: opts.heldOut,
     tooLong,
     invalidReasons,
@@ -85,6 +93,7 @@ export function rlDataShortfall(s: Omit<RlDataSelection, 'kept'> & { lines: numb
       s.invalid ? `${s.invalid} invalid: ${formatReasons(s.invalidReasons)}` : '',
       s.tooLong ? `${s.tooLong} too long: prompt over ${maxPromptTokens} tokens (rl.rollout.maxModelLen − promptMargin)` : '',
       s.heldOut ? `${s.heldOut} held out (rl.eval.prompts)` : '',
+      s.validation ? `${s.validation} for validation (rl.eval.validation)` : '',
     ],
   });
 }

@@ -23,6 +23,8 @@ export const RlData = z.object({
   key: z.string(),
   train: z.number().int(),
   heldOut: z.number().int(),
+  /** Validation prompts after the held-out ones, never trained on (absent in results recorded before they existed: 0). */
+  validation: z.number().int().optional(),
   /** Dropped: prompt longer than maxModelLen − promptMargin. */
   tooLong: z.number().int(),
   invalid: z.number().int(),

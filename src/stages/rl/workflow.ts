@@ -276,10 +276,13 @@ export async function rlWorkflow(input: RlWorkflowInput): Promise<RlResult> {
   const rolloutsOf = (b: RlBatch) => (chunkPrompts > 0 ? { rolloutsKey: b.rolloutsKey } : {});
 
   const evaluate = async (): Promise<void> => {
-    if (state.data.heldOut === 0 || state.evals.some((e) => e.step === state.step)) return;
-    phase('eval', `held-out prompts: ${state.data.heldOut} × ${rl.eval.samples}`);
+    // The held-out prompts, or with `eval.on: validation` the validation prompts after them (a hyperparameter search).
+    const onValidation = rl.eval.on === 'validation';
+    const evalCount = onValidation ? (state.data.validation ?? 0) : state.data.heldOut;
+    if (evalCount === 0 || state.evals.some((e) => e.step === state.step)) return;
+    phase('eval', `${onValidation ? 'validation' : 'held-out'} prompts: ${evalCount} × ${rl.eval.samples}`);
     const folder = rlKeys.eval(input.runId, state.step);
-    const indices = Array.from({ length: state.data.heldOut }, (_, i) => i);
+    const indices = Array.from({ length: evalCount }, (_, i) => i + (onValidation ? state.data.heldOut : 0));
     // Evaluation chunks hold about as many episodes as a training chunk (chunkPrompts × groupSize), not as many prompts:
     // one held-out episode per prompt in chunks of one prompt would generate one sequence at a time.
     const evalChunk = chunkPrompts * Math.max(1, Math.floor(rl.groupSize / rl.eval.samples));
@@ -295,7 +298,7 @@ export async function rlWorkflow(input: RlWorkflowInput): Promise<RlResult> {
     };
     state.evals.push(point);
     progress.counts[`eval_reward_x1000_step_${state.step}`] = Math.round(adv.rewardMean * 1000);
-    await api.rlRecordStep({ runId: input.runId, step: state.step, row: { kind: 'eval', ...point, passByFocus: adv.passByFocus, judge: ep.judgeStats, endReasons: adv.endReasons, seconds: ep.time } });
+    await api.rlRecordStep({ runId: input.runId, step: state.step, row: { kind: 'eval', ...point, ...(onValidation ? { on: 'validation' } : {}), passByFocus: adv.passByFocus, judge: ep.judgeStats, endReasons: adv.endReasons, seconds: ep.time } });
     recordRlEval(input.runId, state.step, adv.rewardMean);
   };
 
@@ -303,7 +306,9 @@ export async function rlWorkflow(input: RlWorkflowInput): Promise<RlResult> {
   const oneStepOff = rl.async === 'one-step-off';
   const stepBatch = (stepNo: number, cursor: DataCursor, policy: PolicyRef): Promise<RlBatch> => {
     const { indices } = takeBatch(cursor, rl.promptsPerStep, state.data.train, rl.seed, Number.MAX_SAFE_INTEGER);
-    return batchOf(rlKeys.step(input.runId, stepNo), policy, { indices: indices.map((i) => i + state.data.heldOut), groupSize: rl.groupSize }, (rl.seed * 1_000_003 + stepNo) >>> 0);
+    // Training prompts follow the held-out and validation ones (`validation` is absent from results recorded before it).
+    const first = state.data.heldOut + (state.data.validation ?? 0);
+    return batchOf(rlKeys.step(input.runId, stepNo), policy, { indices: indices.map((i) => i + first), groupSize: rl.groupSize }, (rl.seed * 1_000_003 + stepNo) >>> 0);
   };
   const inFlight: { next?: { step: number; batch: Promise<RlBatch>; scope: CancellationScope } } = {};
   const prefetch = (stepNo: number, cursor: DataCursor, policy: PolicyRef) => {

@@ -38,3 +38,15 @@ test('a held-out set of the size asked for is not reported; nothing usable fails
   const none = selectRlData(['oops', line(noUser)], { promptLength: () => 1, maxPromptTokens: 10, heldOut: 2 });
   assert.equal(rlDataShortfall({ ...none, lines: 2 }, 1, 'k', 10), 'rl data: 0 of 2 lines of k left to train on (2 invalid: 1× no user message, 1× not JSON); at least 1 needed (rl.minExamples)');
 });
+
+test('validation prompts follow the held-out ones, are never trained on, and shrink before the last training example', () => {
+  const s = selectRlData(annotated.map(line), { promptLength: () => 1, maxPromptTokens: 10, heldOut: 2, validation: 3 });
+  assert.deepEqual([s.heldOut, s.validation, s.train, s.validationRequested], [2, 3, 1, 3]);
+  // the held-out set comes first and does not move when validation prompts are added
+  const plain = selectRlData(annotated.map(line), { promptLength: () => 1, maxPromptTokens: 10, heldOut: 2 });
+  assert.deepEqual(s.kept.slice(0, 2).map((e) => e.uuid), plain.kept.slice(0, 2).map((e) => e.uuid));
+  assert.equal(plain.validation, 0);
+  const few = selectRlData(annotated.map(line), { promptLength: () => 1, maxPromptTokens: 10, heldOut: 2, validation: 10 });
+  assert.deepEqual([few.heldOut, few.validation, few.train], [2, 3, 1]);
+  assert.match(rlDataShortfall({ ...few, lines: 6 }, 2, 'k', 10)!, /2 held out \(rl\.eval\.prompts\); 3 for validation \(rl\.eval\.validation\)\); at least 2 needed/);
+});
