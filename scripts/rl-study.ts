@@ -365,7 +365,7 @@ async function heldOutOf(store: ObjectStore, runId: string): Promise<Pick<StudyF
  * What a fresh machine needs before any piece: the annotated examples of `--from` (prepare + checklist again:
  * deterministic offline) and its SFT policy (the committed adapter merged into the base).
  */
-async function ensureFrom(client: Client, store: ObjectStore, base: Cm2Config, ctx: { sftPrefix: string; sourceKey: string; baseDir?: string }): Promise<void> {
+async function ensureFrom(client: Client, store: ObjectStore, base: Cm2Config, ctx: { sftPrefix: string; sourceKey: string; baseDir?: string }, needSft: boolean): Promise<void> {
   const from = args.from!;
   if (!(await store.exists(ctx.sourceKey))) {
     if (base.rl.sourceKey) throw new Error(`rl.sourceKey ${base.rl.sourceKey}: not in S3, and the study cannot make it (it makes runs/${from}/checklists/annotated.jsonl only)`);
@@ -374,7 +374,7 @@ async function ensureFrom(client: Client, store: ObjectStore, base: Cm2Config, c
     await (await startPrepare(client, cfg)).result();
     await (await startChecklist(client, cfg)).result();
   }
-  if (await store.exists(`${ctx.sftPrefix}/config.json`)) return;
+  if (!needSft || (await store.exists(`${ctx.sftPrefix}/config.json`))) return;
   const adapter = args['sft-adapter'] ? path.resolve(projectRoot, args['sft-adapter']) : '';
   if (!adapter || !existsSync(path.join(adapter, 'adapter_config.json'))) throw new Error(`no SFT policy at s3://${base.s3.bucket}/${ctx.sftPrefix}, and no --sft-adapter folder (adapter_config.json + adapter_model.safetensors) to make it from`);
   if (!ctx.baseDir) throw new Error('--sft-adapter needs the base model folder: sft.base of kind hf in the config, or --base-dir');
@@ -407,8 +407,17 @@ async function runPieces(client: Client, store: ObjectStore, base: Cm2Config, pl
   for (const w of wanted ?? []) if (!plan.some((p) => p.label === w)) throw new Error(`--pieces: no piece ${w} (this study's: ${plan.map((p) => p.label).join(', ')})`);
   let f = readResults(file);
   const todo = plan.filter((p) => (!wanted || wanted.has(p.label)) && !f.policies[p.label]);
-  log(`study ${path.relative(projectRoot, file)}: ${Object.keys(f.policies).length} policies recorded; this time: ${todo.map((p) => p.label).join(', ') || 'nothing'}`);
-  if (todo.length) await ensureFrom(client, store, base, ctx);
+  // a base or SFT policy recorded without BFCL (an earlier `--no-bfcl`) gets it now; an RL policy's checkpoint may be gone
+  const bfclOnly = args['no-bfcl'] ? [] : plan.filter((p) => (!wanted || wanted.has(p.label)) && p.kind !== 'rl' && f.policies[p.label] && !f.policies[p.label]!.bfcl);
+  log(`study ${path.relative(projectRoot, file)}: ${Object.keys(f.policies).length} policies recorded; this time: ${[...todo.map((p) => p.label), ...bfclOnly.map((p) => `BFCL of ${p.label}`)].join(', ') || 'nothing'}`);
+  if (todo.length || bfclOnly.length) await ensureFrom(client, store, base, ctx, [...todo, ...bfclOnly].some((p) => p.kind !== 'base'));
+  if (bfclOnly.some((p) => p.kind === 'base') && ctx.baseDir) await uploadBase(store, path.resolve(projectRoot, ctx.baseDir), ctx.basePrefix);
+  for (const p of bfclOnly) {
+    const bfcl = await bfclOf(client, base, ctx.id, p.label, p.kind === 'base' ? { kind: 'hf', prefix: ctx.basePrefix } : { kind: 'hf', prefix: ctx.sftPrefix });
+    const now = readResults(file);
+    f = withPolicy(now, p.label, { ...now.policies[p.label]!, bfcl, config: { ...now.policies[p.label]!.config, bfcl: { categories: args['bfcl-categories'], limit: Number(args['bfcl-limit']), maxNewTokens: base.eval.bfcl.maxNewTokens } } });
+    saveResults(file, f, `BFCL of ${p.label}`);
+  }
   if (todo.some((p) => p.kind === 'base') && ctx.baseDir) {
     await importBaseIfMissing({ ...base.sft, base: { ...base.sft.base, dir: ctx.baseDir } } as Cm2Config['sft'], log);
     await uploadBase(store, path.resolve(projectRoot, ctx.baseDir), ctx.basePrefix);
