@@ -44,7 +44,7 @@ import { WorkflowNotFoundError, type Client, type WorkflowHandle } from '@tempor
 import { defaultPayloadConverter } from '@temporalio/common';
 import type { EvalBfclSummary, EvalPolicy } from '../src/stages/eval/activities';
 import { connect } from '../src/cli/pipelineCommand';
-import { rlInput, startRl, startStage } from '../src/cli/stages';
+import { rlInput, startChecklist, startPrepare, startRl, startStage } from '../src/cli/stages';
 import { executableToolNames } from '../src/stages/rl/env/answers';
 import { DEFAULT_CATEGORIES } from '../src/stages/eval/bfcl/categories';
 import { projectRoot } from '../src/infra/binaries';
@@ -61,7 +61,6 @@ import { evalWorkflow, type EvalResult, type EvalWorkflowInput } from '../src/st
 import { rlStatusQuery, type RlResult, type RlWorkflowInput } from '../src/stages/rl/workflow';
 import { type PolicyRef } from '../src/model/policyStore';
 import { emptyStudyFile, parseStudyFile, promptRewards, studyFileMarkdown, studyFileText, withPolicy, type StudyFile, type StudyFilePolicy } from '../src/report/studyFile';
-import { startChecklist, startPrepare } from '../src/cli/stages';
 import { importBaseIfMissing } from '../src/stages/sft/activities';
 import { modelMergeCommand } from '../src/cli/modelCommand';
 import { selectBackend } from '../src/model/backend';
