@@ -30,6 +30,9 @@
  * is skipped, so the study resumes on a fresh machine; `--pieces base,sft,trajectory-s1` runs only those this time.
  * BFCL of an RL policy runs in its own piece, while its checkpoint is in this machine's S3.
  *
+ * `--results FILE --report-only` needs no servers: it remakes, from the file alone, the study's block in `--doc` with
+ * its charts (`docs/results/<name>-{heldout,paired,curves,bfcl}.svg`) and the HTML report (`.cm2/reports/<name>/`).
+ *
  * On a fresh machine the SFT policy comes from the committed adapter: `--sft-adapter DIR` (PEFT files) is merged into
  * the base (`--base-dir`) and uploaded as `runs/<from>/sft/final` when S3 lacks it, and the annotated examples of
  * `--from` are made again by the prepare and checklist stages (deterministic offline) when S3 lacks them.
@@ -60,6 +63,7 @@ import { ReportData } from '../src/report/types';
 import { evalWorkflow, type EvalResult, type EvalWorkflowInput } from '../src/stages/eval/workflow';
 import { rlStatusQuery, type RlResult, type RlWorkflowInput } from '../src/stages/rl/workflow';
 import { type PolicyRef } from '../src/model/policyStore';
+import { studyFileReportData, studyFileSvgs } from '../src/report/studyFileReport';
 import { emptyStudyFile, parseStudyFile, promptRewards, studyFileMarkdown, studyFileText, withPolicy, type StudyFile, type StudyFilePolicy } from '../src/report/studyFile';
 import { importBaseIfMissing } from '../src/stages/sft/activities';
 import { modelMergeCommand } from '../src/cli/modelCommand';
@@ -198,6 +202,11 @@ async function policyOf(store: ObjectStore, p: Planned, result: RlResult | undef
 }
 
 async function main(): Promise<void> {
+  if (args.results && args['report-only']) {
+    const file = path.resolve(projectRoot, args.results);
+    writeStudyOutputs(file, readResults(file));
+    return;
+  }
   if (!args.from || !args.id) throw new Error('--from <run with the SFT policy> and --id <study id> are required');
   const id = args.id;
   useLocalInfraEnv();
@@ -454,12 +463,36 @@ async function runPieces(client: Client, store: ObjectStore, base: Cm2Config, pl
     f = withPolicy(readResults(file), p.label, entry); // re-read: another piece may have been recorded meanwhile
     saveResults(file, f, `${p.label} (${((Date.now() - t0) / 60000).toFixed(0)} min)`);
   }
+  writeStudyOutputs(file, f);
+}
+
+/**
+ * What a study file shows, made from the file alone (no servers): the Markdown block in `--doc` with its charts as SVG
+ * files beside the record (`docs/results/<name>-<chart>.svg`), and the HTML report `.cm2/reports/<name>/report.html`.
+ */
+function writeStudyOutputs(file: string, f: StudyFile): void {
+  const name = path.basename(file, '.json');
+  const rel = path.relative(projectRoot, file);
+  const svgs = studyFileSvgs(f);
+  const svgFiles: string[] = [];
+  for (const [chart, svg] of Object.entries(svgs)) {
+    const out = path.join(path.dirname(file), `${name}-${chart}.svg`);
+    writeFileSync(out, `${svg}\n`);
+    svgFiles.push(out);
+  }
+  const dir = path.join(projectRoot, '.cm2', 'reports', name);
+  mkdirSync(dir, { recursive: true });
+  const data = ReportData.parse(studyFileReportData(f, { name, generatedAt: new Date().toISOString(), source: rel }));
+  writeFileSync(path.join(dir, 'report.html'), renderReport(data));
+  writeFileSync(path.join(dir, 'report.json'), JSON.stringify(data, null, 2));
   const block = studyFileMarkdown(f);
   console.log(`\n${block}\n`);
+  log(`written: ${svgFiles.map((x) => path.relative(projectRoot, x)).join(', ') || 'no charts yet'}, ${path.relative(projectRoot, path.join(dir, 'report.html'))}`);
   if (args.doc && Object.keys(f.policies).length) {
     const doc = path.resolve(projectRoot, args.doc);
-    const name = path.basename(file, '.json');
-    writeFileSync(doc, upsertStudyBlock(existsSync(doc) ? readFileSync(doc, 'utf8') : '', name, `${block}\n\nFrom \`${path.relative(projectRoot, file)}\` (\`npx tsx scripts/rl-study.ts … --results ${path.relative(projectRoot, file)}\`).`, `## Study \`${name}\``));
+    const images = svgFiles.map((x) => `![${path.basename(x, '.svg')}](${path.relative(path.dirname(doc), x)})`).join('\n');
+    const text = `${block}\n\n${images ? `${images}\n\n` : ''}From \`${rel}\` (\`npx tsx scripts/rl-study.ts --results ${rel} --report-only\` remakes this block, the charts and the HTML report).`;
+    writeFileSync(doc, upsertStudyBlock(existsSync(doc) ? readFileSync(doc, 'utf8') : '', name, text, `## Study \`${name}\``));
     log(`written: ${path.relative(projectRoot, doc)}`);
   }
 }

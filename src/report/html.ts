@@ -82,7 +82,10 @@ function headline(d: ReportData): string {
   );
 }
 
-/** A study's policies (base, SFT, RL per seed × granularity): held-out reward with standard errors, and settings. */
+/**
+ * A study's policies (base, SFT, RL per seed × granularity): held-out reward with standard errors, RL against its SFT
+ * policy (paired per prompt when the study recorded every prompt's reward, the unpaired distance beside it), settings.
+ */
 function studySection(d: ReportData): string {
   const st = d.study;
   if (!st) return '';
@@ -92,15 +95,32 @@ function studySection(d: ReportData): string {
     horizontal: true,
     yMax: 1,
   });
+  const withPaired = st.policies.filter((p) => p.paired);
+  const pairedChart = withPaired.length
+    ? figure(
+        barChart({
+          title: 'RL − SFT, paired per prompt (Δ ± paired SE)',
+          bars: withPaired.map((p) => ({ label: p.label, value: p.paired!.diff, note: `${p.paired!.se === undefined ? '' : `± ${p.paired!.se.toFixed(4)}, `}z ${p.paired!.z === undefined ? '–' : p.paired!.z.toFixed(1)}` })),
+          horizontal: true,
+        }),
+        'z above 2: the policy beats the one it started from by more than two paired standard errors.',
+      )
+    : '';
+  const zCell = (v: number | undefined): string => (v === undefined ? '–' : `<span class="${v > 2 ? 'up' : v < -2 ? 'down' : ''}">${v >= 0 ? '+' : '−'}${Math.abs(v).toFixed(1)}</span>`);
   const rows = st.policies.map((p) => {
-    const apart = p.seApart === undefined ? '–' : `<span class="${p.seApart > 2 ? 'up' : p.seApart < -2 ? 'down' : ''}">${p.seApart >= 0 ? '+' : '−'}${Math.abs(p.seApart).toFixed(1)}</span>`;
-    return [esc(p.label), esc(p.kind), esc(p.granularity ?? '–'), p.seed === undefined ? '–' : formatInt(p.seed), formatInt(p.steps), `${reward(p.mean)}${seText(p.se)}`, apart];
+    const pr = p.paired;
+    return [
+      esc(p.label), esc(p.kind), esc(p.granularity ?? '–'), p.seed === undefined ? '–' : formatInt(p.seed), formatInt(p.steps), `${reward(p.mean)}${seText(p.se)}`,
+      ...(withPaired.length ? [pr ? `${pr.diff >= 0 ? '+' : '−'}${Math.abs(pr.diff).toFixed(4)}${seText(pr.se)}` : '–', zCell(pr?.z), pr ? `${pr.wins} / ${pr.losses} / ${pr.ties}` : '–'] : []),
+      zCell(p.seApart),
+    ];
   });
+  const heads = withPaired.length ? ['Δ vs SFT, paired', 'paired z', 'won / lost / tied', 'unpaired z'] : ['SE above SFT'];
   const settings = Object.entries(st.settings).map(([k, v]) => `<li>${esc(k)}: ${esc(v)}</li>`).join('\n');
   return section(
     'study',
     'Study: base, SFT and RL policies',
-    `${figure(chart)}\n${table([...textCols('policy', 'kind', 'granularity'), ...numCols('seed', 'RL steps', 'held-out reward', 'SE above SFT')], rows)}` +
+    `${figure(chart)}\n${pairedChart}\n${table([...textCols('policy', 'kind', 'granularity'), ...numCols('seed', 'RL steps', 'held-out reward', ...heads)], rows)}` +
       (settings ? `\n<ul class="reasons">\n${settings}\n</ul>` : ''),
   );
 }

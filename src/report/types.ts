@@ -161,6 +161,10 @@ export const ReportData = z.object({
           se: z.number().nonnegative().optional(),
           /** RL runs: (RL − SFT) / √(SE_RL² + SE_SFT²). */
           seApart: z.number().optional(),
+          /** RL policies of a study in pieces: RL − `against` per prompt (mean, sd/√n, z) and prompts won/lost/tied. */
+          paired: z
+            .object({ against: z.string(), diff: z.number(), se: z.number().nonnegative().optional(), z: z.number().optional(), wins: count, losses: count, ties: count })
+            .optional(),
         }),
       ),
     })
