@@ -1,0 +1,75 @@
+/**
+ * A study in pieces (issue 30) on Temporal + MinIO at test scale: `scripts/rl-study.ts --results FILE` evaluates the
+ * SFT policy and one RL run on the same held-out prompts, writes each piece to the file as it ends, skips what the
+ * file already holds when run again, and remakes the Markdown block, the SVG charts and the HTML report from the file
+ * alone (`--report-only`, no servers).
+ */
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { spawnSync } from 'node:child_process';
+import { existsSync, mkdtempSync, readFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { parseStudyFile } from '../../src/report/studyFile';
+import { testConfig, testStore, uniqueId } from '../helpers/env';
+import { startChildWorker, writeConfigFile } from '../helpers/processes';
+import { tinyRl, writeRlFixture } from '../helpers/rlFixture';
+
+const root = path.resolve(__dirname, '..', '..');
+
+function study(args: string[], env: NodeJS.ProcessEnv = process.env): string {
+  const r = spawnSync(process.execPath, ['--require', 'tsx/cjs', path.join(root, 'scripts', 'rl-study.ts'), ...args], { cwd: root, env, encoding: 'utf8', timeout: 15 * 60_000 });
+  const out = `${r.stdout}${r.stderr}`;
+  assert.equal(r.status, 0, `rl-study ${args.join(' ')} failed:\n${out}`);
+  return out;
+}
+
+test('rl-study --results: the SFT and one RL piece on the same held-out prompts, recorded as they end, skipped when done, shown from the file alone', async () => {
+  const from = uniqueId('stf');
+  const cfg = testConfig(from, { rl: tinyRl({ steps: 2, eval: { prompts: 3, every: 2 } }) });
+  await writeRlFixture(cfg, testStore(cfg));
+  const cfgFile = writeConfigFile(cfg);
+  const dir = mkdtempSync(path.join(tmpdir(), 'cm2-study-'));
+  const file = path.join(dir, 'tiny-study.json');
+  const doc = path.join(dir, 'results.md');
+  const id = uniqueId('st');
+  const common = ['-c', cfgFile, '--from', from, '--id', id, '--results', file, '--seeds', '1', '--granularities', 'trajectory', '--no-bfcl', '--doc', doc];
+  const worker = await startChildWorker(cfgFile);
+  try {
+    study([...common, '--pieces', 'sft']);
+    let f = parseStudyFile(readFileSync(file, 'utf8'), file);
+    assert.deepEqual(Object.keys(f.policies), ['sft'], 'only the piece asked for');
+    assert.equal(f.prompts.length, 3);
+    const sft = f.policies.sft!;
+    assert.equal(sft.kind, 'sft');
+    assert.equal(sft.runId, `${id}-sft`);
+    assert.match(sft.commit ?? '', /^[0-9a-f]{12}(\+dirty)?$|^unknown$/);
+    assert.ok(sft.machine && sft.recordedAt);
+
+    const out = study(common);
+    assert.match(out, /this time: trajectory-s1\b/, 'the SFT piece is skipped: the file has it');
+    f = parseStudyFile(readFileSync(file, 'utf8'), file);
+    assert.deepEqual(Object.keys(f.policies), ['sft', 'trajectory-s1']);
+    const rl = f.policies['trajectory-s1']!;
+    assert.deepEqual([rl.kind, rl.granularity, rl.seed, rl.steps, rl.from], ['rl', 'trajectory', 1, 2, 'sft']);
+    assert.deepEqual(Object.keys(rl.heldOut).sort(), [...f.prompts].sort(), 'the same held-out prompts');
+    assert.deepEqual(rl.train?.map((t) => t.step), [1, 2]);
+    assert.equal((rl.config.rl as { hp: { granularity: string } }).hp.granularity, 'trajectory');
+    assert.equal(sft.heldOut[f.prompts[0]!], f.policies.sft!.heldOut[f.prompts[0]!], 'the SFT piece is not redone');
+
+    assert.match(study(common), /this time: nothing/);
+    const text = readFileSync(doc, 'utf8');
+    assert.match(text, /<!-- study:tiny-study -->/);
+    assert.match(text, /\| trajectory-s1 \| RL, trajectory, seed 1 \| sft \| 2 \|/);
+    assert.match(text, /!\[tiny-study-paired\]\(tiny-study-paired\.svg\)/);
+    for (const chart of ['heldout', 'paired', 'curves']) assert.ok(existsSync(path.join(dir, `tiny-study-${chart}.svg`)), chart);
+  } finally {
+    await worker.kill();
+  }
+  // From the file alone: no Temporal, no S3 in the environment.
+  const bare = Object.fromEntries(Object.entries(process.env).filter(([k]) => !/^(TEMPORAL_|CM2_S3_|AWS_)/.test(k)));
+  const doc2 = path.join(dir, 'again.md');
+  study(['--results', file, '--report-only', '--doc', doc2], bare);
+  assert.match(readFileSync(doc2, 'utf8'), /\| sft \| sft \|/);
+  assert.ok(existsSync(path.join(root, '.cm2', 'reports', 'tiny-study', 'report.html')));
+});
