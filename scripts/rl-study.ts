@@ -30,6 +30,11 @@
  * is skipped, so the study resumes on a fresh machine; `--pieces base,sft,trajectory-s1` runs only those this time.
  * BFCL of an RL policy runs in its own piece, while its checkpoint is in this machine's S3.
  *
+ * `--results FILE --search NAME` is one run of the hyperparameter search (issue 30 item 4): RL from the SFT policy with
+ * the config's settings and `CM2_CFG__rl__…` overrides, evaluated on the validation prompts only, recorded under
+ * `searches.NAME` with every validation prompt's reward; `--search sft` evaluates the SFT policy there (the baseline the
+ * search runs are paired against). The held-out prompts are never looked at.
+ *
  * `--results FILE --report-only` needs no servers: it remakes, from the file alone, the study's block in `--doc` with
  * its charts (`docs/results/<name>-{heldout,paired,curves,bfcl}.svg`) and the HTML report (`.cm2/reports/<name>/`).
  *
@@ -64,7 +69,7 @@ import { evalWorkflow, type EvalResult, type EvalWorkflowInput } from '../src/st
 import { rlStatusQuery, type RlResult, type RlWorkflowInput } from '../src/stages/rl/workflow';
 import { type PolicyRef } from '../src/model/policyStore';
 import { studyFileReportData, studyFileSvgs } from '../src/report/studyFileReport';
-import { emptyStudyFile, parseStudyFile, promptRewards, studyFileMarkdown, studyFileText, withPolicy, type StudyFile, type StudyFilePolicy } from '../src/report/studyFile';
+import { emptyStudyFile, parseStudyFile, promptRewards, studyFileMarkdown, studyFileText, withPolicy, withSearch, type StudyFile, type StudyFilePolicy, type StudySearch } from '../src/report/studyFile';
 import { importBaseIfMissing } from '../src/stages/sft/activities';
 import { modelMergeCommand } from '../src/cli/modelCommand';
 import { selectBackend } from '../src/model/backend';
@@ -87,6 +92,8 @@ const { values: args } = parseArgs({
     pieces: { type: 'string', default: '' },
     'git-commit': { type: 'boolean', default: false },
     'sft-adapter': { type: 'string', default: '' },
+    search: { type: 'string', default: '' },
+    note: { type: 'string', default: '' },
   },
 });
 
@@ -240,6 +247,10 @@ async function main(): Promise<void> {
     const p = plan.find((x) => x.label === label && x.kind === 'rl');
     if (!p || !runId) throw new Error(`--adopt ${label}=${runId ?? ''}: expected <RL label of this study>=<run id>`);
     p.runId = runId;
+  }
+  if (args.results && args.search) {
+    await runSearch(client, store, base, { id, sftPrefix, sourceKey, basePrefix, baseDir });
+    return;
   }
   if (args.results) {
     await runPieces(client, store, base, plan, { id, sftPrefix, sourceKey, basePrefix, baseDir });
@@ -463,6 +474,49 @@ async function runPieces(client: Client, store: ObjectStore, base: Cm2Config, pl
     f = withPolicy(readResults(file), p.label, entry); // re-read: another piece may have been recorded meanwhile
     saveResults(file, f, `${p.label} (${((Date.now() - t0) / 60000).toFixed(0)} min)`);
   }
+  writeStudyOutputs(file, f);
+}
+
+/**
+ * One run of the hyperparameter search (`--search NAME`): RL from the SFT policy with the config's RL settings and
+ * `CM2_CFG__rl__…` overrides, evaluated on the validation prompts only (`rl.eval.on: validation`), recorded under
+ * `searches.NAME` with its settings and every validation prompt's reward. `--search sft` is the baseline: the SFT
+ * policy itself (0 steps). A name already recorded is skipped. `--note` records what happened (a stopped run).
+ */
+async function runSearch(client: Client, store: ObjectStore, base: Cm2Config, ctx: { id: string; sftPrefix: string; sourceKey: string; basePrefix: string; baseDir?: string }): Promise<void> {
+  const file = path.resolve(projectRoot, args.results);
+  const name = args.search;
+  if (!/^[A-Za-z0-9][A-Za-z0-9._-]*$/.test(name)) throw new Error(`--search ${name}: a name of letters, digits, '.', '_' and '-'`);
+  let f = readResults(file);
+  if (f.searches[name]) {
+    log(`search ${name}: recorded already in ${path.relative(projectRoot, file)} (skipped)`);
+    writeStudyOutputs(file, f);
+    return;
+  }
+  await ensureFrom(client, store, base, ctx, true);
+  const runId = `${ctx.id}-search-${name}`;
+  const cfg: Cm2Config = {
+    ...base,
+    run: { id: runId },
+    rl: { ...base.rl, sourceKey: ctx.sourceKey, policyPrefix: ctx.sftPrefix, ...(name === 'sft' ? { steps: 0 } : {}), eval: { ...base.rl.eval, on: 'validation', atStart: name === 'sft' } },
+  };
+  const t0 = Date.now();
+  const result = await runRl(client, { label: `search ${name}`, kind: name === 'sft' ? 'sft' : 'rl', runId, cfg });
+  const held = await heldOutOf(store, runId);
+  const entry: StudySearch = {
+    steps: name === 'sft' ? 0 : (result.steps ?? held.step),
+    settings: trainingSettings(rlInput(cfg).rl) as Record<string, unknown>,
+    validation: held.heldOut,
+    ...(held.train ? { train: held.train } : {}),
+    evals: held.evals,
+    runId,
+    commit: gitCommitOf(),
+    machine: machineOf(),
+    recordedAt: new Date().toISOString(),
+    ...(args.note ? { note: args.note } : result.stopped ? { note: `stopped at step ${result.steps}` } : {}),
+  };
+  f = withSearch(readResults(file), name, entry);
+  saveResults(file, f, `search ${name} (${((Date.now() - t0) / 60000).toFixed(0)} min)`);
   writeStudyOutputs(file, f);
 }
 

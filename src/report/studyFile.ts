@@ -41,16 +41,41 @@ export const StudyFilePolicy = z.object({
 }).strict();
 export type StudyFilePolicy = z.infer<typeof StudyFilePolicy>;
 
+/**
+ * One run of the hyperparameter search (issue 30 item 4): RL from the SFT policy with some settings, evaluated on the
+ * validation prompts (never the held-out ones). `steps: 0` is the SFT policy itself on those prompts, the search's
+ * baseline.
+ */
+export const StudySearch = z.object({
+  steps: z.number().int().nonnegative(),
+  /** The RL settings the run trained with (`rl` of its input, less the evaluation schedule). */
+  settings: z.record(z.string(), z.unknown()),
+  /** Greedy validation reward per prompt uuid (every prompt of `validationPrompts`), at the run's last evaluation. */
+  validation: z.record(z.string(), z.number()),
+  train: z.array(z.object({ step: z.number().int().positive(), mean: z.number(), std: z.number().nonnegative(), kl: z.number().optional() })).optional(),
+  evals: z.array(z.object({ step: z.number().int().nonnegative(), mean: z.number(), se: z.number().nullable() })).optional(),
+  runId: z.string().optional(),
+  commit: z.string().optional(),
+  machine: z.string().optional(),
+  recordedAt: z.string().optional(),
+  note: z.string().optional(),
+}).strict();
+export type StudySearch = z.infer<typeof StudySearch>;
+
 export const StudyFile = z.object({
   /** The held-out prompts (uuids), the same for every policy. */
   prompts: z.array(z.string().min(1)),
   policies: z.record(z.string(), StudyFilePolicy),
+  /** The validation prompts (uuids) of the search, disjoint from `prompts`. */
+  validationPrompts: z.array(z.string().min(1)).default([]),
+  /** The hyperparameter search, one entry per run, in the order they ran. */
+  searches: z.record(z.string(), StudySearch).default({}),
   /** Searches and pieces that produced no policy worth keeping, recorded as they ended (the failures included). */
   log: z.array(z.object({ at: z.string(), piece: z.string(), text: z.string() })).default([]),
 }).strict();
 export type StudyFile = z.infer<typeof StudyFile>;
 
-export const emptyStudyFile = (): StudyFile => ({ prompts: [], policies: {}, log: [] });
+export const emptyStudyFile = (): StudyFile => ({ prompts: [], policies: {}, validationPrompts: [], searches: {}, log: [] });
 
 /** Parses a study file's text, naming the file and the field on error. */
 export function parseStudyFile(text: string, file: string): StudyFile {
@@ -69,6 +94,12 @@ export function parseStudyFile(text: string, file: string): StudyFile {
     const missing = r.data.prompts.filter((u) => !(u in p.heldOut));
     if (missing.length) throw new Error(`${file}: policies.${name}.heldOut: no reward for ${missing.length} of the ${r.data.prompts.length} prompts (first ${missing[0]})`);
   }
+  for (const [name, p] of Object.entries(r.data.searches)) {
+    const missing = r.data.validationPrompts.filter((u) => !(u in p.validation));
+    if (missing.length) throw new Error(`${file}: searches.${name}.validation: no reward for ${missing.length} of the ${r.data.validationPrompts.length} validation prompts (first ${missing[0]})`);
+  }
+  const both = r.data.validationPrompts.filter((u) => r.data.prompts.includes(u));
+  if (both.length) throw new Error(`${file}: validationPrompts: ${both.length} of them are held-out prompts too (first ${both[0]}): the search must not see the held-out prompts`);
   return r.data;
 }
 
@@ -102,15 +133,35 @@ export function promptRewards(rows: readonly { id: string; reward?: number }[], 
 export function withPolicy(f: StudyFile, name: string, p: StudyFilePolicy): StudyFile {
   const got = Object.keys(p.heldOut).sort();
   if (f.prompts.length === 0 && Object.keys(f.policies).length === 0) {
-    return { ...f, prompts: got, policies: { [name]: p } };
+    return disjoint({ ...f, prompts: got, policies: { [name]: p } });
   }
-  const want = [...f.prompts].sort();
+  samePrompts(got, f.prompts, `policy ${name}`, 'held-out');
+  return { ...f, policies: { ...f.policies, [name]: p } };
+}
+
+/** Adds (or replaces) a search run; the first fixes the validation prompts, which must not be held-out prompts. */
+export function withSearch(f: StudyFile, name: string, s: StudySearch): StudyFile {
+  const got = Object.keys(s.validation).sort();
+  if (f.validationPrompts.length === 0 && Object.keys(f.searches).length === 0) {
+    return disjoint({ ...f, validationPrompts: got, searches: { [name]: s } });
+  }
+  samePrompts(got, f.validationPrompts, `search ${name}`, 'validation');
+  return { ...f, searches: { ...f.searches, [name]: s } };
+}
+
+function samePrompts(got: readonly string[], study: readonly string[], what: string, set: string): void {
+  const want = [...study].sort();
   const extra = got.filter((u) => !want.includes(u));
   const missing = want.filter((u) => !got.includes(u));
   if (extra.length || missing.length) {
-    throw new Error(`study: policy ${name} was evaluated on other prompts than the study's ${want.length} (${missing.length} missing, first ${missing[0] ?? '–'}; ${extra.length} not in the study, first ${extra[0] ?? '–'}): the held-out set must be the same for every policy`);
+    throw new Error(`study: ${what} was evaluated on other prompts than the study's ${want.length} (${missing.length} missing, first ${missing[0] ?? '–'}; ${extra.length} not in the study, first ${extra[0] ?? '–'}): the ${set} set must be the same for every ${set === 'held-out' ? 'policy' : 'search run'}`);
   }
-  return { ...f, policies: { ...f.policies, [name]: p } };
+}
+
+function disjoint(f: StudyFile): StudyFile {
+  const both = f.validationPrompts.filter((u) => f.prompts.includes(u));
+  if (both.length) throw new Error(`study: ${both.length} validation prompts are held-out prompts too (first ${both[0]}): the search must not see the held-out prompts`);
+  return f;
 }
 
 export interface PolicyStats {
@@ -147,10 +198,23 @@ export function paired(f: StudyFile, a: string, b: string): Paired {
   const pa = f.policies[a];
   const pb = f.policies[b];
   if (!pa || !pb) throw new Error(`study: no policy ${pa ? b : a}`);
-  const d = f.prompts.map((u) => pa.heldOut[u]! - pb.heldOut[u]!);
-  const s = promptMeanStats(d, f.prompts);
-  const sa = policyStats(f, a);
-  const sb = policyStats(f, b);
+  return pairedRewards(pa.heldOut, pb.heldOut, f.prompts);
+}
+
+/** Search run `a` against search run `b` on the validation prompts, paired per prompt. */
+export function pairedSearch(f: StudyFile, a: string, b: string): Paired {
+  const sa = f.searches[a];
+  const sb = f.searches[b];
+  if (!sa || !sb) throw new Error(`study: no search run ${sa ? b : a}`);
+  return pairedRewards(sa.validation, sb.validation, f.validationPrompts);
+}
+
+/** Rewards `a` against `b` per prompt of `prompts`: mean difference, paired SE, z, the unpaired z, won/lost/tied. */
+export function pairedRewards(a: Record<string, number>, b: Record<string, number>, prompts: readonly string[]): Paired {
+  const d = prompts.map((u) => a[u]! - b[u]!);
+  const s = promptMeanStats(d, prompts);
+  const sa = promptMeanStats(prompts.map((u) => a[u]!), prompts);
+  const sb = promptMeanStats(prompts.map((u) => b[u]!), prompts);
   const ratio = (x: number, y: number | null): number | null => (y === null ? null : y > 0 ? x / y : x === 0 ? null : Math.sign(x) * Infinity);
   const unpairedSe = sa.se === null || sb.se === null ? null : Math.sqrt(sa.se ** 2 + sb.se ** 2);
   return {
@@ -205,6 +269,7 @@ export function studyFileMarkdown(f: StudyFile, opts: { title?: string } = {}): 
     const total = (n: string) => Object.values(f.policies[n]!.bfcl!).reduce((a, c) => ({ correct: a.correct + c.correct, total: a.total + c.total }), { correct: 0, total: 0 });
     lines.push(`| **overall** | ${withBfcl.map((n) => pct(total(n))).join(' | ')} |`);
   }
+  lines.push(...searchMarkdown(f));
   const notes = names.filter((n) => f.policies[n]!.note);
   if (notes.length || f.log.length) {
     lines.push('', 'Notes and pieces that ended without a policy:', '');
@@ -212,4 +277,35 @@ export function studyFileMarkdown(f: StudyFile, opts: { title?: string } = {}): 
     for (const l of f.log) lines.push(`- ${l.at.slice(0, 10)}, ${l.piece}: ${l.text}`);
   }
   return lines.join('\n');
+}
+
+/** Flattens settings to `a.b.c → JSON value` for a diff. */
+function flat(v: unknown, prefix = ''): Record<string, string> {
+  if (v && typeof v === 'object' && !Array.isArray(v)) return Object.assign({}, ...Object.entries(v).map(([k, x]) => flat(x, prefix ? `${prefix}.${k}` : k)));
+  return { [prefix]: JSON.stringify(v) };
+}
+
+/**
+ * The search as Markdown: every run with the settings that differ between runs, its validation reward and, against
+ * the baseline (the run with 0 steps: the SFT policy on the validation prompts), the paired difference.
+ */
+function searchMarkdown(f: StudyFile): string[] {
+  const names = Object.keys(f.searches);
+  if (!names.length) return [];
+  const base = names.find((n) => f.searches[n]!.steps === 0);
+  const trained = names.filter((n) => f.searches[n]!.steps > 0);
+  const flats = Object.fromEntries(trained.map((n) => [n, flat(f.searches[n]!.settings)]));
+  const keys = [...new Set(trained.flatMap((n) => Object.keys(flats[n]!)))].filter((k) => k === 'hp.lr' || (k !== 'seed' && new Set(trained.map((n) => flats[n]![k] ?? '–')).size > 1));
+  const lines = ['', `Hyperparameter search: ${f.validationPrompts.length} validation prompts (disjoint from the held-out ones), greedy${base ? `; baseline \`${base}\` (the SFT policy)` : ''}.`, ''];
+  lines.push(`| run | ${keys.join(' | ')} | RL steps | validation reward (mean ± SE) | vs baseline, paired: Δ ± SE (z) | won / lost / tied | last training reward |`, `|---|${keys.map(() => '---|').join('')}---|---|---|---|---|`);
+  for (const n of names) {
+    const r = f.searches[n]!;
+    const st = promptMeanStats(f.validationPrompts.map((u) => r.validation[u]!), f.validationPrompts);
+    const d = base && n !== base ? pairedSearch(f, n, base) : undefined;
+    const last = r.train?.at(-1);
+    lines.push(`| ${n} | ${keys.map((k) => (r.steps > 0 ? (flats[n]![k] ?? '–') : '–')).join(' | ')} | ${r.steps} | ${f4(st.mean)}${st.se === null ? '' : ` ± ${f4(st.se)}`} | ${d ? `${signed(d.diff)}${d.se === null ? '' : ` ± ${f4(d.se)}`} (${zs(d.z)} SE)` : '–'} | ${d ? `${d.wins} / ${d.losses} / ${d.ties}` : '–'} | ${last ? `${f4(last.mean)} (step ${last.step})` : '–'} |`);
+  }
+  const notes = names.filter((n) => f.searches[n]!.note);
+  if (notes.length) lines.push('', ...notes.map((n) => `- ${n}: ${f.searches[n]!.note}`));
+  return lines;
 }

@@ -26,7 +26,7 @@ function study(args: string[], env: NodeJS.ProcessEnv = process.env): string {
 
 test('rl-study --results: the SFT and one RL piece on the same held-out prompts, recorded as they end, skipped when done, shown from the file alone', async () => {
   const from = uniqueId('stf');
-  const cfg = testConfig(from, { rl: tinyRl({ steps: 2, eval: { prompts: 3, every: 2 } }) });
+  const cfg = testConfig(from, { rl: tinyRl({ steps: 2, eval: { prompts: 3, validation: 2, every: 2 } }) });
   await writeRlFixture(cfg, testStore(cfg));
   const cfgFile = writeConfigFile(cfg);
   const dir = mkdtempSync(path.join(tmpdir(), 'cm2-study-'));
@@ -58,10 +58,25 @@ test('rl-study --results: the SFT and one RL piece on the same held-out prompts,
     assert.equal(sft.heldOut[f.prompts[0]!], f.policies.sft!.heldOut[f.prompts[0]!], 'the SFT piece is not redone');
 
     assert.match(study(common), /this time: nothing/);
+
+    // The search: the SFT baseline and one run with an lr override, on the validation prompts only.
+    study([...common, '--search', 'sft']);
+    study([...common, '--search', 'lr-high', '--note', 'a test run'], { ...process.env, CM2_CFG__rl__hp__lr: '0.005', CM2_CFG__rl__steps: '1' });
+    f = parseStudyFile(readFileSync(file, 'utf8'), file);
+    assert.deepEqual(Object.keys(f.searches), ['sft', 'lr-high']);
+    assert.equal(f.validationPrompts.length, 2);
+    assert.ok(f.validationPrompts.every((u) => !f.prompts.includes(u)), 'validation prompts are not held-out prompts');
+    const s = f.searches['lr-high']!;
+    assert.deepEqual([s.steps, (s.settings.hp as { lr: number }).lr, s.note], [1, 0.005, 'a test run']);
+    assert.deepEqual(Object.keys(s.validation).sort(), [...f.validationPrompts].sort());
+    assert.equal(f.searches.sft!.steps, 0);
+    assert.match(study([...common, '--search', 'lr-high']), /search lr-high: recorded already/);
     const text = readFileSync(doc, 'utf8');
     assert.match(text, /<!-- study:tiny-study -->/);
     assert.match(text, /\| trajectory-s1 \| RL, trajectory, seed 1 \| sft \| 2 \|/);
     assert.match(text, /!\[tiny-study-paired\]\(tiny-study-paired\.svg\)/);
+    assert.match(text, /Hyperparameter search: 2 validation prompts/);
+    assert.match(text, /\| lr-high \| 0\.005 \| 1 \|/);
     for (const chart of ['heldout', 'paired', 'curves']) assert.ok(existsSync(path.join(dir, `tiny-study-${chart}.svg`)), chart);
   } finally {
     await worker.kill();

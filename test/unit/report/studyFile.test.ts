@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import test from 'node:test';
-import { emptyStudyFile, paired, parseStudyFile, policyStats, promptRewards, studyFileMarkdown, studyFileText, withPolicy, type StudyFilePolicy } from '../../../src/report/studyFile';
+import { emptyStudyFile, paired, pairedSearch, parseStudyFile, policyStats, promptRewards, studyFileMarkdown, studyFileText, withPolicy, withSearch, type StudyFilePolicy, type StudySearch } from '../../../src/report/studyFile';
 
 const prompts = ['u1', 'u2', 'u3', 'u4'];
 const policy = (kind: StudyFilePolicy['kind'], rewards: number[], extra: Partial<StudyFilePolicy> = {}): StudyFilePolicy => ({
@@ -68,4 +68,38 @@ test('the Markdown shows every policy, RL against its SFT policy paired and unpa
   assert.match(md, /\| simple_python \| 10\.0% \(5\/50\) \| 14\.0% \(7\/50\) \|/);
   assert.match(md, /\| irrelevance \| 20\.0% \(10\/50\) \| – \|/);
   assert.match(md, /- 2026-11-28, search lr=5e-5: collapsed/);
+});
+
+test('the search is recorded on validation prompts of its own, disjoint from the held-out ones, and paired against the SFT baseline', () => {
+  const vp = ['v1', 'v2', 'v3'];
+  const run = (rewards: number[], steps: number, lr: number, extra: Partial<StudySearch> = {}): StudySearch => ({
+    steps, settings: { steps, hp: { lr, granularity: 'trajectory' }, groupSize: 8, seed: 1 }, validation: Object.fromEntries(vp.map((u, i) => [u, rewards[i]!])), ...extra,
+  });
+  let f = withPolicy(emptyStudyFile(), 'sft', policy('sft', [0.1, 0.5, 0.3, 0.9]));
+  f = withSearch(f, 'sft', run([0.2, 0.4, 0.6], 0, 1e-5));
+  assert.deepEqual(f.validationPrompts, vp);
+  f = withSearch(f, 'lr1e-5', run([0.3, 0.5, 0.6], 4, 1e-5, { train: [{ step: 4, mean: 0.31, std: 0.2 }] }));
+  f = withSearch(f, 'lr5e-5', run([0, 0.1, 0.2], 4, 5e-5, { note: 'collapsed: KL 0.07 at step 3' }));
+  const d = pairedSearch(f, 'lr1e-5', 'sft');
+  assert.ok(Math.abs(d.diff - 0.2 / 3) < 1e-12);
+  assert.deepEqual([d.wins, d.losses, d.ties], [2, 0, 1]);
+  const md = studyFileMarkdown(f);
+  assert.match(md, /Hyperparameter search: 3 validation prompts \(disjoint from the held-out ones\), greedy; baseline `sft`/);
+  assert.match(md, /\| run \| hp\.lr \| RL steps \|/, 'only the settings that differ between runs (and lr) are columns');
+  assert.match(md, /\| lr1e-5 \| 0\.00001 \| 4 \| 0\.4667 ± 0\.\d{4} \| \+0\.0667 ± 0\.0333 \(\+2\.0 SE\) \| 2 \/ 0 \/ 1 \| 0\.3100 \(step 4\) \|/);
+  assert.match(md, /\| sft \| – \| 0 \| 0\.4000 ± /);
+  assert.match(md, /- lr5e-5: collapsed: KL 0\.07 at step 3/);
+  // other validation prompts, or validation prompts that are held-out prompts, are refused
+  assert.throws(() => withSearch(f, 'x', { ...run([0, 0, 0], 4, 1e-5), validation: { v1: 0, v2: 0, v9: 0 } }), /search x was evaluated on other prompts than the study's 3/);
+  assert.throws(() => withSearch(withPolicy(emptyStudyFile(), 'sft', policy('sft', [0, 0, 0, 0])), 'sft', { ...run([0, 0, 0], 0, 1e-5), validation: { u1: 0, v2: 0 } }), /1 validation prompts are held-out prompts too \(first u1\)/);
+  const text = studyFileText(f);
+  assert.deepEqual(parseStudyFile(text, 'x.json'), f);
+  const holes = JSON.parse(text);
+  delete holes.searches['lr5e-5'].validation.v2;
+  assert.throws(() => parseStudyFile(JSON.stringify(holes), 'x.json'), /x.json: searches\.lr5e-5\.validation: no reward for 1 of the 3 validation prompts/);
+  // a file written before searches existed still reads
+  const old = JSON.parse(text);
+  delete old.searches;
+  delete old.validationPrompts;
+  assert.deepEqual(parseStudyFile(JSON.stringify(old), 'x.json').searches, {});
 });
