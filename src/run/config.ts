@@ -247,6 +247,8 @@ export const RlConfig = z.object({
     .describe('Train LoRA adapters on the frozen initial policy instead of every weight: checkpoints hold the adapter (PEFT format) and its AdamW state, not the weights. null = full fine-tuning.'),
   /** Sequences per forward/backward in the train step (accumulated into one update). */
   microBatch: z.number().int().positive().default(4).describe('Sequences per forward/backward in the train step (accumulated into one update).'),
+  microBatchTokens: z.number().int().positive().nullable().default(null)
+    .describe('At most this many positions (rows × padded row length, after packing a group\'s shared prompt) per forward/backward of the train step: a bound on its memory; a sequence over it gets a micro-batch of its own. null = `microBatch` alone decides.'),
   normAdvByStd: z.boolean().default(false)
     .describe('Divide advantages by the standard deviation of their group (off: mean-centred only, as the reference).'),
   /** Step-level delay discount η (reference 1.0). */

@@ -336,6 +336,8 @@ export function createRlActivities(deps: ActivityDeps) {
               ...(input.rl.clipRatioC !== null ? { clipRatioC: input.rl.clipRatioC } : {}),
               maxGradNorm: input.rl.maxGradNorm,
               microBatch: input.rl.microBatch,
+              // absent from inputs recorded before it existed
+              ...(input.rl.microBatchTokens ? { microBatchTokens: input.rl.microBatchTokens } : {}),
               padId: tok.special.pad,
               // The update's policy is the one that sampled: softmax(logits / T) at the rollout temperature.
               temperature: input.rl.rollout.temperature,

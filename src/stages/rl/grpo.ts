@@ -93,6 +93,12 @@ export interface GrpoStepConfig extends GrpoLossConfig {
   lr: number;
   maxGradNorm: number;
   microBatch: number;
+  /**
+   * At most this many positions (rows × padded row length, after packing) per forward/backward, a bound on the
+   * update's memory: a micro-batch takes sequences in order while it stays within `microBatch` sequences and this
+   * budget; a sequence over the budget alone gets a micro-batch of its own. Absent: `microBatch` alone decides.
+   */
+  microBatchTokens?: number;
   padId: number;
   /** The rollouts' sampling temperature: log-probabilities (policy and reference) are of softmax(logits / T). Default 1. */
   temperature?: number;
@@ -265,6 +271,36 @@ export function packGrpo(batch: readonly GrpoSequence[], padId: number): GrpoRow
   };
 }
 
+/** Positions a collated micro-batch computes: rows × padded row length. */
+export const rowPositions = (b: Pick<GrpoRows, 'ids'>): number => b.ids.length * (b.ids[0]?.length ?? 0);
+
+/**
+ * The micro-batches of an update, collated: sequences in order, each micro-batch at most `microBatch` of them and, with
+ * `maxPositions`, at most that many positions once collated (`rowPositions`); a sequence over the budget alone goes
+ * in a micro-batch of its own.
+ */
+export function microBatches(seqs: readonly GrpoSequence[], microBatch: number, maxPositions: number | undefined, collate: (part: readonly GrpoSequence[]) => GrpoRows): GrpoRows[] {
+  const micro = Math.max(1, microBatch);
+  const out: GrpoRows[] = [];
+  let cur: GrpoSequence[] = [];
+  let curRows: GrpoRows | undefined;
+  for (const s of seqs) {
+    if (cur.length > 0 && cur.length < micro) {
+      const next = collate([...cur, s]);
+      if (maxPositions === undefined || rowPositions(next) <= maxPositions) {
+        cur.push(s);
+        curRows = next;
+        continue;
+      }
+    }
+    if (curRows) out.push(curRows);
+    cur = [s];
+    curRows = collate(cur);
+  }
+  if (curRows) out.push(curRows);
+  return out;
+}
+
 /** The policy update: AdamW over the model's variables, one optimizer step per call. */
 export class GrpoTrainer {
   readonly optimizer: AdamW;
@@ -302,11 +338,11 @@ export class GrpoTrainer {
     let klTotal = 0;
     let clippedTotal = 0;
     const gap = { sum: 0, max: 0, tokens: 0 };
-    const micro = Math.max(1, cfg.microBatch);
-    const chunks = Math.ceil(seqs.length / micro);
+    const collated = (part: readonly GrpoSequence[]): GrpoRows => (cfg.pack === false ? collateGrpo(part, cfg.padId) : packGrpo(part, cfg.padId));
+    const parts = microBatches(seqs, cfg.microBatch, cfg.microBatchTokens, collated);
+    const chunks = parts.length;
     for (let k = 0; k < chunks; k++) {
-      const part = seqs.slice(k * micro, (k + 1) * micro);
-      const b: GrpoRows = cfg.pack === false ? collateGrpo(part, cfg.padId) : packGrpo(part, cfg.padId);
+      const b: GrpoRows = parts[k]!;
       if (b.tokens === 0) continue;
       const refLogp = cfg.klCoef > 0 && this.reference ? this.reference.tokenLogprobs(b.ids, b.targets, undefined, cfg.temperature ?? 1, b.pack) : undefined;
       const behaviourLogp = behaviour?.tokenLogprobs(b.ids, b.targets, undefined, cfg.temperature ?? 1, b.pack);

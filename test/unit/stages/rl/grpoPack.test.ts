@@ -10,7 +10,7 @@ import * as tf from '@tensorflow/tfjs';
 import type { QwenConfig } from '../../../../src/model/config';
 import { QwenModel } from '../../../../src/model/qwen';
 import { Rng } from '../../../../src/model/random';
-import { GrpoTrainer, packGrpo, type GrpoSequence, type GrpoStepConfig } from '../../../../src/stages/rl/grpo';
+import { GrpoTrainer, microBatches, packGrpo, rowPositions, type GrpoSequence, type GrpoStepConfig } from '../../../../src/stages/rl/grpo';
 import { activateBackend, skipBackend } from '../../../helpers/testBackend';
 
 const config: QwenConfig = {
@@ -67,6 +67,50 @@ test('packGrpo: shared prompts once, each sequence from its prompt\'s last token
   assert.equal(rows.ids[0]![start2], b[1]!.tokens[12]);
   assert.equal(rows.tokens, b.reduce((n, s) => n + s.spans.reduce((m, sp) => m + sp.end - sp.start, 0), 0));
   assert.equal(rows.mask.flat().filter(Boolean).length, rows.tokens);
+});
+
+test('microBatches: in order, at most microBatch sequences and, with a budget, at most that many positions once packed; an oversize sequence alone', () => {
+  const b = batch();
+  const pack = (part: readonly GrpoSequence[]) => packGrpo(part, 0);
+  const rowsOf = (parts: ReturnType<typeof microBatches>) => parts.map((r) => r.ids.length);
+  // without a budget: microBatch alone (4 + 3)
+  const free = microBatches(b, 4, undefined, pack);
+  assert.equal(free.length, 2);
+  assert.equal(free.reduce((n, r) => n + r.tokens, 0), b.reduce((n, s) => n + s.spans.reduce((m, sp) => m + sp.end - sp.start, 0), 0), 'every policy token once');
+  // group A packed (3 sequences of a 13-token prompt) is 12 + (8+4+3+...) positions; a budget below it splits the group
+  const whole = rowPositions(packGrpo(b.slice(0, 3), 0));
+  const two = rowPositions(packGrpo(b.slice(0, 2), 0));
+  const split = microBatches(b.slice(0, 3), 8, two, pack);
+  assert.ok(whole > two);
+  assert.equal(split.length, 2, `a budget of ${two} positions holds two of group A, not three (${whole})`);
+  assert.ok(split.every((r) => rowPositions(r) <= two));
+  // every micro-batch within the budget, except a sequence that alone exceeds it
+  const tiny = microBatches(b, 8, 5, pack);
+  assert.equal(tiny.length, b.length, 'each sequence alone');
+  assert.deepEqual(rowsOf(tiny), b.map(() => 1));
+  const budget = 40;
+  for (const r of microBatches(b, 8, budget, pack)) assert.ok(rowPositions(r) <= budget || r.ids.length === 1, `${rowPositions(r)} positions`);
+});
+
+test('a position budget splits the update, not what it computes: the same loss, gradient norm and weights', async () => {
+  const run = async (microBatchTokens?: number) => {
+    const model = QwenModel.init(config, 4);
+    const trainer = new GrpoTrainer(model, undefined, 0.01);
+    const m = await trainer.step(batch(), { ...cfg, microBatch: 8, ...(microBatchTokens ? { microBatchTokens } : {}) });
+    trainer.optimizer.dispose();
+    const weights = new Map([...model.namedWeights()].map(([k, v]) => [k, Float32Array.from(v.data)]));
+    model.dispose();
+    return { m, weights };
+  };
+  assert.equal(microBatches(batch(), 8, undefined, (p) => packGrpo(p, 0)).length, 1);
+  assert.ok(microBatches(batch(), 8, 30, (p) => packGrpo(p, 0)).length >= 4, 'the budget splits the update');
+  const a = await run();
+  const c = await run(30);
+  const rel = (x: number, y: number) => Math.abs(x - y) / Math.max(1e-12, Math.abs(x));
+  assert.ok(rel(a.m.loss, c.m.loss) < 1e-4 && rel(a.m.gradNorm, c.m.gradNorm) < 1e-4, `${a.m.loss}/${c.m.loss}, ${a.m.gradNorm}/${c.m.gradNorm}`);
+  let worst = 0;
+  for (const [k, w] of a.weights) w.forEach((x, i) => (worst = Math.max(worst, Math.abs(x - c.weights.get(k)![i]!))));
+  assert.ok(worst < 0.2 * cfg.lr, `weights differ by up to ${worst}`);
 });
 
 const modes: Array<[string, 'cpu' | 'native', boolean]> = [['cpu', 'cpu', false], ['native, stack graph', 'native', true], ['native, layer by layer', 'native', false]];
