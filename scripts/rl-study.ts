@@ -411,6 +411,24 @@ async function ensureFrom(client: Client, store: ObjectStore, base: Cm2Config, c
   }
 }
 
+/**
+ * The SFT piece's adapter into the repository: with `--sft-adapter DIR` naming a folder that does not exist yet and
+ * S3 holding the LoRA adapter of `--from` (`runs/<from>/sft/adapter`, PEFT's files), the files are copied to DIR (and
+ * committed with --git-commit), so later pieces start from it on any machine.
+ */
+async function exportAdapter(store: ObjectStore, file: string): Promise<void> {
+  const dir = args['sft-adapter'] ? path.resolve(projectRoot, args['sft-adapter']) : '';
+  if (!dir || existsSync(path.join(dir, 'adapter_config.json'))) return;
+  const prefix = sftKeys.adapter(args.from!);
+  const keys = (await store.list(`${prefix}/`)).filter((k) => !k.endsWith('/'));
+  if (!keys.some((k) => k.endsWith('/adapter_config.json'))) return;
+  mkdirSync(dir, { recursive: true });
+  // the config last: its presence marks a complete folder
+  for (const k of keys.sort((a, b) => Number(a.endsWith('/adapter_config.json')) - Number(b.endsWith('/adapter_config.json')))) await store.getFile(k, path.join(dir, path.basename(k)));
+  log(`the SFT adapter s3://…/${prefix}/ → ${path.relative(projectRoot, dir)}/ (${keys.map((k) => path.basename(k)).join(', ')})`);
+  if (args['git-commit']) saveResults(file, readResults(file), `the SFT adapter of ${args.from}`, [dir]);
+}
+
 /** One BFCL evaluation of one policy, its own workflow (so a piece's BFCL is independent of the others'). */
 async function bfclOf(client: Client, cfg: Cm2Config, id: string, label: string, policy: PolicyRef): Promise<StudyFilePolicy['bfcl']> {
   const categories = args['bfcl-categories'].split(',').map((s) => s.trim()).filter(Boolean);
@@ -429,6 +447,7 @@ async function runPieces(client: Client, store: ObjectStore, base: Cm2Config, pl
   // a base or SFT policy recorded without BFCL (an earlier `--no-bfcl`) gets it now; an RL policy's checkpoint may be gone
   const bfclOnly = args['no-bfcl'] ? [] : plan.filter((p) => (!wanted || wanted.has(p.label)) && p.kind !== 'rl' && f.policies[p.label] && !f.policies[p.label]!.bfcl);
   log(`study ${path.relative(projectRoot, file)}: ${Object.keys(f.policies).length} policies recorded; this time: ${[...todo.map((p) => p.label), ...bfclOnly.map((p) => `BFCL of ${p.label}`)].join(', ') || 'nothing'}`);
+  await exportAdapter(store, file);
   if (todo.length || bfclOnly.length) await ensureFrom(client, store, base, ctx, [...todo, ...bfclOnly].some((p) => p.kind !== 'base'));
   if (bfclOnly.some((p) => p.kind === 'base') && ctx.baseDir) await uploadBase(store, path.resolve(projectRoot, ctx.baseDir), ctx.basePrefix);
   for (const p of bfclOnly) {

@@ -27,7 +27,11 @@ function study(args: string[], env: NodeJS.ProcessEnv = process.env): string {
 test('rl-study --results: the SFT and one RL piece on the same held-out prompts, recorded as they end, skipped when done, shown from the file alone', async () => {
   const from = uniqueId('stf');
   const cfg = testConfig(from, { rl: tinyRl({ steps: 2, eval: { prompts: 3, validation: 2, every: 2 } }) });
-  await writeRlFixture(cfg, testStore(cfg));
+  const store = testStore(cfg);
+  await writeRlFixture(cfg, store);
+  // what a LoRA SFT run leaves (runs/<from>/sft/adapter): exported into the repository by the first piece
+  await store.putJson(`runs/${from}/sft/adapter/adapter_config.json`, { peft_type: 'LORA', r: 8 });
+  await store.putBytes(`runs/${from}/sft/adapter/adapter_model.safetensors`, Buffer.from('weights'));
   const cfgFile = writeConfigFile(cfg);
   const dir = mkdtempSync(path.join(tmpdir(), 'cm2-study-'));
   const file = path.join(dir, 'tiny-study.json');
@@ -36,7 +40,10 @@ test('rl-study --results: the SFT and one RL piece on the same held-out prompts,
   const common = ['-c', cfgFile, '--from', from, '--id', id, '--results', file, '--seeds', '1', '--granularities', 'trajectory', '--no-bfcl', '--doc', doc];
   const worker = await startChildWorker(cfgFile);
   try {
-    study([...common, '--pieces', 'sft']);
+    const adapterDir = path.join(dir, 'sft-adapter');
+    study([...common, '--pieces', 'sft', '--sft-adapter', adapterDir]);
+    assert.deepEqual(JSON.parse(readFileSync(path.join(adapterDir, 'adapter_config.json'), 'utf8')), { peft_type: 'LORA', r: 8 });
+    assert.equal(readFileSync(path.join(adapterDir, 'adapter_model.safetensors'), 'utf8'), 'weights');
     let f = parseStudyFile(readFileSync(file, 'utf8'), file);
     assert.deepEqual(Object.keys(f.policies), ['sft'], 'only the piece asked for');
     assert.equal(f.prompts.length, 3);
