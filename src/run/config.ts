@@ -186,6 +186,8 @@ export const SftConfig = z.object({
   weightDecay: z.number().min(0).default(0.01).describe('AdamW weight decay.'),
   lora: LoraSettings.nullable().default(null)
     .describe('Train LoRA adapters on the base instead of every weight: checkpoints hold the adapter and its AdamW state; the final policy is the base with the adapter merged (`runs/<run.id>/sft/final`), the adapter itself is kept in PEFT\'s format (`runs/<run.id>/sft/adapter`). null = full fine-tuning.'),
+  initAdapter: z.string().min(1).nullable().default(null)
+    .describe('With `lora`: a PEFT adapter folder (adapter_config.json + adapter_model.safetensors, on the gpu workers\' disk, relative to the project root) the adapters start from instead of a fresh init, to continue an earlier SFT with a schedule of its own; its layout must be `lora`\'s. null = a fresh adapter.'),
   /** Tokens per training sequence (reference `cutoff_len` 12000). */
   maxSeqLen: z.number().int().positive().default(768).describe('Tokens per training sequence (reference `cutoff_len` 12000).'),
   seed: z.number().int().default(42).describe('Seed of the data order (and of the special-token initialisation).'),

@@ -104,3 +104,27 @@ test('the SFT stage imports a base the gpu worker lacks (sft.base.importFrom: a 
     await worker.kill('SIGTERM');
   }
 });
+
+test('a continued LoRA SFT (sft.initAdapter) starts from an earlier run\'s adapter; one of another layout is refused', async (t) => {
+  const dir = mkdtempSync(join(tmpdir(), 'cm2-sft-init-'));
+  t.after(() => rmSync(dir, { recursive: true, force: true }));
+  const examples = generateDemoDataset({ seed: 33, count: 24, brokenRate: 0 });
+  const lora = { rank: 4, alpha: 8, trainTokens: [3, 7] };
+  const cfg = testConfig(uniqueId('sft-init'), { sft: { ...tinySft, lora, peakLr: 2e-2, epochs: 2 } });
+  const store = testStore(cfg);
+  const source = runKey(cfg.run.id, 'data', 'cold_start.jsonl');
+  await store.putJsonl(source, examples);
+  await selectBackend(cfg.sft.backend);
+  const first = await runSft(store, { runId: cfg.run.id, sft: cfg.sft, sourceKey: source }, { log: () => undefined });
+  for (const f of ['adapter_config.json', 'adapter_model.safetensors']) await store.getFile(`${sftKeys.adapter(cfg.run.id)}/${f}`, join(dir, f));
+
+  const next = `${cfg.run.id}-next`;
+  const continued = await runSft(store, { runId: next, sft: { ...cfg.sft, epochs: 1, initAdapter: dir }, sourceKey: source }, { log: () => undefined });
+  const fresh = await runSft(store, { runId: `${cfg.run.id}-fresh`, sft: { ...cfg.sft, epochs: 1 }, sourceKey: source }, { log: () => undefined });
+  // the same data order and schedule: only the starting adapter differs
+  assert.ok(continued.losses[0]! < fresh.losses[0]!, `continued starts lower: ${continued.losses[0]} vs fresh ${fresh.losses[0]}`);
+  assert.ok(continued.losses[0]! < first.losses[0]!, `and below the first run's start: ${continued.losses[0]} vs ${first.losses[0]}`);
+
+  await assert.rejects(runSft(store, { runId: `${cfg.run.id}-bad`, sft: { ...cfg.sft, epochs: 1, lora: { ...cfg.sft.lora!, rank: 2 }, initAdapter: dir }, sourceKey: source }, { log: () => undefined }), /sft\.initAdapter .*: its layout .*"rank":4.* is not sft\.lora's .*"rank":2/);
+  await assert.rejects(runSft(store, { runId: `${cfg.run.id}-none`, sft: { ...cfg.sft, epochs: 1, initAdapter: join(dir, 'missing') }, sourceKey: source }, { log: () => undefined }), /sft\.initAdapter: .*missing: no adapter_config\.json/);
+});

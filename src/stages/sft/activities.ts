@@ -30,7 +30,7 @@ import { canonicalJson } from '../../llm/client';
 import { PolicySlot } from '../../model/policySlot';
 import { SftTrainer, type TrainerState } from './trainer';
 import { assignFromWeights, loadStoredHfModel, saveTrainingCheckpoint, uploadModelWeights, withCheckpoint } from '../../model/policyStore';
-import { ADAPTER_CONFIG, ADAPTER_WEIGHTS, LoraAdapter } from '../../model/lora';
+import { ADAPTER_CONFIG, ADAPTER_WEIGHTS, layoutOf, LoraAdapter } from '../../model/lora';
 import { applyLoraCheckpoint, isLoraCheckpoint, saveLoraCheckpoint } from '../../model/loraCheckpoint';
 import { loraTrainable } from '../../model/trainable';
 import type { AdamWState } from '../../model/optim/adamw';
@@ -217,7 +217,9 @@ export async function runSft(store: ObjectStore, input: z.infer<typeof SftTrainI
         const applied = await applyLoraCheckpoint(store, latest.manifestKey, latest.manifest, model, { optimizer: true });
         adapter = applied.adapter;
         restoredOptimizer = applied.optimizer;
-      } else adapter = LoraAdapter.create(model, sft.lora, sft.seed);
+      } else adapter = sft.initAdapter ? initialAdapter(model, sft.lora, sft.initAdapter) : LoraAdapter.create(model, sft.lora, sft.seed);
+    } else if (sft.initAdapter) {
+      throw ApplicationFailure.nonRetryable(`sft.initAdapter ${sft.initAdapter}: needs sft.lora (the adapter's layout)`, 'BadConfig');
     }
     const trainer = new SftTrainer(model, data, {
       epochs: sft.epochs, microBatch: sft.microBatch, gradAccum: sft.gradAccum, peakLr: sft.peakLr, warmupRatio: sft.warmupRatio,
@@ -414,3 +416,25 @@ export function createSftActivities(deps: ActivityDeps) {
 }
 
 export type SftActivities = ReturnType<typeof createSftActivities>;
+
+/**
+ * The adapter a continued SFT starts from (`sft.initAdapter`): a PEFT folder whose layout must be `sft.lora`'s (the
+ * same rank, alpha, targets and token rows), so the run trains and saves what its config says.
+ */
+function initialAdapter(model: QwenModel, lora: NonNullable<SftConfig['lora']>, dir: string): LoraAdapter {
+  const where = resolveFromRoot(dir);
+  let adapter: LoraAdapter;
+  try {
+    adapter = LoraAdapter.load(model, where);
+  } catch (e) {
+    throw ApplicationFailure.nonRetryable(`sft.initAdapter: ${(e as Error).message}`, 'BadConfig');
+  }
+  const want = layoutOf(lora);
+  const got = adapter.layout;
+  const key = (l: typeof want) => JSON.stringify({ rank: l.rank, alpha: l.alpha, rslora: l.rslora, targets: typeof l.targets === 'string' ? l.targets : [...l.targets].sort(), trainTokens: [...l.trainTokens].sort((a, b) => a - b) });
+  if (key(got) !== key(want)) {
+    adapter.dispose();
+    throw ApplicationFailure.nonRetryable(`sft.initAdapter ${dir}: its layout ${key(got)} is not sft.lora's ${key(want)}`, 'BadConfig');
+  }
+  return adapter;
+}
