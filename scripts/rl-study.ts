@@ -478,7 +478,7 @@ async function runPieces(client: Client, store: ObjectStore, base: Cm2Config, pl
         model: base.sft.base,
         data: base.data.source,
         ...(p.kind === 'rl' ? { rl: trainingSettings(rlInput(p.cfg).rl) } : {}),
-        ...(p.kind === 'sft' ? { sft: { epochs: base.sft.epochs, peakLr: base.sft.peakLr, lora: base.sft.lora, gradAccum: base.sft.gradAccum, microBatch: base.sft.microBatch, maxSeqLen: base.sft.maxSeqLen }, adapter: args['sft-adapter'] || null } : {}),
+        ...(p.kind === 'sft' ? { sft: { epochs: base.sft.epochs, peakLr: base.sft.peakLr, lora: base.sft.lora, initAdapter: base.sft.initAdapter, gradAccum: base.sft.gradAccum, microBatch: base.sft.microBatch, maxSeqLen: base.sft.maxSeqLen }, adapter: args['sft-adapter'] || null } : {}),
         heldOut: { prompts: p.cfg.rl.eval.prompts, samples: p.cfg.rl.eval.samples, temperature: p.cfg.rl.eval.temperature },
         ...(bfcl ? { bfcl: { categories: args['bfcl-categories'], limit: Number(args['bfcl-limit']), maxNewTokens: base.eval.bfcl.maxNewTokens } } : {}),
       },
