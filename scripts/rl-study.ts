@@ -349,6 +349,9 @@ function gitCommitOf(): string {
 
 const machineOf = (): string => `${os.cpus()[0]?.model?.trim() ?? 'unknown CPU'} × ${os.cpus().length}, ${Math.round(os.totalmem() / 2 ** 30)} GiB, ${os.platform()} ${os.arch()}`;
 
+/** Where and when a piece ran: the code, the machine, the time. */
+const provenance = (): { commit: string; machine: string; recordedAt: string } => ({ commit: gitCommitOf(), machine: machineOf(), recordedAt: new Date().toISOString() });
+
 function readResults(file: string): StudyFile {
   return existsSync(file) ? parseStudyFile(readFileSync(file, 'utf8'), path.relative(projectRoot, file)) : emptyStudyFile();
 }
@@ -484,9 +487,7 @@ async function runPieces(client: Client, store: ObjectStore, base: Cm2Config, pl
       },
       runId: p.runId,
       ...(policyRef ? { policyKey: 'prefix' in policyRef ? policyRef.prefix : JSON.stringify(policyRef) } : {}),
-      commit: gitCommitOf(),
-      machine: machineOf(),
-      recordedAt: new Date().toISOString(),
+      ...provenance(),
       ...(held.train ? { train: held.train } : {}),
       evals: held.evals,
     };
@@ -529,9 +530,7 @@ async function runSearch(client: Client, store: ObjectStore, base: Cm2Config, ct
     ...(held.train ? { train: held.train } : {}),
     evals: held.evals,
     runId,
-    commit: gitCommitOf(),
-    machine: machineOf(),
-    recordedAt: new Date().toISOString(),
+    ...provenance(),
     ...(args.note ? { note: args.note } : result.stopped ? { note: `stopped at step ${result.steps}` } : {}),
   };
   f = withSearch(readResults(file), name, entry);

@@ -98,8 +98,7 @@ export function parseStudyFile(text: string, file: string): StudyFile {
     const missing = r.data.validationPrompts.filter((u) => !(u in p.validation));
     if (missing.length) throw new Error(`${file}: searches.${name}.validation: no reward for ${missing.length} of the ${r.data.validationPrompts.length} validation prompts (first ${missing[0]})`);
   }
-  const both = r.data.validationPrompts.filter((u) => r.data.prompts.includes(u));
-  if (both.length) throw new Error(`${file}: validationPrompts: ${both.length} of them are held-out prompts too (first ${both[0]}): the search must not see the held-out prompts`);
+  disjoint(r.data, `${file}: validationPrompts`);
   return r.data;
 }
 
@@ -158,11 +157,16 @@ function samePrompts(got: readonly string[], study: readonly string[], what: str
   }
 }
 
-function disjoint(f: StudyFile): StudyFile {
+/** `f`, or an error (prefixed `where`) when some of its validation prompts are held-out prompts. */
+function disjoint(f: StudyFile, where = 'study'): StudyFile {
   const both = f.validationPrompts.filter((u) => f.prompts.includes(u));
-  if (both.length) throw new Error(`study: ${both.length} validation prompts are held-out prompts too (first ${both[0]}): the search must not see the held-out prompts`);
+  if (both.length) throw new Error(`${where}: ${both.length} validation prompts are held-out prompts too (first ${both[0]}): the search must not see the held-out prompts`);
   return f;
 }
+
+/** A policy's BFCL counts summed over its categories. */
+export const bfclTotal = (b: Record<string, { correct: number; total: number }>): { correct: number; total: number } =>
+  Object.values(b).reduce((a, c) => ({ correct: a.correct + c.correct, total: a.total + c.total }), { correct: 0, total: 0 });
 
 export interface PolicyStats {
   n: number;
@@ -266,8 +270,7 @@ export function studyFileMarkdown(f: StudyFile, opts: { title?: string } = {}): 
     const pct = (c?: { correct: number; total: number }): string => (c && c.total > 0 ? `${((100 * c.correct) / c.total).toFixed(1)}% (${c.correct}/${c.total})` : '–');
     lines.push('', 'BFCL (greedy):', '', `| category | ${withBfcl.join(' | ')} |`, `|---|${withBfcl.map(() => '---').join('|')}|`);
     for (const c of cats) lines.push(`| ${c} | ${withBfcl.map((n) => pct(f.policies[n]!.bfcl![c])).join(' | ')} |`);
-    const total = (n: string) => Object.values(f.policies[n]!.bfcl!).reduce((a, c) => ({ correct: a.correct + c.correct, total: a.total + c.total }), { correct: 0, total: 0 });
-    lines.push(`| **overall** | ${withBfcl.map((n) => pct(total(n))).join(' | ')} |`);
+    lines.push(`| **overall** | ${withBfcl.map((n) => pct(bfclTotal(f.policies[n]!.bfcl!))).join(' | ')} |`);
   }
   lines.push(...searchMarkdown(f));
   const notes = names.filter((n) => f.policies[n]!.note);

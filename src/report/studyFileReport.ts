@@ -9,10 +9,9 @@
 import { barChart, groupedBarChart } from './barChart';
 import { promptMeanStats } from '../stages/rl/heldOut';
 import { lineChart } from './svg';
-import { paired, policyStats, type StudyFile } from './studyFile';
+import { bfclTotal, paired, policyStats, type StudyFile } from './studyFile';
 import type { ReportDataInput } from './types';
 
-const total = (b: Record<string, { correct: number; total: number }>) => Object.values(b).reduce((a, c) => ({ correct: a.correct + c.correct, total: a.total + c.total }), { correct: 0, total: 0 });
 const acc = (c: { correct: number; total: number }) => ({ ...c, accuracy: c.total > 0 ? c.correct / c.total : 0 });
 const rlNames = (f: StudyFile): string[] => Object.keys(f.policies).filter((n) => f.policies[n]!.kind === 'rl');
 /** The policy an RL policy is compared with: the one it started from, when the file has it. */
@@ -47,7 +46,7 @@ export function studyFileReportData(f: StudyFile, opts: { name: string; generate
       evals: rl.flatMap((n) => [...sftEval, ...(f.policies[n]!.evals ?? []).filter((e) => e.step > 0).map((e) => ({ step: e.step, rewardMean: e.mean, ...(e.se !== null ? { rewardSe: e.se } : {}) }))].map((e) => ({ series: n, ...e }))),
       passByFocus: [],
     },
-    bfcl: names.filter((n) => f.policies[n]!.bfcl).map((n) => ({ policy: n, overall: acc(total(f.policies[n]!.bfcl!)), categories: Object.fromEntries(Object.entries(f.policies[n]!.bfcl!).map(([c, v]) => [c, acc(v)])) })),
+    bfcl: names.filter((n) => f.policies[n]!.bfcl).map((n) => ({ policy: n, overall: acc(bfclTotal(f.policies[n]!.bfcl!)), categories: Object.fromEntries(Object.entries(f.policies[n]!.bfcl!).map(([c, v]) => [c, acc(v)])) })),
     study: {
       settings: {
         'held-out prompts': `${f.prompts.length}, greedy, the same for every policy`,
@@ -135,7 +134,7 @@ export function studyFileSvgs(f: StudyFile): Record<string, string> {
       categories: rows,
       groups: withBfcl.map((n) => ({ name: n, values: rows.map((c) => {
         const b = f.policies[n]!.bfcl!;
-        const v = c === 'overall' ? total(b) : b[c];
+        const v = c === 'overall' ? bfclTotal(b) : b[c];
         return v && v.total > 0 ? v.correct / v.total : Number.NaN;
       }) })),
       horizontal: true,
