@@ -61,7 +61,7 @@ import { canonicalJson } from '../src/llm/client';
 import { useLocalInfraEnv } from '../src/infra/localInfra';
 import { type ObjectStore } from '../src/storage/store';
 import { checklistKeys, rlKeys, runKey, sftKeys, stageWorkflowId } from '../src/run/layout';
-import { heldOutSummary, readRlRows } from '../src/report/collect';
+import { heldOutSummary, lastEvalEpisodes as episodesOf, readRlRows } from '../src/report/collect';
 import { renderReport } from '../src/report/html';
 import { StudyResult, studyMarkdown, studyReportData, upsertStudyBlock, type StudyPolicy } from '../src/report/study';
 import { ReportData } from '../src/report/types';
@@ -372,7 +372,7 @@ function saveResults(file: string, f: StudyFile, piece: string, extra: string[] 
 }
 
 /** The last held-out evaluation of a run: per-prompt rewards from its advantage rows, and the run's curves. */
-async function heldOutOf(store: ObjectStore, runId: string): Promise<Pick<StudyFilePolicy, 'heldOut' | 'train' | 'evals'> & { step: number }> {
+async function heldOutOf(store: ObjectStore, runId: string): Promise<Pick<StudyFilePolicy, 'heldOut' | 'train' | 'evals' | 'episodes'> & { step: number }> {
   const rows = await readRlRows(store, runId);
   const h = heldOutSummary(rows);
   const last = h.evals.at(-1);
@@ -380,7 +380,28 @@ async function heldOutOf(store: ObjectStore, runId: string): Promise<Pick<StudyF
   const key = rlKeys.advantages(rlKeys.eval(runId, last.step));
   const file = await store.getJson<{ rows?: { id: string; reward?: number }[] }>(key);
   const train = rows.flatMap((r) => (r.kind === 'step' ? [{ step: r.step, mean: r.reward.mean, std: r.reward.std, ...(r.kl !== undefined ? { kl: r.kl } : {}) }] : []));
-  return { step: last.step, heldOut: promptRewards(file.rows ?? [], key), evals: h.evals.map((e) => ({ step: e.step, mean: e.mean, se: e.se })), ...(train.length ? { train } : {}) };
+  const episodes = episodesOf(rows);
+  return { step: last.step, heldOut: promptRewards(file.rows ?? [], key), evals: h.evals.map((e) => ({ step: e.step, mean: e.mean, se: e.se })), ...(train.length ? { train } : {}), ...(episodes ? { episodes } : {}) };
+}
+
+/**
+ * Policies and search runs recorded before the file kept the format figures get them from their run's metrics, when
+ * S3 still has it (a fresh machine does not: they stay without).
+ */
+async function addMissingEpisodes(store: ObjectStore, file: string): Promise<void> {
+  let f = readResults(file);
+  const added: string[] = [];
+  for (const [name, p] of Object.entries(f.policies)) {
+    if (p.episodes || !p.runId) continue;
+    const episodes = episodesOf(await readRlRows(store, p.runId).catch(() => []));
+    if (episodes) { f = { ...f, policies: { ...f.policies, [name]: { ...p, episodes } } }; added.push(name); }
+  }
+  for (const [name, r] of Object.entries(f.searches)) {
+    if (r.episodes || !r.runId) continue;
+    const episodes = episodesOf(await readRlRows(store, r.runId).catch(() => []));
+    if (episodes) { f = { ...f, searches: { ...f.searches, [name]: { ...r, episodes } } }; added.push(`search ${name}`); }
+  }
+  if (added.length) saveResults(file, f, `the format figures of ${added.join(', ')}`);
 }
 
 /**
@@ -449,6 +470,8 @@ async function runPieces(client: Client, store: ObjectStore, base: Cm2Config, pl
   const todo = plan.filter((p) => (!wanted || wanted.has(p.label)) && !f.policies[p.label]);
   // a base or SFT policy recorded without BFCL (an earlier `--no-bfcl`) gets it now; an RL policy's checkpoint may be gone
   const bfclOnly = args['no-bfcl'] ? [] : plan.filter((p) => (!wanted || wanted.has(p.label)) && p.kind !== 'rl' && f.policies[p.label] && !f.policies[p.label]!.bfcl);
+  await addMissingEpisodes(store, file);
+  f = readResults(file);
   log(`study ${path.relative(projectRoot, file)}: ${Object.keys(f.policies).length} policies recorded; this time: ${[...todo.map((p) => p.label), ...bfclOnly.map((p) => `BFCL of ${p.label}`)].join(', ') || 'nothing'}`);
   await exportAdapter(store, file);
   if (todo.length || bfclOnly.length) await ensureFrom(client, store, base, ctx, [...todo, ...bfclOnly].some((p) => p.kind !== 'base'));
@@ -490,6 +513,7 @@ async function runPieces(client: Client, store: ObjectStore, base: Cm2Config, pl
       ...provenance(),
       ...(held.train ? { train: held.train } : {}),
       evals: held.evals,
+      ...(held.episodes ? { episodes: held.episodes } : {}),
     };
     f = withPolicy(readResults(file), p.label, entry); // re-read: another piece may have been recorded meanwhile
     saveResults(file, f, `${p.label} (${((Date.now() - t0) / 60000).toFixed(0)} min)`);
@@ -513,6 +537,7 @@ async function runSearch(client: Client, store: ObjectStore, base: Cm2Config, ct
     writeStudyOutputs(file, f);
     return;
   }
+  await addMissingEpisodes(store, file);
   await ensureFrom(client, store, base, ctx, true);
   const runId = `${ctx.id}-search-${name}`;
   const cfg: Cm2Config = {
@@ -529,6 +554,7 @@ async function runSearch(client: Client, store: ObjectStore, base: Cm2Config, ct
     validation: held.heldOut,
     ...(held.train ? { train: held.train } : {}),
     evals: held.evals,
+    ...(held.episodes ? { episodes: held.episodes } : {}),
     runId,
     ...provenance(),
     ...(args.note ? { note: args.note } : result.stopped ? { note: `stopped at step ${result.steps}` } : {}),

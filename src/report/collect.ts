@@ -66,6 +66,9 @@ const RlRow = z.union([
     /** Rollouts that failed (judge or tool environment), scored 0 in `rewardMean`. */
     failed: z.number().optional(),
     judge: JudgeStats.optional(),
+    passByFocus: PassByFocus.optional(),
+    /** How the evaluated episodes ended, counted per reason. */
+    endReasons: z.record(z.string(), z.number()).optional(),
     seconds: z.record(z.string(), z.number()).optional(),
   }),
 ]);
@@ -101,6 +104,16 @@ export interface HeldOutSummary {
   /** (RL − SFT) / √(SE_SFT² + SE_RL²): how many standard errors apart the two means are (unpaired); null without SEs. */
   z: number | null;
   evals: HeldOutEval[];
+}
+
+/**
+ * The format figures of a run's last evaluation: checklist items passed per focus and the episodes' end reasons
+ * (undefined when its row predates them).
+ */
+export function lastEvalEpisodes(rows: readonly RlRow[]): { passByFocus: Record<string, { passed: number; total: number }>; endReasons: Record<string, number> } | undefined {
+  const last = rows.filter((r): r is Extract<RlRow, { kind: 'eval' }> => r.kind === 'eval').at(-1);
+  if (!last?.passByFocus || !last.endReasons) return undefined;
+  return { passByFocus: last.passByFocus, endReasons: last.endReasons };
 }
 
 /** The held-out summary of RL metrics rows (pure; a step evaluated twice, e.g. after a retry, counts once: the last). */

@@ -13,6 +13,16 @@ import { promptMeanStats } from '../stages/rl/heldOut';
 
 const Count = z.object({ correct: z.number().int().nonnegative(), total: z.number().int().nonnegative() });
 
+/**
+ * What the evaluated episodes did, from the evaluation's metrics row: checklist items passed per focus (the tool calls,
+ * the tool results, the replies) and how many episodes ended for each reason (`error_tool_call`: a broken call).
+ */
+export const StudyEpisodes = z.object({
+  passByFocus: z.record(z.string(), z.object({ passed: z.number().int().nonnegative(), total: z.number().int().nonnegative() })),
+  endReasons: z.record(z.string(), z.number().int().nonnegative()),
+}).strict();
+export type StudyEpisodes = z.infer<typeof StudyEpisodes>;
+
 export const StudyFilePolicy = z.object({
   kind: z.enum(['base', 'sft', 'rl']),
   granularity: z.enum(['trajectory', 'turn', 'step']).nullable(),
@@ -36,6 +46,8 @@ export const StudyFilePolicy = z.object({
   /** Training reward and KL per RL step, and the held-out means along the way, for the plots. */
   train: z.array(z.object({ step: z.number().int().positive(), mean: z.number(), std: z.number().nonnegative(), kl: z.number().optional() })).optional(),
   evals: z.array(z.object({ step: z.number().int().nonnegative(), mean: z.number(), se: z.number().nullable() })).optional(),
+  /** What its held-out episodes did (the format figures): items passed per focus, end reasons. */
+  episodes: StudyEpisodes.optional(),
   /** Free text: what happened (a stopped run, a failure), recorded with the numbers. */
   note: z.string().optional(),
 }).strict();
@@ -54,6 +66,8 @@ export const StudySearch = z.object({
   validation: z.record(z.string(), z.number()),
   train: z.array(z.object({ step: z.number().int().positive(), mean: z.number(), std: z.number().nonnegative(), kl: z.number().optional() })).optional(),
   evals: z.array(z.object({ step: z.number().int().nonnegative(), mean: z.number(), se: z.number().nullable() })).optional(),
+  /** What its validation episodes did at the last evaluation. */
+  episodes: StudyEpisodes.optional(),
   runId: z.string().optional(),
   commit: z.string().optional(),
   machine: z.string().optional(),
@@ -264,6 +278,7 @@ export function studyFileMarkdown(f: StudyFile, opts: { title?: string } = {}): 
     }
     lines.push(`| ${name} | ${kind} | ${p.from ?? '–'} | ${p.steps} | ${f4(s.mean)}${s.se === null ? '' : ` ± ${f4(s.se)}`} | ${vs} | ${wl} | ${unpaired} |`);
   }
+  lines.push(...episodesMarkdown(names.flatMap((n) => (f.policies[n]!.episodes ? [[n, f.policies[n]!.episodes!] as const] : [])), f.prompts.length));
   const withBfcl = names.filter((n) => f.policies[n]!.bfcl);
   if (withBfcl.length) {
     const cats = [...new Set(withBfcl.flatMap((n) => Object.keys(f.policies[n]!.bfcl!)))];
@@ -280,6 +295,32 @@ export function studyFileMarkdown(f: StudyFile, opts: { title?: string } = {}): 
     for (const l of f.log) lines.push(`- ${l.at.slice(0, 10)}, ${l.piece}: ${l.text}`);
   }
   return lines.join('\n');
+}
+
+/** Column names of the checklist's focus fields (spec §5), others as they are. */
+const FOCUS_NAMES: Record<string, string> = {
+  'assistant.tool_calls': 'tool-call items',
+  'tool.content': 'tool-result items',
+  'assistant.content.user_visible_reply': 'reply items',
+};
+/** End reasons first in this order, others after them. */
+const END_ORDER = ['error_tool_call', 'turn_control', 'final_turn', 'max_assistant_turns'];
+
+/**
+ * The format figures: per policy, the checklist items passed per focus and how its episodes ended (`error_tool_call`
+ * is a malformed call, an unknown tool or a schema error), columns as the recorded policies have them.
+ */
+export function episodesMarkdown(rows: ReadonlyArray<readonly [string, StudyEpisodes]>, prompts: number): string[] {
+  if (!rows.length) return [];
+  const focus = [...new Set(rows.flatMap(([, e]) => Object.keys(e.passByFocus)))]
+    .sort((a, b) => (Object.keys(FOCUS_NAMES).indexOf(a) + 1 || 99) - (Object.keys(FOCUS_NAMES).indexOf(b) + 1 || 99));
+  const ends = [...new Set(rows.flatMap(([, e]) => Object.keys(e.endReasons)))]
+    .sort((a, b) => (END_ORDER.indexOf(a) + 1 || 99) - (END_ORDER.indexOf(b) + 1 || 99) || a.localeCompare(b));
+  const pct = (c?: { passed: number; total: number }) => (c && c.total > 0 ? `${c.passed}/${c.total} (${((100 * c.passed) / c.total).toFixed(0)}%)` : '–');
+  const lines = ['', `What the ${prompts} episodes did: checklist items passed by focus, and how the episodes ended (\`error_tool_call\`: a malformed call, an unknown tool or a schema error).`, ''];
+  lines.push(`| policy | ${[...focus.map((k) => FOCUS_NAMES[k] ?? k), ...ends.map((k) => `ended: ${k}`)].join(' | ')} |`, `|---|${[...focus, ...ends].map(() => '---|').join('')}`);
+  for (const [n, e] of rows) lines.push(`| ${n} | ${[...focus.map((k) => pct(e.passByFocus[k])), ...ends.map((k) => String(e.endReasons[k] ?? 0))].join(' | ')} |`);
+  return lines;
 }
 
 /** Flattens settings to `a.b.c → JSON value` for a diff. */
@@ -308,6 +349,7 @@ function searchMarkdown(f: StudyFile): string[] {
     const last = r.train?.at(-1);
     lines.push(`| ${n} | ${keys.map((k) => (r.steps > 0 ? (flats[n]![k] ?? '–') : '–')).join(' | ')} | ${r.steps} | ${f4(st.mean)}${st.se === null ? '' : ` ± ${f4(st.se)}`} | ${d ? `${signed(d.diff)}${d.se === null ? '' : ` ± ${f4(d.se)}`} (${zs(d.z)} SE)` : '–'} | ${d ? `${d.wins} / ${d.losses} / ${d.ties}` : '–'} | ${last ? `${f4(last.mean)} (step ${last.step})` : '–'} |`);
   }
+  lines.push(...episodesMarkdown(names.flatMap((n) => (f.searches[n]!.episodes ? [[n, f.searches[n]!.episodes!] as const] : [])), f.validationPrompts.length));
   const notes = names.filter((n) => f.searches[n]!.note);
   if (notes.length) lines.push('', ...notes.map((n) => `- ${n}: ${f.searches[n]!.note}`));
   return lines;

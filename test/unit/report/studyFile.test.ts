@@ -103,3 +103,22 @@ test('the search is recorded on validation prompts of its own, disjoint from the
   delete old.validationPrompts;
   assert.deepEqual(parseStudyFile(JSON.stringify(old), 'x.json').searches, {});
 });
+
+test('the format figures: items passed per focus and how the episodes ended, per policy and per search run, round-tripped', () => {
+  const episodes = (calls: number, broken: number) => ({
+    passByFocus: { 'assistant.content.user_visible_reply': { passed: 10, total: 40 }, 'assistant.tool_calls': { passed: calls, total: 20 } },
+    endReasons: { turn_control: 4 - broken, error_tool_call: broken },
+  });
+  let f = withPolicy(emptyStudyFile(), 'base', policy('base', [0, 0, 0, 0]));
+  f = withPolicy(f, 'sft', policy('sft', [0.1, 0.5, 0.3, 0.9], { episodes: episodes(5, 3) }));
+  f = withPolicy(f, 'trajectory-s1', policy('rl', [0.2, 0.6, 0.3, 1.0], { episodes: { ...episodes(12, 1), endReasons: { turn_control: 2, error_tool_call: 1, max_assistant_turns: 1 } } }));
+  assert.deepEqual(parseStudyFile(studyFileText(f), 'x.json'), f);
+  const md = studyFileMarkdown(f);
+  assert.match(md, /What the 4 episodes did/);
+  // the focus columns in a fixed order (tool calls first), end reasons with the broken calls first, a policy without figures left out
+  assert.match(md, /\| policy \| tool-call items \| reply items \| ended: error_tool_call \| ended: turn_control \| ended: max_assistant_turns \|/);
+  assert.match(md, /\| sft \| 5\/20 \(25%\) \| 10\/40 \(25%\) \| 3 \| 1 \| 0 \|/);
+  assert.match(md, /\| trajectory-s1 \| 12\/20 \(60%\) \| 10\/40 \(25%\) \| 1 \| 2 \| 1 \|/);
+  assert.doesNotMatch(md, /\| base \| \d+\/\d+/);
+  assert.throws(() => parseStudyFile(JSON.stringify({ ...JSON.parse(studyFileText(f)), policies: { sft: { ...f.policies.sft, episodes: { passByFocus: {}, endReasons: { x: 1.5 } } } } }), 'x.json'), /x.json: policies\.sft\.episodes\.endReasons\.x/);
+});

@@ -5,7 +5,7 @@
  */
 import { describe, test } from 'node:test';
 import assert from 'node:assert/strict';
-import { buildReport, heldOutSummary, type RlRow, type RunSources } from '../../../../src/report/collect';
+import { buildReport, heldOutSummary, lastEvalEpisodes, type RlRow, type RunSources } from '../../../../src/report/collect';
 import { renderReport } from '../../../../src/report/html';
 import { ReportData } from '../../../../src/report/types';
 import { formatFailed, formatMeanSe, promptMeanStats } from '../../../../src/stages/rl/heldOut';
@@ -65,6 +65,13 @@ describe('held-out summary (cm2 status --json, the run end line)', () => {
     close(h.z, 0.05 / Math.sqrt(0.01 ** 2 + 0.015 ** 2));
     assert.deepEqual(h.evals.map((e) => [e.step, e.mean, e.se, e.n]), [[0, 0.05, 0.01, 32], [5, 0.08, 0.012, 32], [10, 0.1, 0.015, 32]]);
     assert.equal(heldOutLine(h), 'held-out mean checklist reward: SFT 0.0500 ± 0.0100 → RL 0.1000 ± 0.0150 (step 10; 32 prompts, ± one standard error; difference +2.8 standard errors)');
+  });
+
+  test('the format figures come from the last evaluation row; a row that predates them gives none', () => {
+    const figures = { passByFocus: { 'assistant.tool_calls': { passed: 14, total: 105 } }, endReasons: { error_tool_call: 23, turn_control: 41 } };
+    assert.deepEqual(lastEvalEpisodes([{ kind: 'eval', step: 0, rewardMean: 0.1, passByFocus: { x: { passed: 0, total: 1 } }, endReasons: { final_turn: 1 } }, ...rows.slice(0, 2), { kind: 'eval', step: 8, rewardMean: 0.2, ...figures }]), figures);
+    assert.equal(lastEvalEpisodes(rows), undefined);
+    assert.equal(lastEvalEpisodes([]), undefined);
   });
 
   test('rows of older runs (no standard error) still give the means', () => {
