@@ -69,7 +69,10 @@ import { evalWorkflow, type EvalResult, type EvalWorkflowInput } from '../src/st
 import { rlStatusQuery, type RlResult, type RlWorkflowInput } from '../src/stages/rl/workflow';
 import { type PolicyRef } from '../src/model/policyStore';
 import { studyFileReportData, studyFileSvgs } from '../src/report/studyFileReport';
-import { emptyStudyFile, parseStudyFile, promptRewards, studyFileMarkdown, studyFileText, withPolicy, withSearch, type StudyFile, type StudyFilePolicy, type StudySearch } from '../src/report/studyFile';
+import { emptyStudyFile, parseStudyFile, promptRewards, studyFileMarkdown, studyFileText, withPolicy, withSearch, type StudyEpisodes, type StudyFile, type StudyFilePolicy, type StudySearch } from '../src/report/studyFile';
+import { firstStepCounts } from '../src/report/firstStep';
+import { RolloutFile } from '../src/stages/rl/shapes';
+import type { Example } from '../src/kernel/schema';
 import { importBaseIfMissing } from '../src/stages/sft/activities';
 import { modelMergeCommand } from '../src/cli/modelCommand';
 import { selectBackend } from '../src/model/backend';
@@ -380,8 +383,33 @@ async function heldOutOf(store: ObjectStore, runId: string): Promise<Pick<StudyF
   const key = rlKeys.advantages(rlKeys.eval(runId, last.step));
   const file = await store.getJson<{ rows?: { id: string; reward?: number }[] }>(key);
   const train = rows.flatMap((r) => (r.kind === 'step' ? [{ step: r.step, mean: r.reward.mean, std: r.reward.std, ...(r.kl !== undefined ? { kl: r.kl } : {}) }] : []));
-  const episodes = episodesOf(rows);
+  const episodes = await withFirstStep(store, runId, last.step, episodesOf(rows));
   return { step: last.step, heldOut: promptRewards(file.rows ?? [], key), evals: h.evals.map((e) => ({ step: e.step, mean: e.mean, se: e.se })), ...(train.length ? { train } : {}), ...(episodes ? { episodes } : {}) };
+}
+
+/**
+ * Adds the first-step outcomes of an evaluation (its finished rollouts against the run's examples) to its format
+ * figures; left out, with a line in the log, when S3 no longer has the rollouts.
+ */
+async function withFirstStep(store: ObjectStore, runId: string, step: number, episodes: StudyEpisodes | undefined): Promise<StudyEpisodes | undefined> {
+  if (!episodes) return episodes;
+  const folder = rlKeys.eval(runId, step);
+  try {
+    const phases = (await store.list(`${folder}/`)).filter((k) => /\/phase-\d+\.json$/.test(k)).sort();
+    const key = (await store.exists(rlKeys.merged(folder))) ? rlKeys.merged(folder) : phases.at(-1);
+    if (!key) throw new Error(`no rollouts in ${folder}/`);
+    const { rollouts } = await store.getJson(key, RolloutFile);
+    const examples = new Map((await store.getText(rlKeys.folder(runId, 'data', 'examples.jsonl'))).split('\n').filter((l) => l.trim()).map((l) => {
+      const e = JSON.parse(l) as Example;
+      return [e.uuid, e] as const;
+    }));
+    const { counts, unmatched } = firstStepCounts(rollouts, examples);
+    if (unmatched) log(`${runId}: ${unmatched} episode(s) of step ${step} without a first step or an example, left out of the first-step counts`);
+    return { ...episodes, firstStep: counts };
+  } catch (e) {
+    log(`${runId}: first-step outcomes left out (${(e as Error).message.split('\n')[0]})`);
+    return episodes;
+  }
 }
 
 /**
@@ -391,14 +419,20 @@ async function heldOutOf(store: ObjectStore, runId: string): Promise<Pick<StudyF
 async function addMissingEpisodes(store: ObjectStore, file: string): Promise<void> {
   let f = readResults(file);
   const added: string[] = [];
+  const figures = async (runId: string, had?: StudyEpisodes): Promise<StudyEpisodes | undefined> => {
+    const rows = await readRlRows(store, runId).catch(() => []);
+    const step = rows.filter((r) => r.kind === 'eval').at(-1)?.step;
+    const got = step === undefined ? undefined : await withFirstStep(store, runId, step, had ?? episodesOf(rows));
+    return got?.firstStep || !had ? got : undefined;
+  };
   for (const [name, p] of Object.entries(f.policies)) {
-    if (p.episodes || !p.runId) continue;
-    const episodes = episodesOf(await readRlRows(store, p.runId).catch(() => []));
+    if (p.episodes?.firstStep || !p.runId) continue;
+    const episodes = await figures(p.runId, p.episodes);
     if (episodes) { f = { ...f, policies: { ...f.policies, [name]: { ...p, episodes } } }; added.push(name); }
   }
   for (const [name, r] of Object.entries(f.searches)) {
-    if (r.episodes || !r.runId) continue;
-    const episodes = episodesOf(await readRlRows(store, r.runId).catch(() => []));
+    if (r.episodes?.firstStep || !r.runId) continue;
+    const episodes = await figures(r.runId, r.episodes);
     if (episodes) { f = { ...f, searches: { ...f.searches, [name]: { ...r, episodes } } }; added.push(`search ${name}`); }
   }
   if (added.length) saveResults(file, f, `the format figures of ${added.join(', ')}`);

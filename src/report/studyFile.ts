@@ -10,6 +10,7 @@
  */
 import { z } from 'zod';
 import { promptMeanStats } from '../stages/rl/heldOut';
+import { FIRST_STEP_KINDS } from './firstStep';
 
 const Count = z.object({ correct: z.number().int().nonnegative(), total: z.number().int().nonnegative() });
 
@@ -20,6 +21,8 @@ const Count = z.object({ correct: z.number().int().nonnegative(), total: z.numbe
 export const StudyEpisodes = z.object({
   passByFocus: z.record(z.string(), z.object({ passed: z.number().int().nonnegative(), total: z.number().int().nonnegative() })),
   endReasons: z.record(z.string(), z.number().int().nonnegative()),
+  /** The first step against the reference dialogue, counted per outcome (src/report/firstStep.ts). */
+  firstStep: z.partialRecord(z.enum(FIRST_STEP_KINDS), z.number().int().nonnegative()).optional(),
 }).strict();
 export type StudyEpisodes = z.infer<typeof StudyEpisodes>;
 
@@ -320,6 +323,13 @@ export function episodesMarkdown(rows: ReadonlyArray<readonly [string, StudyEpis
   const lines = ['', `What the ${prompts} episodes did: checklist items passed by focus, and how the episodes ended (\`error_tool_call\`: a malformed call, an unknown tool or a schema error).`, ''];
   lines.push(`| policy | ${[...focus.map((k) => FOCUS_NAMES[k] ?? k), ...ends.map((k) => `ended: ${k}`)].join(' | ')} |`, `|---|${[...focus, ...ends].map(() => '---|').join('')}`);
   for (const [n, e] of rows) lines.push(`| ${n} | ${[...focus.map((k) => pct(e.passByFocus[k])), ...ends.map((k) => String(e.endReasons[k] ?? 0))].join(' | ')} |`);
+  const first = rows.filter(([, e]) => e.firstStep);
+  if (first.length) {
+    const kinds = FIRST_STEP_KINDS.filter((k) => first.some(([, e]) => e.firstStep![k]));
+    lines.push('', 'The first step against the reference dialogue (episodes per outcome):', '');
+    lines.push(`| policy | ${kinds.join(' | ')} |`, `|---|${kinds.map(() => '---|').join('')}`);
+    for (const [n, e] of first) lines.push(`| ${n} | ${kinds.map((k) => String(e.firstStep![k] ?? 0)).join(' | ')} |`);
+  }
   return lines;
 }
 

@@ -120,5 +120,13 @@ test('the format figures: items passed per focus and how the episodes ended, per
   assert.match(md, /\| sft \| 5\/20 \(25%\) \| 10\/40 \(25%\) \| 3 \| 1 \| 0 \|/);
   assert.match(md, /\| trajectory-s1 \| 12\/20 \(60%\) \| 10\/40 \(25%\) \| 1 \| 2 \| 1 \|/);
   assert.doesNotMatch(md, /\| base \| \d+\/\d+/);
+  assert.doesNotMatch(md, /The first step against the reference/, 'no first-step table until a policy has the counts');
+  f = withPolicy(f, 'sft', { ...f.policies.sft!, episodes: { ...episodes(5, 3), firstStep: { 'right tool, same arguments': 1, 'wrong tool, the first offered': 2, 'broken call': 1 } } });
+  f = withPolicy(f, 'trajectory-s1', { ...f.policies['trajectory-s1']!, episodes: { ...episodes(12, 1), firstStep: { 'right tool, same arguments': 3, 'reply, as the reference': 1 } } });
+  assert.deepEqual(parseStudyFile(studyFileText(f), 'x.json'), f);
+  const md2 = studyFileMarkdown(f);
+  // the outcomes some policy has, in the fixed order
+  assert.match(md2, /\| policy \| right tool, same arguments \| wrong tool, the first offered \| broken call \| reply, as the reference \|\n\|---\|---\|---\|---\|---\|\n\| sft \| 1 \| 2 \| 1 \| 0 \|\n\| trajectory-s1 \| 3 \| 0 \| 0 \| 1 \|/);
+  assert.throws(() => parseStudyFile(JSON.stringify({ ...JSON.parse(studyFileText(f)), policies: { sft: { ...f.policies.sft, episodes: { ...episodes(1, 1), firstStep: { 'a guess': 1 } } } } }), 'x.json'), /x.json: policies\.sft\.episodes\.firstStep/);
   assert.throws(() => parseStudyFile(JSON.stringify({ ...JSON.parse(studyFileText(f)), policies: { sft: { ...f.policies.sft, episodes: { passByFocus: {}, endReasons: { x: 1.5 } } } } }), 'x.json'), /x.json: policies\.sft\.episodes\.endReasons\.x/);
 });
