@@ -10,6 +10,7 @@ import { barChart, groupedBarChart } from './barChart';
 import { promptMeanStats } from '../stages/rl/heldOut';
 import { lineChart } from './svg';
 import { bfclTotal, paired, policyStats, type StudyFile } from './studyFile';
+import { FIRST_STEP_KINDS } from './firstStep';
 import type { ReportDataInput } from './types';
 
 const acc = (c: { correct: number; total: number }) => ({ ...c, accuracy: c.total > 0 ? c.correct / c.total : 0 });
@@ -124,6 +125,22 @@ export function studyFileSvgs(f: StudyFile): Record<string, string> {
         }),
       });
     }
+  }
+  const withFirst = names.filter((n) => f.policies[n]!.episodes?.firstStep);
+  if (withFirst.length) {
+    const counts = (n: string) => f.policies[n]!.episodes!.firstStep!;
+    const kinds = FIRST_STEP_KINDS.filter((k) => withFirst.some((n) => counts(n)[k]));
+    out.firststep = groupedBarChart({
+      title: 'The first step of each held-out episode against the reference dialogue (share of episodes)',
+      categories: [...kinds],
+      groups: withFirst.map((n) => {
+        const total = Object.values(counts(n)).reduce((a, b) => a + (b ?? 0), 0);
+        return { name: n, values: kinds.map((k) => (total > 0 ? (counts(n)[k] ?? 0) / total : Number.NaN)) };
+      }),
+      horizontal: true,
+      valueFormat: 'percent',
+      yMax: 1,
+    });
   }
   const withBfcl = names.filter((n) => f.policies[n]!.bfcl);
   if (withBfcl.length) {

@@ -58,3 +58,15 @@ test('the stand-alone charts: held-out per policy, paired Δ, curves and BFCL, e
   assert.deepEqual(Object.keys(studyFileSvgs(only)), ['heldout']);
   assert.deepEqual(studyFileSvgs(emptyStudyFile()), {});
 });
+
+test('the first-step chart: the share of episodes per outcome, for the policies that have the counts, outcomes none has left out', () => {
+  let f = study();
+  const figures = (firstStep: Record<string, number>) => ({ passByFocus: {}, endReasons: {}, firstStep });
+  f = withPolicy(f, 'sft', { ...f.policies.sft!, episodes: figures({ 'right tool, same arguments': 1, 'wrong tool, the first offered': 3 }) });
+  f = withPolicy(f, 'trajectory-s1', { ...f.policies['trajectory-s1']!, episodes: figures({ 'right tool, same arguments': 3, 'broken call': 1 }) });
+  const svg = studyFileSvgs(f).firststep!;
+  assert.match(svg, /^<svg[\s\S]*<\/svg>$/);
+  for (const s of ['right tool, same arguments', 'wrong tool, the first offered', 'broken call', 'sft', 'trajectory-s1']) assert.ok(svg.includes(s), s);
+  assert.ok(!svg.includes('tool not offered'));
+  assert.ok(svg.includes('75'), 'shares, as percentages');
+});
