@@ -110,7 +110,7 @@ export function studyFileSvgs(f: StudyFile): Record<string, string> {
     const curves = rlNames(f).filter((n) => (f.policies[n]!.train ?? []).length > 0);
     if (curves.length) {
       out.curves = lineChart({
-        title: 'Training reward per RL step (mean over the step\'s rollouts; ± std shaded) and held-out means (markers)',
+        title: 'Training reward per RL step (± std shaded) and held-out means',
         xLabel: 'RL step',
         yLabel: 'checklist reward',
         yMin: 0,
@@ -131,7 +131,7 @@ export function studyFileSvgs(f: StudyFile): Record<string, string> {
     const counts = (n: string) => f.policies[n]!.episodes!.firstStep!;
     const kinds = FIRST_STEP_KINDS.filter((k) => withFirst.some((n) => counts(n)[k]));
     out.firststep = groupedBarChart({
-      title: 'The first step of each held-out episode against the reference dialogue (share of episodes)',
+      title: 'First step of each held-out episode vs the reference (share of episodes)',
       categories: [...kinds],
       groups: withFirst.map((n) => {
         const total = Object.values(counts(n)).reduce((a, b) => a + (b ?? 0), 0);

@@ -65,8 +65,14 @@ export function svgOpen(width: number, height: number, title: string): string {
     `<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 ${c(width)} ${c(height)}" width="${c(width)}" height="${c(height)}" ` +
     `role="img" aria-label="${escapeXml(title)}" font-family="${FONT}" font-size="11">\n` +
     `<title>${escapeXml(title)}</title>\n<rect x="0" y="0" width="${c(width)}" height="${c(height)}" fill="#fff"/>\n` +
-    `<text x="8" y="18" font-size="13" font-weight="600" fill="${TEXT}">${escapeXml(title)}</text>`
+    `<text x="8" y="18" font-size="13" font-weight="600" fill="${TEXT}"${titleFit(title, width)}>${escapeXml(title)}</text>`
   );
+}
+
+/** A title wider than the chart (bold glyphs ~10% wider than the estimate) is squeezed to fit instead of cut off. */
+function titleFit(title: string, width: number): string {
+  const room = width - 16;
+  return textWidth(title, 13) * 1.1 > room ? ` textLength="${c(room)}" lengthAdjust="spacingAndGlyphs"` : '';
 }
 
 export interface TextOpts {

@@ -3,7 +3,7 @@ import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { renderReport } from '../../../src/report/html';
-import { escapeXml, lineChart } from '../../../src/report/svg';
+import { escapeXml, lineChart, svgOpen } from '../../../src/report/svg';
 import { ReportData, type ReportDataInput } from '../../../src/report/types';
 import { barChart, groupedBarChart, stackedBarChart } from '../../../src/report/barChart';
 import { formatSeconds, formatValue, movingAverage, niceScale } from '../../../src/report/format';
@@ -253,4 +253,10 @@ test('logprobGapLine: a step row\'s gap for cm2 status and cm2 rl status; nothin
   assert.equal(logprobGapLine({ step: 3, logprobGap: { mean: 2.5e-6, max: 1.2e-5, tokens: 412 } }), 'sampler/trainer log p gap: mean 2.50e-6, max 1.20e-5 over 412 sampled tokens');
   assert.equal(logprobGapLine({ step: 3 }), undefined);
   assert.equal(logprobGapLine(undefined), undefined);
+});
+
+test('a chart title wider than the chart is squeezed to its width, not cut off; a short one is left alone', () => {
+  const long = svgOpen(300, 100, 'A title that is far too long for a chart only three hundred pixels wide, really');
+  assert.match(long, /<text x="8" y="18"[^>]* textLength="284" lengthAdjust="spacingAndGlyphs">A title/);
+  assert.doesNotMatch(svgOpen(300, 100, 'Short'), /textLength/);
 });
