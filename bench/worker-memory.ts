@@ -8,11 +8,11 @@
  *
  * Phases: after loading the model; at the peak of training (`--reps` micro-batches of one `--tokens` sequence, LoRA rank
  * 8 + six token rows, AdamW); after disposing the adapter, optimizer and model (tf.memory() then holds nothing); after
- * loading the model again (what the next activity does). Variants: `default` (glibc's malloc as it comes) and `mmap`
+ * loading the model again (what the next activity does). Variants: `default` (glibc's malloc as it comes), `mmap`
  * (`MALLOC_MMAP_THRESHOLD_=131072`, `MALLOC_TRIM_THRESHOLD_=131072`: every block over 128 KiB is its own mapping,
- * returned to the kernel when freed, and the threshold no longer grows after large frees; `mmap:<bytes>` another
- * fixed threshold). The time of a micro-batch
- * (gradient + AdamW) is printed beside them: the price of the mappings.
+ * returned to the kernel when freed, and the threshold no longer grows after large frees), `mmap:<bytes>` (another
+ * fixed threshold), `arena1`, `arena2` (`MALLOC_ARENA_MAX`). The time of a micro-batch (gradient + AdamW) is printed
+ * beside them: the price of the mappings. Results: bench/README.md.
  */
 import { spawnSync } from 'node:child_process';
 import { parseArgs } from 'node:util';
