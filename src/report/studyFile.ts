@@ -313,7 +313,7 @@ const END_ORDER = ['error_tool_call', 'turn_control', 'final_turn', 'max_assista
  * The format figures: per policy, the checklist items passed per focus and how its episodes ended (`error_tool_call`
  * is a malformed call, an unknown tool or a schema error), columns as the recorded policies have them.
  */
-export function episodesMarkdown(rows: ReadonlyArray<readonly [string, StudyEpisodes]>, prompts: number): string[] {
+export function episodesMarkdown(rows: ReadonlyArray<readonly [string, StudyEpisodes]>, prompts: number, what = 'policy'): string[] {
   if (!rows.length) return [];
   const focus = [...new Set(rows.flatMap(([, e]) => Object.keys(e.passByFocus)))]
     .sort((a, b) => (Object.keys(FOCUS_NAMES).indexOf(a) + 1 || 99) - (Object.keys(FOCUS_NAMES).indexOf(b) + 1 || 99));
@@ -321,13 +321,13 @@ export function episodesMarkdown(rows: ReadonlyArray<readonly [string, StudyEpis
     .sort((a, b) => (END_ORDER.indexOf(a) + 1 || 99) - (END_ORDER.indexOf(b) + 1 || 99) || a.localeCompare(b));
   const pct = (c?: { passed: number; total: number }) => (c && c.total > 0 ? `${c.passed}/${c.total} (${((100 * c.passed) / c.total).toFixed(0)}%)` : '–');
   const lines = ['', `What the ${prompts} episodes did: checklist items passed by focus, and how the episodes ended (\`error_tool_call\`: a malformed call, an unknown tool or a schema error).`, ''];
-  lines.push(`| policy | ${[...focus.map((k) => FOCUS_NAMES[k] ?? k), ...ends.map((k) => `ended: ${k}`)].join(' | ')} |`, `|---|${[...focus, ...ends].map(() => '---|').join('')}`);
+  lines.push(`| ${what} | ${[...focus.map((k) => FOCUS_NAMES[k] ?? k), ...ends.map((k) => `ended: ${k}`)].join(' | ')} |`, `|---|${[...focus, ...ends].map(() => '---|').join('')}`);
   for (const [n, e] of rows) lines.push(`| ${n} | ${[...focus.map((k) => pct(e.passByFocus[k])), ...ends.map((k) => String(e.endReasons[k] ?? 0))].join(' | ')} |`);
   const first = rows.filter(([, e]) => e.firstStep);
   if (first.length) {
     const kinds = FIRST_STEP_KINDS.filter((k) => first.some(([, e]) => e.firstStep![k]));
     lines.push('', 'The first step against the reference dialogue (episodes per outcome):', '');
-    lines.push(`| policy | ${kinds.join(' | ')} |`, `|---|${kinds.map(() => '---|').join('')}`);
+    lines.push(`| ${what} | ${kinds.join(' | ')} |`, `|---|${kinds.map(() => '---|').join('')}`);
     for (const [n, e] of first) lines.push(`| ${n} | ${kinds.map((k) => String(e.firstStep![k] ?? 0)).join(' | ')} |`);
   }
   return lines;
@@ -351,15 +351,24 @@ function searchMarkdown(f: StudyFile): string[] {
   const flats = Object.fromEntries(trained.map((n) => [n, flat(f.searches[n]!.settings)]));
   const keys = [...new Set(trained.flatMap((n) => Object.keys(flats[n]!)))].filter((k) => k === 'hp.lr' || (k !== 'seed' && new Set(trained.map((n) => flats[n]![k] ?? '–')).size > 1));
   const lines = ['', `Hyperparameter search: ${f.validationPrompts.length} validation prompts (disjoint from the held-out ones), greedy${base ? `; baseline \`${base}\` (the SFT policy)` : ''}.`, ''];
-  lines.push(`| run | ${keys.join(' | ')} | RL steps | validation reward (mean ± SE) | vs baseline, paired: Δ ± SE (z) | won / lost / tied | last training reward |`, `|---|${keys.map(() => '---|').join('')}---|---|---|---|---|`);
+  const row = (cells: string[]) => `| ${cells.join(' | ')} |`;
+  lines.push(row(['run', ...keys, 'RL steps', 'validation reward (mean ± SE)', 'vs baseline, paired: Δ ± SE (z)', 'won / lost / tied', 'last training reward']), row(Array<string>(keys.length + 6).fill('---')));
   for (const n of names) {
     const r = f.searches[n]!;
     const st = promptMeanStats(f.validationPrompts.map((u) => r.validation[u]!), f.validationPrompts);
     const d = base && n !== base ? pairedSearch(f, n, base) : undefined;
     const last = r.train?.at(-1);
-    lines.push(`| ${n} | ${keys.map((k) => (r.steps > 0 ? (flats[n]![k] ?? '–') : '–')).join(' | ')} | ${r.steps} | ${f4(st.mean)}${st.se === null ? '' : ` ± ${f4(st.se)}`} | ${d ? `${signed(d.diff)}${d.se === null ? '' : ` ± ${f4(d.se)}`} (${zs(d.z)} SE)` : '–'} | ${d ? `${d.wins} / ${d.losses} / ${d.ties}` : '–'} | ${last ? `${f4(last.mean)} (step ${last.step})` : '–'} |`);
+    lines.push(row([
+      n,
+      ...keys.map((k) => (r.steps > 0 ? (flats[n]![k] ?? '–') : '–')),
+      String(r.steps),
+      `${f4(st.mean)}${st.se === null ? '' : ` ± ${f4(st.se)}`}`,
+      d ? `${signed(d.diff)}${d.se === null ? '' : ` ± ${f4(d.se)}`} (${zs(d.z)} SE)` : '–',
+      d ? `${d.wins} / ${d.losses} / ${d.ties}` : '–',
+      last ? `${f4(last.mean)} (step ${last.step})` : '–',
+    ]));
   }
-  lines.push(...episodesMarkdown(names.flatMap((n) => (f.searches[n]!.episodes ? [[n, f.searches[n]!.episodes!] as const] : [])), f.validationPrompts.length));
+  lines.push(...episodesMarkdown(names.flatMap((n) => (f.searches[n]!.episodes ? [[n, f.searches[n]!.episodes!] as const] : [])), f.validationPrompts.length, 'run'));
   const notes = names.filter((n) => f.searches[n]!.note);
   if (notes.length) lines.push('', ...notes.map((n) => `- ${n}: ${f.searches[n]!.note}`));
   return lines;

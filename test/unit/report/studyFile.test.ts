@@ -78,6 +78,10 @@ test('the search is recorded on validation prompts of its own, disjoint from the
   let f = withPolicy(emptyStudyFile(), 'sft', policy('sft', [0.1, 0.5, 0.3, 0.9]));
   f = withSearch(f, 'sft', run([0.2, 0.4, 0.6], 0, 1e-5));
   assert.deepEqual(f.validationPrompts, vp);
+  // the baseline alone: a table whose rows have as many cells as its header
+  const only = studyFileMarkdown(f).split('\n');
+  const head = only.findIndex((l) => l.startsWith('| run |'));
+  assert.deepEqual(only.slice(head, head + 3), ['| run | RL steps | validation reward (mean ± SE) | vs baseline, paired: Δ ± SE (z) | won / lost / tied | last training reward |', '| --- | --- | --- | --- | --- | --- |', '| sft | 0 | 0.4000 ± 0.1155 | – | – | – |']);
   f = withSearch(f, 'lr1e-5', run([0.3, 0.5, 0.6], 4, 1e-5, { train: [{ step: 4, mean: 0.31, std: 0.2 }] }));
   f = withSearch(f, 'lr5e-5', run([0, 0.1, 0.2], 4, 5e-5, { note: 'collapsed: KL 0.07 at step 3' }));
   const d = pairedSearch(f, 'lr1e-5', 'sft');
