@@ -61,7 +61,7 @@ import { canonicalJson } from '../src/llm/client';
 import { useLocalInfraEnv } from '../src/infra/localInfra';
 import { type ObjectStore } from '../src/storage/store';
 import { checklistKeys, rlKeys, runKey, sftKeys, stageWorkflowId } from '../src/run/layout';
-import { heldOutSummary, lastEvalEpisodes as episodesOf, readRlRows } from '../src/report/collect';
+import { heldOutSummary, lastEvalEpisodes, readRlRows } from '../src/report/collect';
 import { renderReport } from '../src/report/html';
 import { StudyResult, studyMarkdown, studyReportData, upsertStudyBlock, type StudyPolicy } from '../src/report/study';
 import { ReportData } from '../src/report/types';
@@ -383,7 +383,7 @@ async function heldOutOf(store: ObjectStore, runId: string): Promise<Pick<StudyF
   const key = rlKeys.advantages(rlKeys.eval(runId, last.step));
   const file = await store.getJson<{ rows?: { id: string; reward?: number }[] }>(key);
   const train = rows.flatMap((r) => (r.kind === 'step' ? [{ step: r.step, mean: r.reward.mean, std: r.reward.std, ...(r.kl !== undefined ? { kl: r.kl } : {}) }] : []));
-  const episodes = await withFirstStep(store, runId, last.step, episodesOf(rows));
+  const episodes = await withFirstStep(store, runId, last.step, lastEvalEpisodes(rows));
   return { step: last.step, heldOut: promptRewards(file.rows ?? [], key), evals: h.evals.map((e) => ({ step: e.step, mean: e.mean, se: e.se })), ...(train.length ? { train } : {}), ...(episodes ? { episodes } : {}) };
 }
 
@@ -399,10 +399,7 @@ async function withFirstStep(store: ObjectStore, runId: string, step: number, ep
     const key = (await store.exists(rlKeys.merged(folder))) ? rlKeys.merged(folder) : phases.at(-1);
     if (!key) throw new Error(`no rollouts in ${folder}/`);
     const { rollouts } = await store.getJson(key, RolloutFile);
-    const examples = new Map((await store.getText(rlKeys.folder(runId, 'data', 'examples.jsonl'))).split('\n').filter((l) => l.trim()).map((l) => {
-      const e = JSON.parse(l) as Example;
-      return [e.uuid, e] as const;
-    }));
+    const examples = new Map((await store.getJsonl<Example>(rlKeys.folder(runId, 'data', 'examples.jsonl'))).map((e) => [e.uuid, e] as const));
     const { counts, unmatched } = firstStepCounts(rollouts, examples);
     if (unmatched) log(`${runId}: ${unmatched} episode(s) of step ${step} without a first step or an example, left out of the first-step counts`);
     return { ...episodes, firstStep: counts };
@@ -410,32 +407,6 @@ async function withFirstStep(store: ObjectStore, runId: string, step: number, ep
     log(`${runId}: first-step outcomes left out (${(e as Error).message.split('\n')[0]})`);
     return episodes;
   }
-}
-
-/**
- * Policies and search runs recorded before the file kept the format figures get them from their run's metrics, when
- * S3 still has it (a fresh machine does not: they stay without).
- */
-async function addMissingEpisodes(store: ObjectStore, file: string): Promise<void> {
-  let f = readResults(file);
-  const added: string[] = [];
-  const figures = async (runId: string, had?: StudyEpisodes): Promise<StudyEpisodes | undefined> => {
-    const rows = await readRlRows(store, runId).catch(() => []);
-    const step = rows.filter((r) => r.kind === 'eval').at(-1)?.step;
-    const got = step === undefined ? undefined : await withFirstStep(store, runId, step, had ?? episodesOf(rows));
-    return got?.firstStep || !had ? got : undefined;
-  };
-  for (const [name, p] of Object.entries(f.policies)) {
-    if (p.episodes?.firstStep || !p.runId) continue;
-    const episodes = await figures(p.runId, p.episodes);
-    if (episodes) { f = { ...f, policies: { ...f.policies, [name]: { ...p, episodes } } }; added.push(name); }
-  }
-  for (const [name, r] of Object.entries(f.searches)) {
-    if (r.episodes?.firstStep || !r.runId) continue;
-    const episodes = await figures(r.runId, r.episodes);
-    if (episodes) { f = { ...f, searches: { ...f.searches, [name]: { ...r, episodes } } }; added.push(`search ${name}`); }
-  }
-  if (added.length) saveResults(file, f, `the format figures of ${added.join(', ')}`);
 }
 
 /**
@@ -504,8 +475,6 @@ async function runPieces(client: Client, store: ObjectStore, base: Cm2Config, pl
   const todo = plan.filter((p) => (!wanted || wanted.has(p.label)) && !f.policies[p.label]);
   // a base or SFT policy recorded without BFCL (an earlier `--no-bfcl`) gets it now; an RL policy's checkpoint may be gone
   const bfclOnly = args['no-bfcl'] ? [] : plan.filter((p) => (!wanted || wanted.has(p.label)) && p.kind !== 'rl' && f.policies[p.label] && !f.policies[p.label]!.bfcl);
-  await addMissingEpisodes(store, file);
-  f = readResults(file);
   log(`study ${path.relative(projectRoot, file)}: ${Object.keys(f.policies).length} policies recorded; this time: ${[...todo.map((p) => p.label), ...bfclOnly.map((p) => `BFCL of ${p.label}`)].join(', ') || 'nothing'}`);
   await exportAdapter(store, file);
   if (todo.length || bfclOnly.length) await ensureFrom(client, store, base, ctx, [...todo, ...bfclOnly].some((p) => p.kind !== 'base'));
@@ -571,7 +540,6 @@ async function runSearch(client: Client, store: ObjectStore, base: Cm2Config, ct
     writeStudyOutputs(file, f);
     return;
   }
-  await addMissingEpisodes(store, file);
   await ensureFrom(client, store, base, ctx, true);
   const runId = `${ctx.id}-search-${name}`;
   const cfg: Cm2Config = {

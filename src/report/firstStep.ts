@@ -6,11 +6,13 @@
  * counts per policy.
  *
  * The generated first assistant message is parsed as the rollout parses it (src/chat/toolCalls.ts); the reference's
- * first assistant message is the example's. Arguments match as the checklist's tool-call items say: text ignoring
- * case and surrounding spaces, numbers by value, an argument the reference does not give may be absent. No I/O.
+ * first assistant message is the example's. Arguments match as the checklist's tool-call checks match them
+ * (`argumentsMatch`: text ignoring case and surrounding spaces, numbers by value, arguments the reference does not
+ * give may be there or not). No I/O.
  */
 import { parseToolCalls } from '../chat/toolCalls';
-import type { Example, Message } from '../kernel/schema';
+import { decodeArguments, toolName, type Example, type Message } from '../kernel/schema';
+import { argumentsMatch } from '../stages/checklist/check';
 
 /** The first-step outcomes, in the order the study shows them. */
 export const FIRST_STEP_KINDS = [
@@ -26,38 +28,9 @@ export const FIRST_STEP_KINDS = [
 ] as const;
 export type FirstStepKind = (typeof FIRST_STEP_KINDS)[number];
 
-/** The names of an example's candidate tools, in the order the prompt lists them. */
+/** The names of an example's candidate tools, in the order the prompt lists them (malformed entries skipped). */
 export function offeredTools(tools: Example['tools']): string[] {
-  return tools.flatMap((t) => {
-    const fn = (t as { function?: { name?: unknown }; name?: unknown })?.function ?? t;
-    const name = (fn as { name?: unknown })?.name;
-    return typeof name === 'string' ? [name] : [];
-  });
-}
-
-const norm = (v: unknown): unknown => {
-  if (typeof v === 'string') return v.trim().toLowerCase();
-  if (Array.isArray(v)) return v.map(norm);
-  if (v && typeof v === 'object') return Object.fromEntries(Object.entries(v).map(([k, x]) => [k, norm(x)]));
-  return v;
-};
-const same = (a: unknown, b: unknown): boolean => JSON.stringify(norm(a)) === JSON.stringify(norm(b));
-
-/** The reference's arguments match: every argument the reference gives, equal as the checklist compares them. */
-export function sameArguments(generated: Record<string, unknown>, reference: Record<string, unknown>): boolean {
-  return Object.entries(reference).every(([k, v]) => k in generated && same(generated[k], v));
-}
-
-function referenceArguments(args: unknown): Record<string, unknown> {
-  if (typeof args === 'string') {
-    try {
-      const v: unknown = JSON.parse(args);
-      return v && typeof v === 'object' && !Array.isArray(v) ? (v as Record<string, unknown>) : {};
-    } catch {
-      return {};
-    }
-  }
-  return args && typeof args === 'object' ? (args as Record<string, unknown>) : {};
+  return tools.flatMap((t) => toolName(t) ?? []);
 }
 
 /**
@@ -75,7 +48,9 @@ export function firstStepOf(generated: string, reference: Pick<Example, 'message
   if (parsed.errors.length || !call) return 'broken call';
   const offered = offeredTools(reference.tools);
   if (call.name === refCall.function.name) {
-    return sameArguments(call.arguments, referenceArguments(refCall.function.arguments)) ? 'right tool, same arguments' : 'right tool, other arguments';
+    const expected = decodeArguments(refCall.function.arguments);
+    const args = expected.ok && expected.value && typeof expected.value === 'object' && !Array.isArray(expected.value) ? (expected.value as Record<string, unknown>) : {};
+    return argumentsMatch(args, call.arguments) ? 'right tool, same arguments' : 'right tool, other arguments';
   }
   if (!offered.includes(call.name)) return 'tool not offered';
   return offered[0] === call.name ? 'wrong tool, the first offered' : 'wrong tool, another offered';
