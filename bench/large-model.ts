@@ -30,7 +30,7 @@ import * as path from 'node:path';
 import { parseArgs } from 'node:util';
 import * as tf from '@tensorflow/tfjs';
 import { backendPrefs, selectBackend, type BackendPref } from '../src/model/backend';
-import { writeCheckpointFiles } from '../src/model/policyStore';
+import { writeCheckpointFiles } from '../src/storage/policyStore';
 import { hfConfigJson, loadHfCheckpoint, writeModelWeights } from '../src/model/checkpoint';
 import { generate } from '../src/model/generate';
 import type { QwenModel } from '../src/model/qwen';
@@ -159,7 +159,7 @@ async function runOurs(job: Job, pref: BackendPref): Promise<SideResult> {
     }
     phase(`SFT ${job.sftSteps} steps (B=${job.microBatch}, T=${job.seq})`, t0, { tfPeakBytes: sftPeak });
 
-    // 4. Save a training checkpoint as the activities write it before the upload (src/model/policyStore.ts):
+    // 4. Save a training checkpoint as the activities write it before the upload (src/storage/policyStore.ts):
     //    config.json, model.safetensors (F32) and optimizer.safetensors, one tensor at a time, with their sha256.
     t0 = performance.now();
     mkdirSync(ckpt, { recursive: true });

@@ -45,6 +45,7 @@ import { offlineChecklist } from '../src/demo/checklist';
 import { toStoredVariant } from '../src/stages/checklist/schema';
 import { turnSpans } from '../src/stages/checklist/steps';
 import { createRlActivities } from '../src/stages/rl/activities';
+import { demoWorld } from '../src/demo/world';
 import { promptMessages } from '../src/stages/rl/rollout';
 import { Rollout } from '../src/stages/rl/types';
 import { LlmConfig } from '../src/llm/config';
@@ -189,7 +190,7 @@ async function judgePart(opts: { prompts: number; group: number; rate: number; l
   const fake = await startRateLimitedOpenAI({ rate: opts.rate, latencyMs: opts.latency, answer: judgeAnswerer() });
   const llm = LlmConfig.parse({ roles: { judge: { baseUrl: fake.url, model: 'fake-judge', concurrency: 32 } } });
   const rl = { ...base.rl, promptsPerStep: opts.prompts, groupSize: opts.group };
-  const acts = createRlActivities({ store, log: () => undefined });
+  const acts = createRlActivities({ store, world: demoWorld, log: () => undefined });
   const totals = { calls: 0, failed: 0, cacheHits: 0, pairs: 0, phases: 0 };
   const m = meter();
   for (let phase = 0; ; phase += 2) {

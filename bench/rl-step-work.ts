@@ -35,7 +35,7 @@ import { Rng } from '../src/model/random';
 import { GrpoTrainer, type GrpoSequence } from '../src/stages/rl/grpo';
 import { LoraAdapter, LoraSettings } from '../src/model/lora';
 import { loraTrainable } from '../src/model/trainable';
-import { writeCheckpointFiles } from '../src/model/policyStore';
+import { writeCheckpointFiles } from '../src/storage/policyStore';
 import { serializeTensors } from '../src/model/safetensorsWrite';
 import { mkdtempSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';

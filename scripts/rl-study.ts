@@ -57,7 +57,7 @@ import { executableToolNames } from '../src/stages/rl/env/answers';
 import { DEFAULT_CATEGORIES } from '../src/stages/eval/bfcl/categories';
 import { projectRoot } from '../src/infra/binaries';
 import { loadConfig, type Cm2Config } from '../src/run/config';
-import { canonicalJson } from '../src/llm/client';
+import { canonicalJson } from '../src/kernel/canonicalJson';
 import { useLocalInfraEnv } from '../src/infra/localInfra';
 import { type ObjectStore } from '../src/storage/store';
 import { checklistKeys, rlKeys, runKey, sftKeys, stageWorkflowId } from '../src/run/layout';
@@ -67,7 +67,7 @@ import { StudyResult, studyMarkdown, studyReportData, upsertStudyBlock, type Stu
 import { ReportData } from '../src/report/types';
 import { evalWorkflow, type EvalResult, type EvalWorkflowInput } from '../src/stages/eval/workflow';
 import { rlStatusQuery, type RlResult, type RlWorkflowInput } from '../src/stages/rl/workflow';
-import { type PolicyRef } from '../src/model/policyStore';
+import { type PolicyRef } from '../src/run/layout';
 import { studyFileReportData, studyFileSvgs } from '../src/report/studyFileReport';
 import { emptyStudyFile, parseStudyFile, promptRewards, studyFileMarkdown, studyFileText, withPolicy, withSearch, type StudyEpisodes, type StudyFile, type StudyFilePolicy, type StudySearch } from '../src/report/studyFile';
 import { firstStepCounts } from '../src/report/firstStep';

@@ -17,6 +17,7 @@ import { createPrepareActivities } from './stages/prepare/activities';
 import { createRlActivities } from './stages/rl/activities';
 import { createSftActivities } from './stages/sft/activities';
 import type { Cm2Config } from './run/config';
+import { demoWorld } from './demo/world';
 import type { Tracing } from './infra/telemetry';
 import { ObjectStore } from './storage/store';
 import { connectionError, dataConverter, temporalConnectionOptions } from './infra/temporal';
@@ -65,7 +66,7 @@ export async function startWorkers(cfg: Cm2Config, queues: QueueKind[] = ALL_QUE
   };
   const workers: Worker[] = [];
   // RL: model work (rollouts, updates) on the gpu queue, LLM/S3 work (judge, advantages, metrics) on the api queue.
-  const rl = createRlActivities({ store });
+  const rl = createRlActivities({ store, world: demoWorld });
   const { rlRollout, rlTrain, ...rlApi } = rl;
   // The SFT format check and BFCL run in chunks on the gpu queue; their merges (S3 only) on the api queue (and BFCL's
   // on the gpu queue too, for evaluation inputs that name no api queue).
@@ -85,7 +86,7 @@ export async function startWorkers(cfg: Cm2Config, queues: QueueKind[] = ALL_QUE
       ...common,
       connection,
       taskQueue: cfg.temporal.taskQueues.api,
-      activities: { ...createPrepareActivities({ store }), ...createChecklistActivities({ store }), ...rlApi, ...createPipelineActivities({ store }), sftEvaluateMerge, evalBfclMerge: evals.evalBfclMerge },
+      activities: { ...createPrepareActivities({ store, world: demoWorld }), ...createChecklistActivities({ store, world: demoWorld }), ...rlApi, ...createPipelineActivities({ store }), sftEvaluateMerge, evalBfclMerge: evals.evalBfclMerge },
       maxConcurrentActivityTaskExecutions: opts.apiConcurrency ?? 8,
     }));
   }

@@ -23,7 +23,7 @@ import { crashFault, displayFault } from './faults';
 import { formatProgress, pipelineInput, pipelineWorkflowId, resultOf, sleep, startPipeline } from './stages';
 import { failureText, rootCauseText, RunWatch, withHeartbeatCount } from './watch';
 import { describeWorkflow, fmtSeconds, fmtValue, formatStatus, heldOutLine, iso, quickQuery, runStatus } from './runStatus';
-import { formatFailed } from '../stages/rl/heldOut';
+import { formatFailed } from '../kernel/heldOut';
 
 /** Temporal client and S3 store, with a clear message when either server is not running. */
 export async function connect(cfg: Cm2Config): Promise<{ client: Client; store: ObjectStore }> {

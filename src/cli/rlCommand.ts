@@ -9,7 +9,7 @@ import { pauseSignal, resumeSignal, stopSignal } from '../run/control';
 import type { RlHyperparameters } from '../run/config';
 import { type RlResult, runStageCommand, startRl } from './stages';
 import { stageWorkflowId } from '../run/layout';
-import { formatFailed, logprobGapLine } from '../stages/rl/heldOut';
+import { formatFailed, logprobGapLine } from '../kernel/heldOut';
 
 export function rlRunCommand(cfg: Cm2Config, wait: boolean): Promise<void> {
   return runStageCommand<RlResult>(cfg, wait, startRl, printRlResult);

@@ -15,7 +15,7 @@ import { type StageProgress } from '../run/types';
 import { failureText } from './watch';
 import { formatProgress } from './stages';
 import { stageProgressQuery } from '../run/workflowUtil';
-import { formatFailed, formatMeanSe, logprobGapLine } from '../stages/rl/heldOut';
+import { formatFailed, formatMeanSe, logprobGapLine } from '../kernel/heldOut';
 
 /** A query answered within `ms` (a closed workflow with no worker never answers), else undefined. */
 export async function quickQuery<T>(handle: WorkflowHandle, query: string | { name: string }, ms = 3000): Promise<T | undefined> {

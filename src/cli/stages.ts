@@ -2,7 +2,7 @@
  * Starting stage workflows from a config and following their progress: shared by `cm2 prepare`,
  * `cm2 demo` and the tests.
  */
-import { WORLD_TOOL_NAMES } from '../demo/tools';
+import { demoWorld } from '../demo/world';
 import { isGrpcServiceError, ServiceError, WorkflowFailedError, WorkflowIdConflictPolicy, type Client, type WorkflowHandle, type WorkflowStartOptions } from '@temporalio/client';
 import { WorkflowNotFoundError } from '@temporalio/common';
 import type { Workflow } from '@temporalio/common';
@@ -85,11 +85,11 @@ export function sftInput(cfg: Cm2Config): SftWorkflowInput {
  */
 export function rlInput(cfg: Cm2Config): RlWorkflowInput {
   const demoData = cfg.data.source.kind === 'demo';
-  const issues = toolAnswerIssues(cfg.rl.executableTools, demoData, isOnline(cfg.llm.roles.simulator), WORLD_TOOL_NAMES);
+  const issues = toolAnswerIssues(cfg.rl.executableTools, demoData, isOnline(cfg.llm.roles.simulator), demoWorld.toolNames);
   if (issues.length) throw new ConfigError(`of run ${cfg.run.id}`, issues);
   return {
     runId: cfg.run.id,
-    rl: { ...cfg.rl, executableTools: executableToolNames(cfg.rl.executableTools, demoData, WORLD_TOOL_NAMES) },
+    rl: { ...cfg.rl, executableTools: executableToolNames(cfg.rl.executableTools, demoData, demoWorld.toolNames) },
     llm: cfg.llm,
     tokenizerDir: cfg.sft.tokenizerDir,
     sourceKey: cfg.rl.sourceKey ?? checklistKeys.annotated(cfg.run.id),

@@ -31,7 +31,8 @@
  * mention turn or step indices (§5.3).
  */
 import { decodeArguments, type Example, type Message } from '../kernel/schema';
-import { argumentsMatch, indexOnBoundaries, isToolError } from '../stages/checklist/check';
+import { indexOnBoundaries, isToolError } from '../stages/checklist/check';
+import { argumentsMatch } from '../kernel/arguments';
 import type { ChecklistItem, ChecklistOutput, Evidence, ItemCheck, TurnBlock } from '../stages/checklist/schema';
 import { replyPart, turnSpans, type TurnSpan } from '../stages/checklist/steps';
 import type { WorldExpectedCall, WorldMeta, WorldTurn } from './generator';

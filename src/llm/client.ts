@@ -33,6 +33,7 @@ import { AdaptiveRateLimiter } from './rateLimit';
 // Public types
 
 import type { ChatMessage } from './prompting';
+import { canonicalJson } from '../kernel/canonicalJson';
 
 export type { ChatMessage };
 
@@ -140,23 +141,6 @@ export class Semaphore {
   }
 }
 
-/** JSON with object keys sorted recursively, so that equal values hash equally. */
-export function canonicalJson(value: unknown): string {
-  return JSON.stringify(sortKeys(value));
-}
-
-function sortKeys(value: unknown): unknown {
-  if (Array.isArray(value)) return value.map(sortKeys);
-  if (value !== null && typeof value === 'object') {
-    const out: Record<string, unknown> = {};
-    for (const k of Object.keys(value).sort()) {
-      const v = (value as Record<string, unknown>)[k];
-      if (v !== undefined) out[k] = sortKeys(v);
-    }
-    return out;
-  }
-  return value;
-}
 
 function sleep(ms: number, signal?: AbortSignal): Promise<void> {
   return new Promise((resolve, reject) => {

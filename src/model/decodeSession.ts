@@ -26,7 +26,8 @@
  */
 import { assembleCache, kvBytesPerSlot, type CachePart } from './kvCache';
 import { isNative } from './native';
-import type { KVCache, QwenModel } from './qwen';
+import type { QwenModel } from './qwen';
+import type { KVCache } from './forwardTypes';
 import { driveSteps, PREFILL_CHUNK_TOKENS, sampleToken, logProbOf, type GenerateResult, type StepDriverOptions } from './generate';
 import { Rng } from './random';
 

@@ -7,7 +7,7 @@
 import * as tf from '@tensorflow/tfjs';
 import type { QwenDims } from './config';
 import { CACHE_CHUNK, nativeCacheOf } from './nativeInference';
-import type { KVCache } from './qwen';
+import type { KVCache } from './forwardTypes';
 
 /** Bytes of keys and values per cached slot of one sequence (float32, every layer). */
 export const kvBytesPerSlot = (d: QwenDims): number => d.layers * 2 * d.kvHeads * d.headDim * 4;

@@ -10,22 +10,10 @@ import type { GraphSession } from './graph';
 import { rawOps } from './native';
 import { attentionBiasData } from './portableAttention';
 import { ropeTables, rotateHalfMatrix } from './ops';
-import type { ForwardOptions, KVCache } from './qwen';
+import type { ForwardOptions, KVCache, NativeCache } from './forwardTypes';
 
 /** Native KV cache capacity is a multiple of this many slots. */
 export const CACHE_CHUNK = 64;
-
-/**
- * The native KV cache: one zero-initialised buffer and views that alias it (no copies): per layer its rows
- * [2·B·K·capacity, d] (row ((j·B + b)·K + g)·capacity + slot for j = 0 keys, 1 values), which InplaceUpdate writes,
- * and its keys and values [B, K, capacity, d], which attention reads.
- */
-export interface NativeCache {
-  batch: number;
-  capacity: number;
-  buffer: tf.Tensor;
-  layers: { rows: tf.Tensor; keys: tf.Tensor; values: tf.Tensor }[];
-}
 
 /** The variables of one decoder layer. */
 export interface LayerVars {

@@ -39,40 +39,8 @@ import { Rng } from './random';
 import { paramSpecs, transposeData, type ParamSpec } from './params';
 import { attentionBiasData, attentionBiasPerSequence, concatCacheAttention, slicedAttention } from './portableAttention';
 import { type AttachedLora, NativeTraining } from './nativeTraining';
-import { NativeInference, type LayerVars, type NativeCache } from './nativeInference';
-
-/**
- * Keys and values of past positions. wasm / cpu: per layer, k and v [B·kvHeads, S, headDim] (row b·kvHeads + g), grown by
- * concatenation. Native: one buffer [layers, 2 (k, v), B, kvHeads, capacity, headDim] allocated once, whose new rows
- * are written in place each step (NativeCache); slots past `length` are masked out of attention.
- */
-export interface KVCache {
-  length: number;
-  layers: { k?: tf.Tensor3D; v?: tf.Tensor3D }[];
-  native?: NativeCache;
-  /** slots to allocate at once on native (prompt + new tokens); the cache grows past it when needed */
-  reserve?: number;
-}
-
-/**
- * Several sequences with a shared prefix packed into each row (training only): the RoPE position of every token and
- * its segment (0 = the shared prefix, seen by all; k > 0 = one sequence, seen only by itself). See attentionBiasData.
- */
-export interface PackedRows {
-  positions: number[][];
-  segments: number[][];
-}
-
-export interface ForwardOptions {
-  /** RoPE position of every input token, [B][T]; default: cache length + t. */
-  positions?: number[][];
-  /** [B][S] over all keys (cached + current), 1 = attend, 0 = padding; default: all 1. Causality is always applied. */
-  keyMask?: number[][];
-  /** Past keys/values; the current ones are appended. */
-  cache?: KVCache;
-  /** Only compute logits for the last position of each sequence ([B, 1, V]). */
-  lastOnly?: boolean;
-}
+import { NativeInference, type LayerVars } from './nativeInference';
+import type { ForwardOptions, KVCache, PackedRows } from './forwardTypes';
 
 export class QwenModel {
   readonly config: QwenConfig;

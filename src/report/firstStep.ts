@@ -12,7 +12,7 @@
  */
 import { parseToolCalls } from '../chat/toolCalls';
 import { decodeArguments, toolName, type Example, type Message } from '../kernel/schema';
-import { argumentsMatch } from '../stages/checklist/check';
+import { argumentsMatch } from '../kernel/arguments';
 
 /** The first-step outcomes, in the order the study shows them. */
 export const FIRST_STEP_KINDS = [

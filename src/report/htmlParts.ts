@@ -1,7 +1,7 @@
 /** Building blocks of the report page (src/report/html.ts): number formats, sections, figures and tables. */
 import { escapeXml as esc } from './svg';
 import { formatValue } from './format';
-import { formatFailed } from '../stages/rl/heldOut';
+import { formatFailed } from '../kernel/heldOut';
 
 export const reward = (v: number | undefined): string => (v === undefined || !Number.isFinite(v) ? '–' : v.toFixed(4));
 export const pct = (v: number | undefined): string => (v === undefined ? '–' : formatValue(v, 'percent'));

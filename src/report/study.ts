@@ -5,10 +5,10 @@
  * across seeds), the Markdown block for docs/rl-results.md and the report data for the HTML page. No I/O.
  *
  * "Standard errors apart" is unpaired, as everywhere in cm2: (RL − SFT) / √(SE_RL² + SE_SFT²), where each SE is the
- * standard error across held-out prompts (src/stages/rl/heldOut.ts).
+ * standard error across held-out prompts (src/kernel/heldOut.ts).
  */
 import { z } from 'zod';
-import { promptMeanStats } from '../stages/rl/heldOut';
+import { promptMeanStats } from '../kernel/heldOut';
 import type { ReportDataInput } from './types';
 
 const Accuracy = z.object({ accuracy: z.number(), correct: z.number().int().nonnegative(), total: z.number().int().nonnegative() });

@@ -9,7 +9,7 @@
  * SE_SFT²), is printed beside it. No I/O here.
  */
 import { z } from 'zod';
-import { promptMeanStats } from '../stages/rl/heldOut';
+import { promptMeanStats } from '../kernel/heldOut';
 import { FIRST_STEP_KINDS } from './firstStep';
 
 const Count = z.object({ correct: z.number().int().nonnegative(), total: z.number().int().nonnegative() });

@@ -7,7 +7,7 @@
  * per RL step of every RL policy with its held-out evaluations; BFCL per category and policy.
  */
 import { barChart, groupedBarChart } from './barChart';
-import { promptMeanStats } from '../stages/rl/heldOut';
+import { promptMeanStats } from '../kernel/heldOut';
 import { lineChart } from './svg';
 import { bfclTotal, paired, policyStats, type StudyFile } from './studyFile';
 import { FIRST_STEP_KINDS } from './firstStep';

@@ -21,6 +21,7 @@
  * Temporal: the pipeline is `cm2-<id>`, each stage `cm2-<id>-<stage>` (started alone or as the pipeline's child).
  */
 import { defineSearchAttributeKey, SearchAttributeType } from '@temporalio/common';
+import { z } from 'zod';
 
 /** `runs/<runId>/<parts...>`; parts are joined with `/`. */
 export function runKey(runId: string, ...parts: (string | number)[]): string {
@@ -138,3 +139,13 @@ export const SEARCH_ATTRIBUTE_FLAGS: string[] = [
   'Cm2Step=Int',
   'Cm2MeanReward=Double',
 ];
+
+/** A stored policy: an HF-layout folder (the SFT output, an uploaded base) or an RL checkpoint manifest. */
+export const PolicyRef = z.discriminatedUnion('kind', [
+  z.object({ kind: z.literal('hf'), prefix: z.string().min(1) }),
+  z.object({ kind: z.literal('ckpt'), manifestKey: z.string().min(1), step: z.number().int().nonnegative() }),
+]);
+export type PolicyRef = z.infer<typeof PolicyRef>;
+
+/** The policy's identity: equal for the same stored weights. */
+export const policyKey = (p: PolicyRef): string => (p.kind === 'hf' ? `hf:${p.prefix}` : `ckpt:${p.manifestKey}`);

@@ -13,7 +13,7 @@
  * without the machine checks, as an LLM would write them) and `judgeAnswerer` (valid verdicts, one-item or batched).
  */
 import { createHash } from 'node:crypto';
-import { canonicalJson } from '../../src/llm/client';
+import { canonicalJson } from '../../src/kernel/canonicalJson';
 import type { Example } from '../../src/kernel/schema';
 import { buildChecklistMessages } from '../../src/stages/checklist/prompt';
 import type { ChecklistOutput } from '../../src/stages/checklist/schema';

@@ -10,7 +10,7 @@ import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSy
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import * as tf from '@tensorflow/tfjs';
-import { assignFromWeights, checkpointModel, loadStoredHfModel, saveTrainingCheckpoint, uploadModelWeights, withCheckpoint } from '../../src/model/policyStore';
+import { assignFromWeights, checkpointModel, loadStoredHfModel, saveTrainingCheckpoint, uploadModelWeights, withCheckpoint } from '../../src/storage/policyStore';
 import { downloadCheckpoint, latestCheckpoint, stepFolder } from '../../src/storage/checkpoints';
 import { sha256, sha256File } from '../../src/storage/store';
 import { runKey } from '../../src/run/layout';

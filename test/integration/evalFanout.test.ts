@@ -16,7 +16,7 @@ import { generateDemoDataset } from '../../src/demo/generator';
 import { bfclDataDir } from '../../src/infra/binaries';
 import { connectClient } from '../../src/infra/temporal';
 import { selectBackend } from '../../src/model/backend';
-import { loadStoredHfModel } from '../../src/model/policyStore';
+import { loadStoredHfModel } from '../../src/storage/policyStore';
 import { evalKeys, runKey, sftKeys } from '../../src/run/layout';
 import type { Cm2Config } from '../../src/run/config';
 import type { SftReport } from '../../src/stages/sft/activities';

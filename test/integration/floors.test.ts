@@ -17,6 +17,7 @@ import { checklistKeys, runKey } from '../../src/run/layout';
 import { startWorkers } from '../../src/worker';
 import { generateDemoDataset } from '../../src/demo/generator';
 import { offlineChecklist } from '../../src/demo/checklist';
+import { demoWorld } from '../../src/demo/world';
 import { testConfig, testStore, uniqueId } from '../helpers/env';
 
 /** Demo dialogues stripped of what makes them demo data (`meta.world`, which the offline annotator needs). */
@@ -59,7 +60,7 @@ test('RL data of non-demo examples: invalid lines counted by reason, a shrunk he
   const sourceKey = runKey(cfg.run.id, 'checklists', 'annotated.jsonl');
   await store.putText(sourceKey, lines.join('\n') + '\n');
   const logs: string[] = [];
-  const acts = createRlActivities({ store, log: (l) => logs.push(l) });
+  const acts = createRlActivities({ store, world: demoWorld, log: (l) => logs.push(l) });
   const data = await acts.rlPrepareData({ runId: cfg.run.id, sourceKey, tokenizerDir: cfg.sft.tokenizerDir, rl: cfg.rl });
   assert.deepEqual({ train: data.train, heldOut: data.heldOut, heldOutRequested: data.heldOutRequested, invalid: data.invalid }, { train: 1, heldOut: 3, heldOutRequested: 24, invalid: 3 });
   assert.equal(Object.values(data.invalidReasons ?? {}).reduce((a, b) => a + b, 0), 3);

@@ -18,7 +18,7 @@ import { rlKeys, runKey, stageWorkflowId } from '../../src/run/layout';
 import { exactnessBackends, testConfig, testStore, uniqueId } from '../helpers/env';
 import { startChildWorker, writeConfigFile } from '../helpers/processes';
 import { tinyRl, writeRlFixture } from '../helpers/rlFixture';
-import { loadPolicy } from '../../src/model/policyStore';
+import { loadPolicy } from '../../src/storage/policyStore';
 import { parseSafetensors } from '../../src/model/safetensors';
 import { replies, startFakeOpenAI } from '../helpers/fakeOpenAI';
 import { judgeReply } from '../helpers/fakeJudge';

@@ -19,7 +19,7 @@ import { Example } from '../../kernel/schema';
 import { checklistShortfall } from './floor';
 import { isOnline, LlmConfig } from '../../llm/config';
 import { checklistKeys } from '../../run/layout';
-import { offlineChecklist, OFFLINE_ANNOTATOR } from '../../demo/checklist';
+import type { OfflineWorld } from '../world';
 import { type ActivityDeps, cancellationSignal, heartbeat, llmClients, mapWithHeartbeat, once, parseInput, readShard, saveReport, shardName, ShardRef, writeShard } from '../activityKit';
 
 export const ChecklistInputArgs = z.object({ runId: z.string(), sourceKey: z.string().min(1), shardSize: z.number().int().positive() });
@@ -99,6 +99,8 @@ export const FailedAnnotation = z.object({
 export type FailedAnnotation = z.infer<typeof FailedAnnotation>;
 
 export interface ChecklistDeps extends ActivityDeps {
+  /** The offline world, whose annotator serves a run with no annotator endpoint (src/stages/world.ts). */
+  world: OfflineWorld;
   /** Override the annotator (tests); default: LLM when `llm.roles.annotator` has an endpoint, else offline. */
   annotatorFor?: (llm: LlmConfig) => ChecklistAnnotator;
 }
@@ -110,7 +112,7 @@ export function createChecklistActivities(deps: ChecklistDeps) {
   const clientFor = llmClients(store);
   const defaultAnnotator = (llm: LlmConfig): ChecklistAnnotator => {
     const role = llm.roles.annotator;
-    if (!isOnline(role)) return new OfflineChecklistAnnotator(OFFLINE_ANNOTATOR, offlineChecklist);
+    if (!isOnline(role)) return new OfflineChecklistAnnotator(deps.world.annotator.name, deps.world.annotator.annotate);
     return new LlmChecklistAnnotator(role.model, annotatorAsk(clientFor(llm), cancellationSignal));
   };
   const annotatorFor = deps.annotatorFor ?? defaultAnnotator;

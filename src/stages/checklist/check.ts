@@ -18,13 +18,13 @@
  *   (judge special rule). A call answered by an `error_tool_call` message (parse error, unknown tool, schema
  *   failure) is invalid and counts as not made, like the judge's shortcut; a call the tool answers with a domain
  *   error (`{"error": …}`: out of stock, conflict) was made, but did not succeed.
- * - Arguments. Every key of the check must be present with an equal value: strings trimmed and case-insensitive,
- *   numbers by value (`1` == `1.0`), anything else by canonical JSON (sorted keys). Extra keys are allowed: optional
- *   parameters may be sent or left to their defaults.
+ * - Arguments match as `argumentsMatch` (src/kernel/arguments.ts) says: every key of the check present with an equal
+ *   value; extra keys allowed.
  * - Tool messages answer the calls of the assistant message before them in call order (k-th call ↔ k-th tool
  *   message), matched by `tool_call_id` instead when both sides carry ids (spec §6.3 pairs by position).
  */
 import { decodeArguments, type Message } from '../../kernel/schema';
+import { argumentsMatch } from '../../kernel/arguments';
 import { GroundingContext, isFactToken, tokensOf } from '../../kernel/grounding';
 import type { ItemCheck } from './schema';
 import { replyPart, turnSpans } from './steps';
@@ -210,31 +210,6 @@ export const isToolError = (content: string): boolean => toolErrorKey(content) !
 
 // ---------------------------------------------------------------------------------------------------------------
 // Values
-
-/** JSON with object keys sorted at every level, for order-independent equality. */
-function canonicalJson(value: unknown): string {
-  if (Array.isArray(value)) return `[${value.map(canonicalJson).join(',')}]`;
-  if (isPlainObject(value)) {
-    return `{${Object.keys(value)
-      .sort()
-      .map((k) => `${JSON.stringify(k)}:${canonicalJson(value[k])}`)
-      .join(',')}}`;
-  }
-  return JSON.stringify(value) ?? 'null';
-}
-
-/** One expected argument value against a sent one (see the module comment). */
-export function argumentValueEquals(expected: unknown, actual: unknown): boolean {
-  if (typeof expected === 'string' && typeof actual === 'string') return expected.trim().toLowerCase() === actual.trim().toLowerCase();
-  if (typeof expected === 'number' && typeof actual === 'number') return expected === actual;
-  return canonicalJson(expected) === canonicalJson(actual);
-}
-
-/** Every key of `expected` is present in `actual` with an equal value. */
-export function argumentsMatch(expected: Record<string, unknown>, actual: Record<string, unknown> | undefined): boolean {
-  if (!actual) return false;
-  return Object.entries(expected).every(([k, v]) => Object.hasOwn(actual, k) && argumentValueEquals(v, actual[k]));
-}
 
 const normalise = (text: string): string => text.toLowerCase().replace(/\s+/g, ' ').trim();
 const isWordChar = (c: string | undefined): boolean => c !== undefined && /[a-z0-9]/i.test(c);

@@ -33,22 +33,10 @@ import { z } from 'zod';
 import { Message, type Example } from '../../kernel/schema';
 import { AnnotatedExample, ChecklistOutput, fromStoredVariant, TurnBlock, WEIGHT_TOLERANCE, type ChecklistItem, type Evidence } from './schema';
 import { messageAt, normaliseWs, partIsEmpty, turnSpans, type TurnSpan } from './steps';
-import { describe, formatPath, isNonNegInt, isPlainObject, issueMessage, itemPath, safeMessages, structureViolation, typeName, valueAt } from './validateParts';
+import { describe, formatPath, type Violation, isNonNegInt, isPlainObject, issueMessage, itemPath, safeMessages, structureViolation, typeName, valueAt } from './validateParts';
 import { locateSnippet, partsForRole, snippetInPart, whereHint } from './evidence';
 
-export interface Violation {
-  severity: 'error' | 'warning';
-  /** Machine-readable rule name, e.g. `weight_sum`, `evidence_snippet`, `structure`. */
-  code: string;
-  /** Checklist variant (stored form only). */
-  variant?: number;
-  turn?: number;
-  /** Item id. */
-  item?: string;
-  /** Path inside the item (`evidence[1].step`) or the block (`weight.C2`, `dependence.C3`, `turn`). */
-  field?: string;
-  message: string;
-}
+export type { Violation } from './validateParts';
 
 export interface ChecklistValidation {
   /** True iff no violation is an error. */

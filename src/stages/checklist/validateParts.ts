@@ -1,7 +1,21 @@
 /** Small helpers of checklist validation (validate.ts): values and paths described, zod issues as messages. */
 import type { z } from 'zod';
 import { Message } from '../../kernel/schema';
-import { type Violation } from './validate';
+
+/** One problem of a checklist (validate.ts): a machine-readable `code` and where it is. */
+export interface Violation {
+  severity: 'error' | 'warning';
+  /** Machine-readable rule name, e.g. `weight_sum`, `evidence_snippet`, `structure`. */
+  code: string;
+  /** Checklist variant (stored form only). */
+  variant?: number;
+  turn?: number;
+  /** Item id. */
+  item?: string;
+  /** Path inside the item (`evidence[1].step`) or the block (`weight.C2`, `dependence.C3`, `turn`). */
+  field?: string;
+  message: string;
+}
 
 export function isPlainObject(v: unknown): v is Record<string, unknown> {
   return typeof v === 'object' && v !== null && !Array.isArray(v);

@@ -17,14 +17,15 @@ import { BfclChunk, BfclChunkFile, chunkExamples, mergeChunkFiles, planChunks } 
 import { EndpointConfig, EndpointPolicy, evaluateBfcl, evaluateChunk, loadCategory, loadChunk, ModelPolicy, type Policy } from './bfcl/runner';
 import { Accuracy, formatSummary, type BfclResults } from './bfcl/score';
 import { ChunkTiming } from '../../kernel/chunks';
-import { canonicalJson } from '../../llm/client';
+import { canonicalJson } from '../../kernel/canonicalJson';
 import { PolicySlot } from '../../model/policySlot';
 import { bfclDataDir, resolveFromRoot } from '../../infra/binaries';
 import { ifExists, NotFoundError, storeCache, type ObjectStore } from '../../storage/store';
 import { evalKeys } from '../../run/layout';
 import { selectBackend, backendPrefs, type BackendPref } from '../../model/backend';
 import { QwenModel } from '../../model/qwen';
-import { BadPolicyError, loadPolicy, PolicyRef } from '../../model/policyStore';
+import { BadPolicyError, loadPolicy } from '../../storage/policyStore';
+import { PolicyRef } from '../../run/layout';
 import { type ActivityDeps, activityAttempt, asTemporalFailure, cancellationSignal, heartbeat, once, parseInput, stageLog, workerName } from '../activityKit';
 
 /** What to evaluate: an SFT policy folder (`hf`), an RL checkpoint (`ckpt`), or an endpoint. No secrets. */

@@ -21,8 +21,7 @@ import { DataSource } from '../../run/config';
 import { LlmConfig } from '../../llm/config';
 import { storeCache } from '../../storage/store';
 import { prepareKeys } from '../../run/layout';
-import { generateDemoDataset } from '../../demo/generator';
-import { offlineDataRoles } from '../../demo/offline';
+import type { OfflineWorld } from '../world';
 import { recordLlmUsage } from '../activityMetrics';
 import { type ActivityDeps, heartbeat, mapWithHeartbeat, once, parseInput, readShard, saveReport, shardName, ShardRef, writeShard } from '../activityKit';
 import { makeDataRoles } from './roles';
@@ -116,13 +115,15 @@ const countReasons = (records: DroppedRecord[]) => {
 };
 
 export interface PrepareDeps extends ActivityDeps {
+  /** The offline world: the dialogues of `data.source.kind: demo` and the roles of a run with no endpoint (src/stages/world.ts). */
+  world: OfflineWorld;
   /** Builds the roles of a run's LLM config (LLM-backed where an endpoint is configured, else offline). */
   roles?: (llm: LlmConfig) => DataRoles;
 }
 
 export function createPrepareActivities(deps: PrepareDeps) {
   const { store } = deps;
-  const rolesFor = deps.roles ?? ((llm: LlmConfig) => makeDataRoles(llm, { offline: offlineDataRoles, cache: storeCache(store), onUsage: recordLlmUsage }));
+  const rolesFor = deps.roles ?? ((llm: LlmConfig) => makeDataRoles(llm, { offline: deps.world.dataRoles, cache: storeCache(store), onUsage: recordLlmUsage }));
   const dataKey = prepareKeys.data;
 
   /** Writes dropped records of one step/shard (always, even when empty, so the layout is uniform). */
@@ -137,7 +138,7 @@ export function createPrepareActivities(deps: PrepareDeps) {
         let examples: Example[] = [];
         const errors: ImportError[] = [];
         if (input.source.kind === 'demo') {
-          examples = generateDemoDataset({ seed: input.source.seed, count: input.source.count, brokenRate: input.source.brokenRate, terseRate: input.source.terseRate });
+          examples = deps.world.generate({ seed: input.source.seed, count: input.source.count, brokenRate: input.source.brokenRate, terseRate: input.source.terseRate });
         } else {
           for (const path of input.source.paths) {
             heartbeat({ importing: path });

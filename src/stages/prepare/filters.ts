@@ -17,6 +17,7 @@
  */
 import type { DropReason, Example } from '../../kernel/schema';
 import { assistantCalls, callLabel, checkAgainstSchema, contentOf, countOf, decodeCall, describe, EMPTY_OBJECT_SCHEMA, hasToolCalls, indexTools, isBlankLikePython, isPlainObject, messagesOf, parseJsonLikePython, roleOf, toolCallsOf } from './filterParts';
+import { canonicalJson } from '../../kernel/canonicalJson';
 
 export type RuleFilter = (example: Example) => DropReason[];
 
@@ -228,15 +229,6 @@ function stripDescriptions(value: unknown): unknown {
   return Object.fromEntries(Object.entries(value).filter(([k]) => k !== 'description').map(([k, v]) => [k, stripDescriptions(v)]));
 }
 
-/** JSON with recursively sorted keys (Python `json.dumps(..., sort_keys=True)`), for schema comparison. */
-export function canonicalJson(value: unknown): string {
-  if (Array.isArray(value)) return `[${value.map(canonicalJson).join(',')}]`;
-  if (isPlainObject(value)) {
-    const keys = Object.keys(value).sort();
-    return `{${keys.map((k) => `${JSON.stringify(k)}:${canonicalJson(value[k])}`).join(',')}}`;
-  }
-  return JSON.stringify(value) ?? 'null';
-}
 
 /**
  * 6b. `duplicate_tools_by_schema` (opt-in, disabled in the reference run): no two tools share a name *and* an

@@ -18,7 +18,6 @@
  * step n−1 (weights + AdamW state), applies one update and writes step n, manifest last. The worker's in-memory
  * policy is dropped before it is mutated, so a failed attempt never leaves a half-updated model in the cache.
  */
-import { WORLD_TOOL_NAMES } from '../../demo/tools';
 import { ApplicationFailure } from '@temporalio/common';
 import { z } from 'zod';
 import { loadChatTokenizer, promptIds, type ChatTokenizer } from '../../chat/tokenize';
@@ -29,7 +28,7 @@ import { stepFolder, CheckpointManifest, listCheckpointFolders, removeCheckpoint
 import { checkpointsToPrune } from '../../run/retention';
 import { RlConfig } from '../../run/config';
 import { LlmConfig, isOnline } from '../../llm/config';
-import { canonicalJson } from '../../llm/client';
+import { canonicalJson } from '../../kernel/canonicalJson';
 import { ifExists, storeVerdictCache } from '../../storage/store';
 import { rlKeys } from '../../run/layout';
 import { selectBackend } from '../../model/backend';
@@ -41,12 +40,13 @@ import { judgePending } from './judge/phase';
 import { advanceRollouts, applyTurnDecisions, initRollouts, type RolloutLimits } from './rollout';
 import { ToolEnvironment } from './env/toolEnv';
 import { Rollout } from './types';
-import { BadPolicyError, loadPolicy, PolicyCache, policyKey, saveTrainingCheckpoint, type RestoredLora } from '../../model/policyStore';
+import { BadPolicyError, loadPolicy, PolicyCache, saveTrainingCheckpoint, type RestoredLora } from '../../storage/policyStore';
+import { policyKey } from '../../run/layout';
 import { LoraAdapter } from '../../model/lora';
-import { saveLoraCheckpoint } from '../../model/loraCheckpoint';
+import { saveLoraCheckpoint } from '../../storage/loraCheckpoint';
 import { loraTrainable } from '../../model/trainable';
 import { type ActivityDeps, asTemporalFailure, cancellationSignal, heapGuard, heartbeat, llmClients, once, parseInput, stageLog } from '../activityKit';
-import { demoWorldExecutables } from '../../demo/executables';
+import type { OfflineWorld } from '../world';
 import { withSimulatorDefaults } from './env/simulator';
 import { executableToolNames, missingSimulatorMessage, toolsNeedingSimulator } from './env/answers';
 import { countsOf, summariseBatch } from './batch';
@@ -58,12 +58,6 @@ import { RlDataInput, RlData, PhaseResult, RlJudgeInput, RlRolloutInput, RlAdvan
 
 export * from './shapes';
 
-/**
- * The demo-world tools executed in this run. Workflow inputs carry the list resolved from the config and the data
- * source (src/cli/stages.ts `rlInput`); a bare `true` comes only from inputs recorded before that, when it meant the
- * demo world's tools.
- */
-const executableNames = (rl: RlConfig): string[] => executableToolNames(rl.executableTools, true, WORLD_TOOL_NAMES);
 
 // ---------------------------------------------------------------------------------------------------------------
 // Per-worker caches: datasets, tokenizer, models
@@ -77,7 +71,18 @@ interface Dataset {
   envKey?: string;
 }
 
-export function createRlActivities(deps: ActivityDeps) {
+export interface RlDeps extends ActivityDeps {
+  /** The offline world, whose tools RL may execute instead of simulating (`rl.executableTools`, src/stages/world.ts). */
+  world: OfflineWorld;
+}
+
+export function createRlActivities(deps: RlDeps) {
+  /**
+   * The world's tools executed in this run. Workflow inputs carry the list resolved from the config and the data
+   * source (src/cli/stages.ts `rlInput`); a bare `true` comes only from inputs recorded before that, when it meant the
+   * demo world's tools.
+   */
+  const executableNames = (rl: RlConfig): string[] => executableToolNames(rl.executableTools, true, deps.world.toolNames);
   const { store } = deps;
   const log = stageLog(deps, 'rl');
   const datasets = new Map<string, Dataset>();
@@ -106,7 +111,7 @@ export function createRlActivities(deps: ActivityDeps) {
     if (!d.env || d.envKey !== key) {
       d.env = new ToolEnvironment(d.examples, {
         ...(isOnline(llm.roles.simulator) ? { llm: llmClient(withSimulatorDefaults(llm)) } : {}),
-        ...(executable.length ? { executables: demoWorldExecutables(undefined, executable) } : {}),
+        ...(executable.length ? { executables: deps.world.executables(executable) } : {}),
       });
       d.envKey = key;
     }

@@ -6,7 +6,7 @@ import { z } from 'zod';
 import type { RlConfig } from '../../run/config';
 import type { ChecklistVariant } from '../checklist/schema';
 import { computeAdvantages } from './advantages';
-import { promptMeanStats } from './heldOut';
+import { promptMeanStats } from '../../kernel/heldOut';
 import { addPassByFocus, rolloutFailed, trajectoryReward } from './rewards';
 import { type Rollout } from './types';
 import { Granularity } from '../../run/config';

@@ -26,7 +26,7 @@ import * as tf from '@tensorflow/tfjs';
 import { AdamW, type AdamWState } from '../../model/optim/adamw';
 import { accumulateGradients, yieldToEventLoop } from '../../model/optim/accumulate';
 import { applyUpdate, fullTrainable, type TrainableSet } from '../../model/trainable';
-import type { PackedRows } from '../../model/qwen';
+import type { PackedRows } from '../../model/forwardTypes';
 
 /** What the update needs of a policy (QwenModel satisfies it). */
 export interface PolicyModel {

@@ -5,7 +5,7 @@
 import { z } from 'zod';
 import { Granularity, RlConfig, RlHyperparameters } from '../../run/config';
 import { LlmConfig } from '../../llm/config';
-import { PolicyRef } from '../../model/policyStore';
+import { PolicyRef } from '../../run/layout';
 import { type JudgeTotals, zeroJudgeTotals } from '../../kernel/counts';
 import { Counts } from './batch';
 import { Rollout } from './types';
@@ -100,7 +100,7 @@ export const RlAdvantagesResult = z.object({
   meanTurns: z.number(),
   /** Judge pass counts per checklist `focus_on` (items of reached turns). */
   passByFocus: z.record(z.string(), z.object({ passed: z.number().int(), total: z.number().int() })).default({}),
-  /** Mean reward over prompts with its standard error (prompts are the unit: src/stages/rl/heldOut.ts). */
+  /** Mean reward over prompts with its standard error (prompts are the unit: src/kernel/heldOut.ts). */
   byPrompt: z.object({ n: z.number().int(), mean: z.number(), sd: z.number().nullable(), se: z.number().nullable() }).optional(),
   seconds: z.number(),
 });

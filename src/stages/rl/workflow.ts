@@ -44,7 +44,7 @@ import { chunkRanges } from '../../kernel/chunks';
 import type { ActivityTimeouts } from '../../run/types';
 import { pauseSignal, resumeSignal, stopSignal } from '../../run/control';
 import { beginStage, endStage, stageActivities } from '../../run/workflowUtil';
-import type { PolicyRef } from '../../model/policyStore';
+import type { PolicyRef } from '../../run/layout';
 import { addCounts, zeroJudgeTotals } from '../../kernel/counts';
 import { recordRlEval, recordRlStep } from '../../run/metrics';
 import { checkpointsToKeep, minimumKept } from '../../run/retention';

@@ -8,7 +8,7 @@ import { ReportData, type ReportDataInput } from '../../../src/report/types';
 import { barChart, groupedBarChart, stackedBarChart } from '../../../src/report/barChart';
 import { formatSeconds, formatValue, movingAverage, niceScale } from '../../../src/report/format';
 import { FIXTURES } from '../../helpers/paths';
-import { logprobGapLine } from '../../../src/stages/rl/heldOut';
+import { logprobGapLine } from '../../../src/kernel/heldOut';
 
 const sample = (): ReportData => ReportData.parse(JSON.parse(readFileSync(join(FIXTURES, 'report-sample.json'), 'utf8')));
 const minimal = (extra: Partial<ReportDataInput> = {}): ReportData => ReportData.parse({ runId: 'run-1', generatedAt: '2025-06-02T09:30:00.000Z', ...extra });

@@ -23,7 +23,8 @@ import type { ChatCompletionCreateParamsNonStreaming } from 'openai/resources/ch
 import { z } from 'zod';
 import { promptIds, type ChatTokenizer } from '../../../chat/tokenize';
 import type { Message } from '../../../kernel/schema';
-import { canonicalJson, PLACEHOLDER_API_KEY, Semaphore, type ResponseCache } from '../../../llm/client';
+import { PLACEHOLDER_API_KEY, Semaphore, type ResponseCache } from '../../../llm/client';
+import { canonicalJson } from '../../../kernel/canonicalJson';
 import { LlmRoleConfig } from '../../../llm/config';
 import { generateAsync } from '../../../model/generate';
 import type { QwenModel } from '../../../model/qwen';

@@ -1,6 +1,7 @@
 import { describe, test } from 'node:test';
 import assert from 'node:assert/strict';
-import { applyRuleFilters, canonicalJson, DEFAULT_ENABLED_FILTERS, duplicateToolsByName, duplicateToolsBySchema, noToolResponseInAssistantMessage, nonEmptyContent, resolveEnabledFilters, roleOrder, RULE_FILTER_NAMES, RULE_FILTERS, thinkTags, toolArgumentTypes, toolCallResponseMatch, toolResponseJsonValid, toolSchema, type RuleFilter } from '../../../../src/stages/prepare/filters';
+import { applyRuleFilters, DEFAULT_ENABLED_FILTERS, duplicateToolsByName, duplicateToolsBySchema, noToolResponseInAssistantMessage, nonEmptyContent, resolveEnabledFilters, roleOrder, RULE_FILTER_NAMES, RULE_FILTERS, thinkTags, toolArgumentTypes, toolCallResponseMatch, toolResponseJsonValid, toolSchema, type RuleFilter } from '../../../../src/stages/prepare/filters';
+import { canonicalJson } from '../../../../src/kernel/canonicalJson';
 import { runRuleFilterReport } from '../../../../src/stages/prepare/filterReport';
 import type { Example, Message } from '../../../../src/kernel/schema';
 import { assistant, call, directReplyExample, goodExample, timeTool, tool, user, weatherTool, withMessage } from '../../../fixtures/dialogues';

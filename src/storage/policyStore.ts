@@ -10,16 +10,16 @@
  * (`m.<name>`, `v.<name>`, step in the metadata), optionally `config.json`, and the manifest.
  */
 import { readFileSync } from 'node:fs';
-import { z } from 'zod';
 import { join } from 'node:path';
-import { CheckpointManifest, downloadCheckpoint, downloadHfFolder, withTempDir, writeCheckpoint, type CheckpointFile } from '../storage/checkpoints';
-import { sha256, type ObjectRef, type ObjectStore } from '../storage/store';
-import { HfWeights, loadHfCheckpoint, modelFromSource, writeModelWeightsAsync } from './checkpoint';
-import { parseQwenConfig, type QwenConfig } from './config';
-import type { QwenModel } from './qwen';
-import { openAdamWState, parseAdamWState, writeAdamWStateAsync, type AdamW, type AdamWState } from './optim/adamw';
-import { serializeTensors, type WrittenFile } from './safetensorsWrite';
-import type { LoraAdapter } from './lora';
+import { CheckpointManifest, downloadCheckpoint, downloadHfFolder, withTempDir, writeCheckpoint, type CheckpointFile } from './checkpoints';
+import { sha256, type ObjectRef, type ObjectStore } from './store';
+import { policyKey, PolicyRef } from '../run/layout';
+import { HfWeights, loadHfCheckpoint, modelFromSource, writeModelWeightsAsync } from '../model/checkpoint';
+import { parseQwenConfig, type QwenConfig } from '../model/config';
+import type { QwenModel } from '../model/qwen';
+import { openAdamWState, parseAdamWState, writeAdamWStateAsync, type AdamW, type AdamWState } from '../model/optim/adamw';
+import { serializeTensors, type WrittenFile } from '../model/safetensorsWrite';
+import type { LoraAdapter } from '../model/lora';
 import { applyLoraCheckpoint, isLoraCheckpoint, loraBaseOf, type LoraCheckpointState } from './loraCheckpoint';
 
 /** Checkpoints up to this many bytes go through memory; larger ones through temp files. */
@@ -164,16 +164,6 @@ export function uploadModelWeights(store: ObjectStore, key: string, model: QwenM
     return store.putFile(key, w.path, { sha256: w.sha256 });
   });
 }
-
-/** A stored policy: an HF-layout folder (the SFT output, an uploaded base) or an RL checkpoint manifest. */
-export const PolicyRef = z.discriminatedUnion('kind', [
-  z.object({ kind: z.literal('hf'), prefix: z.string().min(1) }),
-  z.object({ kind: z.literal('ckpt'), manifestKey: z.string().min(1), step: z.number().int().nonnegative() }),
-]);
-export type PolicyRef = z.infer<typeof PolicyRef>;
-
-/** The policy's identity: equal for the same stored weights. */
-export const policyKey = (p: PolicyRef): string => (p.kind === 'hf' ? `hf:${p.prefix}` : `ckpt:${p.manifestKey}`);
 
 /** A stored policy that cannot be loaded as it is (retrying will not help). */
 export class BadPolicyError extends Error {

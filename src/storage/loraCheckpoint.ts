@@ -6,13 +6,13 @@
  * against 538 MB and 1.08 GB).
  */
 import { z } from 'zod';
-import { writeCheckpoint, type CheckpointFile, type CheckpointManifest } from '../storage/checkpoints';
-import { sha256, type ObjectStore } from '../storage/store';
-import { ADAPTER_CONFIG, ADAPTER_WEIGHTS, LoraAdapter } from './lora';
-import type { QwenModel } from './qwen';
-import { parseAdamWState, type AdamW, type AdamWState } from './optim/adamw';
-import { SafetensorsReader } from './safetensors';
-import { serializeTensors } from './safetensorsWrite';
+import { writeCheckpoint, type CheckpointFile, type CheckpointManifest } from './checkpoints';
+import { sha256, type ObjectStore } from './store';
+import { ADAPTER_CONFIG, ADAPTER_WEIGHTS, LoraAdapter } from '../model/lora';
+import type { QwenModel } from '../model/qwen';
+import { parseAdamWState, type AdamW, type AdamWState } from '../model/optim/adamw';
+import { SafetensorsReader } from '../model/safetensors';
+import { serializeTensors } from '../model/safetensorsWrite';
 
 /** The manifest state's `lora` entry: the stored HF folder the adapter applies to. */
 export const LoraCheckpointState = z.object({ base: z.object({ kind: z.literal('hf'), prefix: z.string().min(1) }) });

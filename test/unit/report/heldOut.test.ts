@@ -5,13 +5,13 @@
  */
 import { describe, test } from 'node:test';
 import assert from 'node:assert/strict';
-import { buildReport, heldOutSummary, lastEvalEpisodes, type RlRow, type RunSources } from '../../../../src/report/collect';
-import { renderReport } from '../../../../src/report/html';
-import { ReportData } from '../../../../src/report/types';
-import { formatFailed, formatMeanSe, promptMeanStats } from '../../../../src/stages/rl/heldOut';
-import { summarize } from '../../../../src/stages/pipeline/workflow';
-import { heldOutLine } from '../../../../src/cli/runStatus';
-import { heldOutOfMemo } from '../../../../src/cli/pipelineCommand';
+import { buildReport, heldOutSummary, lastEvalEpisodes, type RlRow, type RunSources } from '../../../src/report/collect';
+import { renderReport } from '../../../src/report/html';
+import { ReportData } from '../../../src/report/types';
+import { formatFailed, formatMeanSe, promptMeanStats } from '../../../src/kernel/heldOut';
+import { summarize } from '../../../src/stages/pipeline/workflow';
+import { heldOutLine } from '../../../src/cli/runStatus';
+import { heldOutOfMemo } from '../../../src/cli/pipelineCommand';
 
 const close = (a: number | null, b: number, tol = 1e-12) => assert.ok(a !== null && Math.abs(a - b) < tol, `${a} ≉ ${b}`);
 
