@@ -33,7 +33,7 @@ import { ifExists, storeVerdictCache } from '../../storage/store';
 import { rlKeys } from '../../run/layout';
 import { selectBackend } from '../../model/backend';
 import { hfConfigJson } from '../../model/checkpoint';
-import { joinAdvantages, type RolloutAdvantages } from './advantages';
+import { joinAdvantages, type RolloutAdvantages } from './algo/advantages';
 import { GrpoTrainer, type GrpoSequence } from './grpo';
 import { Judge, JudgeConfig, judgeConfigOf, withJudgeDefaults } from './judge/judge';
 import { judgePending } from './judge/phase';
@@ -49,7 +49,7 @@ import { type ActivityDeps, asTemporalFailure, cancellationSignal, heapGuard, he
 import type { OfflineWorld } from '../world';
 import { withSimulatorDefaults } from './env/simulator';
 import { executableToolNames, missingSimulatorMessage, toolsNeedingSimulator } from './env/answers';
-import { countsOf, summariseBatch } from './batch';
+import { countsOf, summariseBatch } from './algo/batch';
 import { heldOutShrunk, rlDataShortfall, selectRlData } from './data';
 import { formatReasons } from '../../kernel/floor';
 import { type JudgeTotals } from '../../kernel/counts';

@@ -32,7 +32,7 @@ import type { DecodeCounts } from '../../model/decodeSession';
 import type { QwenModel } from '../../model/qwen';
 import type { ChecklistVariant } from '../checklist/schema';
 import { turnSpans } from '../checklist/steps';
-import { turnDecision } from './rewards';
+import { turnDecision } from './algo/rewards';
 import type { EndReason, Rollout } from './types';
 import { rawCallArguments, type ToolArguments } from './env/arguments';
 

@@ -7,7 +7,7 @@ import { Granularity, RlConfig, RlHyperparameters } from '../../run/config';
 import { LlmConfig } from '../../llm/config';
 import { PolicyRef } from '../../run/layout';
 import { type JudgeTotals, zeroJudgeTotals } from '../../kernel/counts';
-import { Counts } from './batch';
+import { Counts } from './algo/batch';
 import { Rollout } from './types';
 
 export const RlDataInput = z.object({

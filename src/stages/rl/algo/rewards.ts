@@ -18,8 +18,8 @@
  * - Reason priority when several apply: `final_turn` (the episode would end anyway), then `judge_failed`, then
  *   `turn_control` (a majority of variants left a required item unsatisfied).
  */
-import type { ChecklistVariant, StoredItem } from '../checklist/schema';
-import type { RolloutVerdicts, TurnVerdicts, Verdict } from './types';
+import type { ChecklistVariant, StoredItem } from '../../checklist/schema';
+import type { RolloutVerdicts, TurnVerdicts, Verdict } from '../types';
 
 /** Item c is satisfied in the turn: judged true at some step (OR over steps). */
 export function itemSatisfied(steps: Verdict[][], c: number): boolean {
@@ -86,8 +86,29 @@ export function turnRewards(variants: ChecklistVariant[], verdicts: RolloutVerdi
 
 /** R = (1/L_ref) Σ_{reached t} R_t; 0 for a failed rollout. */
 export function trajectoryReward(variants: ChecklistVariant[], verdicts: RolloutVerdicts, refTurns: number, failed: boolean): number {
-  if (failed || refTurns <= 0) return 0;
-  return turnRewards(variants, verdicts).reduce((a, b) => a + b, 0) / refTurns;
+  return scoreOf(variants, verdicts, refTurns, failed).reward;
+}
+
+/** The rewards of one finished rollout: computed once per batch, then shared by the batch summary and every estimator. */
+export interface RolloutScore {
+  /** A tool failed or a judge call failed (`rolloutFailed`): reward 0, left out at turn and step level. */
+  failed: boolean;
+  /** R = (1/L_ref) Σ_{reached t} R_t ∈ [0, 1]; 0 when failed. */
+  reward: number;
+  /** R_t / V of each reached turn; [] when failed. */
+  turnRewards: number[];
+}
+
+/** A rollout's score (see RolloutScore): `trajectoryReward` and `turnRewards` in one pass over its verdicts. */
+export function scoreRollout(variants: ChecklistVariant[], verdicts: RolloutVerdicts, refTurns: number, toolFailed: boolean): RolloutScore {
+  return scoreOf(variants, verdicts, refTurns, rolloutFailed(toolFailed, verdicts));
+}
+
+/** The score of a rollout whose failure is already known. */
+export function scoreOf(variants: ChecklistVariant[], verdicts: RolloutVerdicts, refTurns: number, failed: boolean): RolloutScore {
+  if (failed) return { failed, reward: 0, turnRewards: [] };
+  const perTurn = turnRewards(variants, verdicts);
+  return { failed, reward: refTurns > 0 ? perTurn.reduce((a, b) => a + b, 0) / refTurns : 0, turnRewards: perTurn };
 }
 
 /**

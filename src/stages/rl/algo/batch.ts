@@ -3,13 +3,13 @@
  * prompt, spec section 6.5), the advantage rows the trainer joins on by rollout id, and the batch's metrics.
  */
 import { z } from 'zod';
-import type { RlConfig } from '../../run/config';
-import type { ChecklistVariant } from '../checklist/schema';
+import type { RlConfig } from '../../../run/config';
+import type { ChecklistVariant } from '../../checklist/schema';
 import { computeAdvantages } from './advantages';
-import { promptMeanStats } from '../../kernel/heldOut';
-import { addPassByFocus, rolloutFailed, trajectoryReward } from './rewards';
-import { type Rollout } from './types';
-import { Granularity } from '../../run/config';
+import { promptMeanStats } from '../../../kernel/heldOut';
+import { addPassByFocus, scoreRollout } from './rewards';
+import { type Rollout } from '../types';
+import { Granularity } from '../../../run/config';
 
 /** Rollouts by status. */
 export const Counts = z.object({ generate: z.number().int(), judge: z.number().int(), done: z.number().int() });
@@ -30,8 +30,10 @@ export const tally = (xs: readonly string[]) => xs.reduce<Record<string, number>
 
 /** Trajectory rewards of every rollout and the advantages at every granularity (grouped by prompt). */
 export function summarise(rollouts: readonly Rollout[], checklists: ReadonlyMap<string, ChecklistVariant[]>, rl: RlConfig) {
-  const rewards = rollouts.map((r) => trajectoryReward(checklists.get(r.uuid)!, r.verdicts ?? [], r.refTurns, rolloutFailed(r.toolFailed, r.verdicts ?? [])));
-  const failed = rollouts.filter((r) => rolloutFailed(r.toolFailed, r.verdicts ?? [])).length;
+  // Each rollout's rewards once; the estimators of every granularity take them from here.
+  const scores = rollouts.map((r) => scoreRollout(checklists.get(r.uuid)!, r.verdicts ?? [], r.refTurns, r.toolFailed));
+  const rewards = scores.map((s) => s.reward);
+  const failed = scores.filter((s) => s.failed).length;
   const groups = new Map<number, number[]>();
   rollouts.forEach((r, i) => groups.set(r.group, [...(groups.get(r.group) ?? []), i]));
   const byGranularity: Record<string, { perRollout: number[][]; absMean: number; nonzero: number }> = {};
@@ -42,7 +44,7 @@ export function summarise(rollouts: readonly Rollout[], checklists: ReadonlyMap<
       const variants = checklists.get(first.uuid)!;
       const group = members.map((i) => {
         const r = rollouts[i]!;
-        return { failed: rolloutFailed(r.toolFailed, r.verdicts ?? []), segmentTurns: r.segments.map((s) => s.turn), verdicts: r.verdicts ?? [], refTurns: r.refTurns };
+        return { failed: scores[i]!.failed, segmentTurns: r.segments.map((s) => s.turn), verdicts: r.verdicts ?? [], refTurns: r.refTurns, score: scores[i]! };
       });
       const out = computeAdvantages(g, group, variants, { normByStd: rl.normAdvByStd, eta: rl.eta, minHolders: rl.minGroupCount, minCount: rl.minGroupCount });
       members.forEach((i, k) => (perRollout[i] = out.advantages[k]!));

@@ -39,10 +39,10 @@
  * - Step level: segments are matched to verdicts by (turn, index of the generation inside the turn), not by the flat
  *   position, so a segment without verdicts gets 0 rather than shifting later ones.
  */
-import type { ChecklistVariant, StoredItem } from '../checklist/schema';
-import { trajectoryReward, turnRewards } from './rewards';
-import type { RolloutVerdicts, Verdict } from './types';
-import { type Granularity } from '../../run/config';
+import type { ChecklistVariant, StoredItem } from '../../checklist/schema';
+import { scoreOf, type RolloutScore } from './rewards';
+import type { RolloutVerdicts, Verdict } from '../types';
+import { type Granularity } from '../../../run/config';
 
 /** One group member as the estimators need it. */
 export interface GroupMember {
@@ -53,6 +53,8 @@ export interface GroupMember {
   verdicts: RolloutVerdicts;
   /** L_ref: number of reference turns. */
   refTurns: number;
+  /** Its rewards, computed once per batch by the caller (`scoreRollout`); computed from the fields above when absent. */
+  score?: RolloutScore;
 }
 
 export interface TrajectoryOptions {
@@ -94,14 +96,14 @@ function groupStats(scores: readonly number[]): { mean: number; std: number } {
   return { mean, std: Math.sqrt(variance) };
 }
 
-function trajectoryRewards(group: readonly GroupMember[], variants: ChecklistVariant[]): number[] {
-  return group.map((m) => trajectoryReward(variants, m.verdicts, m.refTurns, m.failed));
+function scoresOf(group: readonly GroupMember[], variants: ChecklistVariant[]): RolloutScore[] {
+  return group.map((m) => m.score ?? scoreOf(variants, m.verdicts, m.refTurns, m.failed));
 }
 
 /** Stock GRPO outcome advantage: the same A_i on every segment of member i. */
 export function trajectoryAdvantages(group: readonly GroupMember[], variants: ChecklistVariant[], opts: TrajectoryOptions = {}): AdvantageResult {
   const { normByStd = false, eps = 1e-6 } = opts;
-  const rewards = trajectoryRewards(group, variants);
+  const rewards = scoresOf(group, variants).map((s) => s.reward);
   const { mean, std } = groupStats(rewards);
   const advantages = group.map((m, i) => {
     const a = normByStd ? (rewards[i]! - mean) / (std + eps) : rewards[i]! - mean;
@@ -113,7 +115,8 @@ export function trajectoryAdvantages(group: readonly GroupMember[], variants: Ch
 /** Turn-level advantage: per turn position, centred over the successful members that reached it. */
 export function turnAdvantages(group: readonly GroupMember[], variants: ChecklistVariant[], opts: TurnOptions = {}): AdvantageResult {
   const { normByStd = false, eps = 1e-6, minHolders = 4 } = opts;
-  const perTurn = group.map((m) => (m.failed ? [] : turnRewards(variants, m.verdicts)));
+  const scores = scoresOf(group, variants);
+  const perTurn = scores.map((s) => s.turnRewards);
   const positions = Math.max(0, ...perTurn.map((r) => r.length));
   const perTurnAdv = perTurn.map((r) => r.map(() => 0));
   for (let k = 0; k < positions; k++) {
@@ -126,7 +129,7 @@ export function turnAdvantages(group: readonly GroupMember[], variants: Checklis
     }
   }
   const advantages = group.map((m, i) => m.segmentTurns.map((t) => perTurnAdv[i]![t] ?? 0));
-  return { advantages, rewards: trajectoryRewards(group, variants) };
+  return { advantages, rewards: scores.map((s) => s.reward) };
 }
 
 /** Index of each item's dependencies inside its turn; an unknown id maps to −1 (never completed). */
@@ -226,7 +229,7 @@ export function stepAdvantages(group: readonly GroupMember[], variants: Checklis
       return (actual - baseline) / (normInAdv && weight !== 0 ? weight : 1);
     });
   });
-  return { advantages, rewards: trajectoryRewards(group, variants) };
+  return { advantages, rewards: scoresOf(group, variants).map((s) => s.reward) };
 }
 
 /** Dispatch on the granularity; `rewards` are the trajectory rewards in every case. */

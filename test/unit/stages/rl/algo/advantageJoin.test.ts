@@ -4,7 +4,7 @@
  */
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { joinAdvantages } from '../../../../src/stages/rl/advantages';
+import { joinAdvantages } from '../../../../../src/stages/rl/algo/advantages';
 
 const seg = (start: number, end: number) => ({ start, end, turn: 0 });
 const rollouts = [
