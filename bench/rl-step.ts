@@ -173,8 +173,8 @@ async function main() {
         pairs += r.verdicts.length;
         calls += r.stats.calls;
         hits += r.stats.cacheHits;
-        pt += r.stats.usage.promptTokens;
-        ct += r.stats.usage.completionTokens;
+        pt += r.stats.promptTokens;
+        ct += r.stats.completionTokens;
       }
     }
     verdictsOf.push(all);

@@ -10,12 +10,20 @@ export function addCounts<T extends { [K in keyof T]: number }>(a: T, b: Partial
   return out;
 }
 
-/** What judging a phase of rollouts took (plain numbers: workflow history, metrics rows). */
+/**
+ * What judging took and how the verdicts were reached: of one judged step (the judge's answer), of a phase of rollouts
+ * (summed), of a run (workflow history, metrics rows). The one shape of judge counts.
+ */
 export interface JudgeTotals {
+  /** LLM calls made (answers replayed from the client's response cache included). */
   calls: number;
+  /** Items answered from the verdict cache (or by identical work in flight). */
   cacheHits: number;
+  /** Items decided by their `check`, without an LLM. */
   offline: number;
+  /** Items decided false by the `error_tool_call` shortcut. */
   shortcut: number;
+  /** Items whose verdict is `{pass: false, ok: false}` (no usable answer). */
   failed: number;
   /** LLM tokens of the judge calls (0 offline). */
   promptTokens: number;

@@ -56,7 +56,6 @@ import { createHash } from 'node:crypto';
 import { z } from 'zod';
 import { evaluateCheck, type JudgeView } from '../../checklist/check';
 import type { StoredItem } from '../../checklist/schema';
-import { addUsage, UsageSchema, zeroUsage } from '../../../kernel/roles';
 import { type LlmAsk } from '../../../llm/client';
 import { canonicalJson } from '../../../kernel/canonicalJson';
 import { isOnline, type LlmConfig, withSamplingDefaults } from '../../../llm/config';
@@ -65,7 +64,7 @@ import type { Verdict } from '../types';
 import { batchItemIds, isPlainObject, JUDGE_JSON_SCHEMA, judgeBatchJsonSchema, judgeBatchPrompt, judgePrompt, parseJudgeAnswer, parseJudgeBatchAnswer } from './prompt';
 import { type RenderedView, renderJudgeView } from './render';
 import { RlConfig } from '../../../run/config';
-import { addCounts } from '../../../kernel/counts';
+import { type JudgeTotals, zeroJudgeTotals } from '../../../kernel/counts';
 import { LlmFatalError } from '../../../llm/errors';
 
 // ---------------------------------------------------------------------------------------------------------------
@@ -93,30 +92,6 @@ export const JudgeConfig = z.object({
 });
 export type JudgeConfig = z.infer<typeof JudgeConfig>;
 export type JudgeConfigInput = z.input<typeof JudgeConfig>;
-
-/** What judging cost and how the verdicts were reached (items, except `calls` and `usage`). */
-export const JudgeStats = z.object({
-  /** LLM calls made (answers replayed from the client's response cache included; see `usage.cacheHits`). */
-  calls: z.number().int().nonnegative(),
-  /** Items answered from the verdict cache (or by identical work in flight). */
-  cacheHits: z.number().int().nonnegative(),
-  /** Items decided by their `check`, without an LLM. */
-  offline: z.number().int().nonnegative(),
-  /** Items decided false by the `error_tool_call` shortcut. */
-  shortcut: z.number().int().nonnegative(),
-  /** Items whose verdict is `{pass: false, ok: false}` (no usable answer). */
-  failed: z.number().int().nonnegative(),
-  usage: UsageSchema,
-});
-export type JudgeStats = z.infer<typeof JudgeStats>;
-
-export const zeroJudgeStats = (): JudgeStats => ({ calls: 0, cacheHits: 0, offline: 0, shortcut: 0, failed: 0, usage: zeroUsage() });
-
-export function addJudgeStats(a: JudgeStats, b: JudgeStats): JudgeStats {
-  const { usage: ua, ...ca } = a;
-  const { usage: ub, ...cb } = b;
-  return { ...addCounts(ca, cb), usage: addUsage(ua, ub) };
-}
 
 /** Where final verdicts are kept (an S3 prefix in production, a Map in tests). */
 export interface VerdictCache {
@@ -200,8 +175,8 @@ export class Judge {
    * Verdicts of `items` (in order) on the view of one assistant step. `ctx.salt` identifies the step (rollout,
    * variant, turn, step) for the client's response cache, so a retried activity replays what it already paid for.
    */
-  async judgeStep(view: JudgeView, items: readonly StoredItem[], ctx: { salt: string }): Promise<{ verdicts: Verdict[]; stats: JudgeStats }> {
-    const stats = zeroJudgeStats();
+  async judgeStep(view: JudgeView, items: readonly StoredItem[], ctx: { salt: string }): Promise<{ verdicts: Verdict[]; stats: JudgeTotals }> {
+    const stats = zeroJudgeTotals();
     const verdicts = new Array<Verdict | undefined>(items.length);
     const toolCallError = judgedStepHasToolCallError(view);
     const online = this.online;
@@ -333,7 +308,7 @@ export class Judge {
   }
 
   /** Majority over K samples of each item's LLM verdict. */
-  private async judgeWithLlm(items: StoredItem[], view: RenderedView, salt: string, stats: JudgeStats): Promise<Verdict[]> {
+  private async judgeWithLlm(items: StoredItem[], view: RenderedView, salt: string, stats: JudgeTotals): Promise<Verdict[]> {
     const votes = items.map(() => ({ yes: 0, no: 0 }));
     await Promise.all(
       Array.from({ length: this.cfg.samples }, async (_, k) => {
@@ -348,7 +323,7 @@ export class Judge {
   }
 
   /** One sample: every item's answer (undefined = no usable answer after `attempts` attempts). */
-  private async sample(items: StoredItem[], view: RenderedView, salt: string, stats: JudgeStats): Promise<Array<boolean | undefined>> {
+  private async sample(items: StoredItem[], view: RenderedView, salt: string, stats: JudgeTotals): Promise<Array<boolean | undefined>> {
     const answers = new Array<boolean | undefined>(items.length);
     const all = items.map((_, j) => j);
     // Attempt 1: batches of `batchItems`; later attempts: each still unanswered item on its own.
@@ -362,7 +337,7 @@ export class Judge {
   }
 
   /** One call judging `items[group]`; writes the usable answers into `answers`. Transport errors propagate. */
-  private async ask(items: StoredItem[], group: number[], view: RenderedView, salt: string, answers: Array<boolean | undefined>, stats: JudgeStats): Promise<void> {
+  private async ask(items: StoredItem[], group: number[], view: RenderedView, salt: string, answers: Array<boolean | undefined>, stats: JudgeTotals): Promise<void> {
     const llm = this.llm!;
     const chosen = group.map((j) => items[j]!);
     const single = chosen.length === 1;
@@ -373,7 +348,9 @@ export class Judge {
       cacheSalt: salt,
     });
     stats.calls++;
-    stats.usage = addUsage(stats.usage, res.usage);
+    stats.promptTokens += res.usage.promptTokens;
+    stats.completionTokens += res.usage.completionTokens;
+    stats.costUsd += res.usage.costUsd;
     if (single) {
       const parsed = parseJudgeAnswer(res.text);
       if (parsed.ok) answers[group[0]!] = parsed.value;

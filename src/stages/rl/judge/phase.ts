@@ -9,18 +9,8 @@ import { turnSpans } from '../../checklist/steps';
 import type { Rollout, TurnVerdicts, Verdict } from '../types';
 import { addCounts, type JudgeTotals, zeroJudgeTotals } from '../../../kernel/counts';
 
-/** What one judged step reports (src/stages/rl/judge/judge.ts's JudgeStats fits). */
-export interface JudgeStepStats {
-  calls: number;
-  cacheHits: number;
-  offline: number;
-  shortcut: number;
-  failed: number;
-  usage?: { promptTokens: number; completionTokens: number; costUsd: number };
-}
-
 export interface StepJudge {
-  judgeStep(view: JudgeView, items: StoredItem[], ctx: { salt: string }): Promise<{ verdicts: Verdict[]; stats: JudgeStepStats }>;
+  judgeStep(view: JudgeView, items: StoredItem[], ctx: { salt: string }): Promise<{ verdicts: Verdict[]; stats: JudgeTotals }>;
 }
 
 export interface JudgeTask {
@@ -81,8 +71,7 @@ export async function judgePending(
     const view = judgeViewAt(t.rollout.messages, t.turn, t.offset);
     const out = await judge.judgeStep(view, t.items, { salt: `${opts.salt}/${t.rollout.id}/v${t.variant}/t${t.turn}/s${t.step}` });
     results[i] = out.verdicts;
-    const { usage, ...counts } = out.stats;
-    stats = addCounts(stats, { ...counts, promptTokens: usage?.promptTokens ?? 0, completionTokens: usage?.completionTokens ?? 0, costUsd: usage?.costUsd ?? 0 });
+    stats = addCounts(stats, out.stats);
     opts.onProgress?.(++done, tasks.length);
   });
   // Assemble in task order (deterministic regardless of completion order).

@@ -5,7 +5,7 @@ import type { StoredItem } from '../../../../src/stages/checklist/schema';
 import type { Message } from '../../../../src/kernel/schema';
 import { LlmClient } from '../../../../src/llm/client';
 import { LlmConfig, type LlmRoleConfigInput } from '../../../../src/llm/config';
-import { JUDGE_PROMPT_VERSION, Judge, JudgeConfig, addJudgeStats, withJudgeDefaults, zeroJudgeStats, type VerdictCache } from '../../../../src/stages/rl/judge/judge';
+import { JUDGE_PROMPT_VERSION, Judge, JudgeConfig, withJudgeDefaults, type VerdictCache } from '../../../../src/stages/rl/judge/judge';
 import type { StepJudge } from '../../../../src/stages/rl/judge/phase';
 import type { Verdict } from '../../../../src/stages/rl/types';
 import { replies, startFakeOpenAI, type Behaviour, type FakeOpenAI, type RecordedRequest } from '../../../helpers/fakeOpenAI';
@@ -13,6 +13,7 @@ import { assistant, call, goodExample, tool, user } from '../../../fixtures/dial
 import { JUDGE_JSON_SCHEMA, judgeBatchJsonSchema, judgeBatchPrompt, judgePrompt, parseJudgeBatchAnswer, VERDICT_FIELDS } from '../../../../src/stages/rl/judge/prompt';
 import { renderJudgeMessages } from '../../../../src/stages/rl/judge/render';
 import { LlmFatalError, LlmRetryableError } from '../../../../src/llm/errors';
+import { addCounts, zeroJudgeTotals } from '../../../../src/kernel/counts';
 
 // ---------------------------------------------------------------------------------------------------------------
 // Fixtures
@@ -206,9 +207,9 @@ describe('prompts', () => {
 describe('config and stats', () => {
   test('defaults and stats arithmetic', () => {
     assert.deepEqual(JudgeConfig.parse({}), { batchItems: 8, samples: 1, attempts: 2, offlineChecks: 'auto', promptVersion: JUDGE_PROMPT_VERSION });
-    const a = { ...zeroJudgeStats(), calls: 2, failed: 1 };
-    const b = { ...zeroJudgeStats(), calls: 1, shortcut: 3, usage: { ...zeroJudgeStats().usage, promptTokens: 5 } };
-    assert.deepEqual(addJudgeStats(a, b), { ...zeroJudgeStats(), calls: 3, failed: 1, shortcut: 3, usage: { ...zeroJudgeStats().usage, promptTokens: 5 } });
+    const a = { ...zeroJudgeTotals(), calls: 2, failed: 1 };
+    const b = { ...zeroJudgeTotals(), calls: 1, shortcut: 3, promptTokens: 5 };
+    assert.deepEqual(addCounts(a, b), { ...zeroJudgeTotals(), calls: 3, failed: 1, shortcut: 3, promptTokens: 5 });
     // The Judge is a StepJudge for the judge phase.
     const asStep: StepJudge = new Judge({}, {});
     assert.ok(asStep);
@@ -228,7 +229,7 @@ describe('offline judge and shortcut', () => {
       { pass: false, ok: true },
       { pass: true, ok: true },
     ]);
-    assert.deepEqual(stats, { ...zeroJudgeStats(), offline: 3 });
+    assert.deepEqual(stats, { ...zeroJudgeTotals(), offline: 3 });
     // At the first step the reply does not exist yet.
     const early = await judge.judgeStep(judgeViewAt(goodExample().messages, 0, 1), [states], { salt: 's' });
     assert.deepEqual(early.verdicts, [{ pass: false, ok: true }]);
@@ -293,7 +294,7 @@ describe('LLM judge', () => {
     const { verdicts, stats } = await new Judge({ llm: clientFor(s) }, { batchItems: 1 }).judgeStep(finalView(), [item('A')], { salt: 's' });
     assert.deepEqual(verdicts, [{ pass: true, ok: true }]);
     assert.equal(stats.calls, 1);
-    assert.ok(stats.usage.promptTokens > 0);
+    assert.ok(stats.promptTokens > 0);
     const body = s.requests[0]!.body;
     assert.equal(body.messages?.length, 1);
     assert.equal(body.messages?.[0]?.role, 'user');
@@ -362,7 +363,7 @@ describe('LLM judge', () => {
     const second = await new Judge({ llm: clientFor(s), cache }, { batchItems: 1 }).judgeStep(finalView(), items, { salt: 'r2' });
     assert.equal(s.requests.length, 2, 'no new HTTP request');
     assert.deepEqual(second.verdicts, first.verdicts);
-    assert.deepEqual(second.stats, { ...zeroJudgeStats(), cacheHits: 2 });
+    assert.deepEqual(second.stats, { ...zeroJudgeTotals(), cacheHits: 2 });
     // A change in judged text, item wording, or verdict-relevant settings misses.
     await new Judge({ llm: clientFor(s), cache }, { batchItems: 1 }).judgeStep(judgeViewAt(goodExample().messages, 0, 3), [items[0]!], { salt: 'r3' });
     await new Judge({ llm: clientFor(s), cache }, { batchItems: 1 }).judgeStep(finalView(), [item('A', { question: 'Other?' })], { salt: 'r3' });

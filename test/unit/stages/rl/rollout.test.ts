@@ -8,6 +8,7 @@ import { judgePending, pendingJudgements, type StepJudge } from '../../../../src
 import { applyTurnDecisions, episodeSeed, initRollouts, mixSeed, promptMessages, type RolloutLimits } from '../../../../src/stages/rl/rollout';
 import { chunkRanges } from '../../../../src/kernel/chunks';
 import type { Rollout } from '../../../../src/stages/rl/types';
+import { zeroJudgeTotals } from '../../../../src/kernel/counts';
 import { offlineChecklist } from '../../../../src/demo/checklist';
 import { generateDemoDataset } from '../../../../src/demo/generator';
 import { REPO } from '../../../helpers/paths';
@@ -32,7 +33,7 @@ const stubJudge = (pass: (item: string) => boolean): StepJudge & { asked: string
     asked,
     async judgeStep(view, items) {
       asked.push(`${view.current.length}:${items.map((i) => i.id).join(',')}`);
-      return { verdicts: items.map((i) => ({ pass: pass(i.id), ok: true })), stats: { calls: 1, cacheHits: 0, offline: 0, shortcut: 0, failed: 0 } };
+      return { verdicts: items.map((i) => ({ pass: pass(i.id), ok: true })), stats: { ...zeroJudgeTotals(), calls: 1 } };
     },
   };
 };
@@ -64,7 +65,7 @@ describe('rollout bookkeeping', () => {
     const judge: StepJudge = {
       async judgeStep(view, items) {
         const isGood = view.current.some((m) => m.content.includes('done'));
-        return { verdicts: items.map(() => ({ pass: isGood, ok: true })), stats: { calls: 1, cacheHits: 0, offline: 0, shortcut: 0, failed: 0 } };
+        return { verdicts: items.map(() => ({ pass: isGood, ok: true })), stats: { ...zeroJudgeTotals(), calls: 1 } };
       },
     };
     const stats = await judgePending([good!, bad!], checklists, judge, { concurrency: 2, salt: 't' });
@@ -91,7 +92,7 @@ describe('rollout bookkeeping', () => {
     reply(b!, '<think>x</think>ok');
     const failing: StepJudge = {
       async judgeStep(view, items) {
-        return { verdicts: items.map(() => ({ pass: true, ok: view.current.length < 0 })), stats: { calls: 1, cacheHits: 0, offline: 0, shortcut: 0, failed: items.length } };
+        return { verdicts: items.map(() => ({ pass: true, ok: view.current.length < 0 })), stats: { ...zeroJudgeTotals(), calls: 1, failed: items.length } };
       },
     };
     await judgePending([a!], checklists, failing, { concurrency: 1, salt: 't' });
