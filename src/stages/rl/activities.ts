@@ -24,7 +24,7 @@ import { loadChatTokenizer, promptIds, type ChatTokenizer } from '../../chat/tok
 import { AnnotatedExample, type ChecklistVariant } from '../checklist/schema';
 import type { Example } from '../../kernel/schema';
 import { resolveFromRoot } from '../../infra/binaries';
-import { stepFolder, CheckpointManifest, listCheckpointFolders, removeCheckpoint } from '../../storage/checkpoints';
+import { stepFolder, listCheckpointFolders, removeCheckpoint } from '../../storage/checkpoints';
 import { checkpointsToPrune } from '../../run/retention';
 import { RlConfig } from '../../run/config';
 import { LlmConfig, isOnline } from '../../llm/config';
@@ -32,19 +32,13 @@ import { canonicalJson } from '../../kernel/canonicalJson';
 import { ifExists, storeVerdictCache } from '../../storage/store';
 import { rlKeys } from '../../run/layout';
 import { selectBackend } from '../../model/backend';
-import { hfConfigJson } from '../../model/checkpoint';
-import { joinAdvantages, type RolloutAdvantages } from './algo/advantages';
-import { GrpoTrainer, type GrpoSequence } from './grpo';
 import { Judge, JudgeConfig, judgeConfigOf, withJudgeDefaults } from './judge/judge';
 import { judgePending } from './judge/phase';
 import { advanceRollouts, applyTurnDecisions, initRollouts, type RolloutLimits } from './rollout';
 import { ToolEnvironment } from './env/toolEnv';
 import { Rollout } from './types';
-import { BadPolicyError, loadPolicy, PolicyCache, saveTrainingCheckpoint, type RestoredLora } from '../../storage/policyStore';
-import { policyKey } from '../../run/layout';
-import { LoraAdapter } from '../../model/lora';
-import { saveLoraCheckpoint } from '../../storage/loraCheckpoint';
-import { loraTrainable } from '../../model/trainable';
+import { PolicyCache } from '../../storage/policyStore';
+import { trainStep } from './trainActivity';
 import { type ActivityDeps, asTemporalFailure, cancellationSignal, heapGuard, heartbeat, llmClients, once, parseInput, stageLog } from '../activityKit';
 import type { OfflineWorld } from '../world';
 import { withSimulatorDefaults } from './env/simulator';
@@ -54,7 +48,7 @@ import { heldOutShrunk, rlDataShortfall, selectRlData } from './data';
 import { formatReasons } from '../../kernel/floor';
 import { type JudgeTotals } from '../../kernel/counts';
 import { recordJudgePhase, recordRlBatch } from '../activityMetrics';
-import { RlDataInput, RlData, PhaseResult, RlJudgeInput, RlRolloutInput, RlAdvantagesInput, RlMergeInput, RlMergeResult, RlAdvantagesResult, AdvantagesFile, RlTrainInput, RlTrainResult, RlRecordInput, RlPruneInput, RlPruneResult, RolloutFile } from './shapes';
+import { RlDataInput, RlData, PhaseResult, RlJudgeInput, RlRolloutInput, RlAdvantagesInput, RlMergeInput, RlMergeResult, RlAdvantagesResult, RlTrainInput, RlTrainResult, RlRecordInput, RlPruneInput, RlPruneResult, RolloutFile } from './shapes';
 
 export * from './shapes';
 
@@ -118,14 +112,6 @@ export function createRlActivities(deps: RlDeps) {
     return d.env;
   };
   const readRollouts = async (key: string): Promise<Rollout[]> => (await store.getJson(key, RolloutFile)).rollouts;
-  /**
-   * The advantage rows of a batch: `rows` keyed by rollout id; files written before the rows existed hold one array
-   * per rollout in batch order, given ids here by position (a count that differs is then caught by the join).
-   */
-  const readAdvantageRows = async (key: string, rollouts: readonly Rollout[]): Promise<RolloutAdvantages[]> => {
-    const file = await store.getJson(key, AdvantagesFile);
-    return file.rows ?? (file.advantages ?? []).map((advantages, i) => ({ id: rollouts[i]?.id ?? `#${i} (positional)`, advantages }));
-  };
   let backend: Promise<string> | undefined;
   const ensureBackend = () => (backend ??= selectBackend('auto', log));
 
@@ -278,123 +264,13 @@ export function createRlActivities(deps: RlDeps) {
       }, (result) => recordRlBatch(input.runId, input.folder.startsWith(`${rlKeys.folder(input.runId, 'eval')}/`) ? 'heldout' : 'train', result.rollouts, result.failed));
     },
 
-    /** One GRPO update from step−1's policy; writes step's checkpoint. Exactly once per step (see the header). gpu. */
+    /** One GRPO update from step−1's policy; writes step's checkpoint. Exactly once per step (./trainActivity.ts). gpu. */
     async rlTrain(raw: z.input<typeof RlTrainInput>): Promise<RlTrainResult> {
       const input = parseInput(RlTrainInput, raw, 'rlTrain');
-      const prefix = rlKeys.checkpoints(input.runId);
-      const manifestKey = `${stepFolder(prefix, input.step)}/manifest.json`;
-      return heapGuard('rlTrain', log, () => once(store, `${stepFolder(prefix, input.step)}/train-result.json`, RlTrainResult, async () => {
-        if (await store.exists(manifestKey)) {
-          // The update was applied and saved by an earlier attempt that died before recording its result.
-          const manifest = await store.getJson(manifestKey, CheckpointManifest);
-          const saved = manifest.state['train'] as RlTrainResult | undefined;
-          if (saved) return { ...saved, reused: true };
-        }
+      return heapGuard('rlTrain', log, () => once(store, `${stepFolder(rlKeys.checkpoints(input.runId), input.step)}/train-result.json`, RlTrainResult, async () => {
         await ensureBackend();
-        const t0 = Date.now();
-        const tok = tokenizer(input.tokenizerDir);
-        const rollouts = await readRollouts(input.rolloutsKey);
-        // Read outside the try: an S3 error here (MinIO restarting) is retried like any other, never taken for bad input.
-        const rows = await readAdvantageRows(input.advantagesKey, rollouts);
-        let spans;
-        try {
-          spans = joinAdvantages(rollouts, rows, `${input.advantagesKey} × ${input.rolloutsKey}`);
-        } catch (e) {
-          // A misaligned batch stays misaligned on every retry.
-          throw e instanceof ApplicationFailure ? e : ApplicationFailure.nonRetryable((e as Error).message, 'BadInput');
-        }
-        const batch: GrpoSequence[] = rollouts.map((r, i) => ({ tokens: r.tokens, spans: spans[i]!, sampled: r.logprobs }));
-        // Take the policy out of the cache: it is about to be mutated.
-        let model = policies.take(input.policy);
-        const reference = input.hp.klCoef > 0 ? await policies.get(input.reference) : undefined;
-        // One-step-off: the behaviour policy's log-probabilities for the importance ratio (never the policy itself).
-        const behaviour = input.behaviour && policyKey(input.behaviour) !== policyKey(input.policy) ? await policies.get(input.behaviour) : undefined;
-        let trainer: GrpoTrainer | undefined;
-        // LoRA (rl.lora): adapters on the frozen initial policy; `lora` is the adapter and the base it applies to.
-        let lora: RestoredLora | undefined;
-        if (input.policy.kind === 'ckpt') {
-          const { manifestKey: from } = input.policy;
-          model?.dispose();
-          model = await loadPolicy(store, input.policy, (m, optimizer, restored) => {
-            if (Boolean(restored) !== Boolean(input.rl.lora)) {
-              restored?.adapter.dispose();
-              throw new BadPolicyError(`${from}: the checkpoint holds ${restored ? 'a LoRA adapter' : 'full weights'}, but rl.lora is ${input.rl.lora ? 'set' : 'null'}: a run cannot switch between LoRA and full fine-tuning`);
-            }
-            lora = restored;
-            trainer = new GrpoTrainer(m, reference, input.rl.weightDecay, restored ? loraTrainable(restored.adapter) : undefined);
-            trainer.restore(optimizer);
-          });
-        } else if (!model) {
-          model = await loadPolicy(store, input.policy);
-        }
-        if (!trainer && input.rl.lora && input.policy.kind === 'hf') lora = { adapter: LoraAdapter.create(model, input.rl.lora, input.rl.seed), base: input.policy };
-        trainer ??= new GrpoTrainer(model, reference, input.rl.weightDecay, lora ? loraTrainable(lora.adapter) : undefined);
-        let metrics;
-        try {
-          metrics = await trainer.step(
-            batch,
-            {
-              lr: input.hp.lr,
-              klCoef: input.hp.klCoef,
-              clipLow: input.rl.clipLow,
-              clipHigh: input.rl.clipHigh,
-              ...(input.rl.clipRatioC !== null ? { clipRatioC: input.rl.clipRatioC } : {}),
-              maxGradNorm: input.rl.maxGradNorm,
-              microBatch: input.rl.microBatch,
-              // absent from inputs recorded before it existed
-              ...(input.rl.microBatchTokens ? { microBatchTokens: input.rl.microBatchTokens } : {}),
-              padId: tok.special.pad,
-              // The update's policy is the one that sampled: softmax(logits / T) at the rollout temperature.
-              temperature: input.rl.rollout.temperature,
-            },
-            (done, total) => heartbeat({ step: input.step, micro: done, total }),
-            behaviour,
-          );
-        } catch (e) {
-          trainer.optimizer.dispose();
-          lora?.adapter.dispose();
-          model.dispose();
-          throw e;
-        }
-        const trainSeconds = (Date.now() - t0) / 1000;
-        const t1 = Date.now();
-        const result: RlTrainResult = {
-          policy: { kind: 'ckpt', manifestKey, step: input.step },
-          step: input.step,
-          reused: false,
-          loss: metrics.loss,
-          pgLoss: metrics.pgLoss,
-          kl: metrics.kl,
-          clipFrac: metrics.clipFrac,
-          gradNorm: metrics.gradNorm,
-          policyTokens: metrics.policyTokens,
-          ...(metrics.logprobGap ? { logprobGap: metrics.logprobGap } : {}),
-          trainSeconds,
-          checkpointSeconds: 0,
-          weightsSha256: '',
-        };
-        const config = hfConfigJson(model);
-        let saved;
-        try {
-          const state = ({ weightsSha256 }: { weightsSha256: string }) => {
-            result.weightsSha256 = weightsSha256;
-            return { ...input.state, hp: input.hp, train: { ...result, checkpointSeconds: 0 } };
-          };
-          saved = lora
-            ? await saveLoraCheckpoint(store, prefix, input.step, lora.adapter, trainer.optimizer, lora.base, state, { config })
-            : await saveTrainingCheckpoint(store, prefix, input.step, model, trainer.optimizer, state, { config });
-        } finally {
-          // The moments live on in the checkpoint (the next step restores them into a new trainer): free them here,
-          // or every step leaks them and the optimizer's graph sessions (~5 MiB RSS a step: bench/soak.ts). The
-          // adapter too: the model keeps its merged weights for the next rollouts.
-          trainer.optimizer.dispose();
-          lora?.adapter.dispose();
-        }
-        result.weightsSha256 = saved.weightsSha256;
-        result.checkpointSeconds = (Date.now() - t1) / 1000;
-        // The updated policy is the next rollout's policy: keep it.
-        policies.put(result.policy, model);
-        return result;
+        const ctx = { store, policies, tokenizer: tokenizer(input.tokenizerDir), onMicro: (micro: number, total: number) => heartbeat({ step: input.step, micro, total }) };
+        return trainStep(ctx, input);
       }));
     },
 

@@ -9,6 +9,8 @@ import { PolicyRef } from '../../run/layout';
 import { type JudgeTotals, zeroJudgeTotals } from '../../kernel/counts';
 import { Counts } from './algo/batch';
 import { Rollout } from './types';
+import type { DataCursor } from '../../kernel/dataOrder';
+import type { ActivityTimeouts } from '../../run/types';
 
 export const RlDataInput = z.object({
   runId: z.string(),
@@ -159,3 +161,84 @@ export const RlPruneResult = z.object({ removed: z.array(z.number().int()), obje
 
 
 export const RolloutFile = z.object({ rollouts: z.array(Rollout) });
+
+// ---------------------------------------------------------------------------------------------------------------
+// The workflow's input, state and answers (plain JSON: history, continue-as-new, queries)
+
+export interface RlEvalPoint {
+  step: number;
+  rewardMean: number;
+  rewardStd: number;
+  /** Standard error of `rewardMean` across held-out prompts (null with fewer than two; absent in older runs). */
+  rewardSe?: number | null;
+  /** Held-out prompts evaluated. */
+  prompts?: number;
+  failed: number;
+  rollouts: number;
+}
+
+/** The finished episodes of one step or evaluation: where they are and what they cost. Plain JSON (carried across continue-as-new). */
+export interface RlBatch {
+  /** The finished rollouts (the last phase, or the merged chunks). */
+  rolloutsKey: string;
+  lastPhase: number;
+  /** Busy seconds summed over activities (chunks run in parallel: the sum can exceed `wall`). */
+  time: { rollout: number; judge: number };
+  /** Seconds from the first rollout activity to the merged batch. */
+  wall: number;
+  judgeStats: JudgeTotals;
+  generated: number;
+  chunks: number;
+  /** The policy that generated the rollouts. */
+  behaviour: PolicyRef;
+}
+
+export interface RlLoopState {
+  step: number;
+  cursor: DataCursor;
+  hp: RlHyperparameters;
+  policy: PolicyRef;
+  data: RlData;
+  evals: RlEvalPoint[];
+  paused: boolean;
+  stopRequested: boolean;
+  last?: Record<string, unknown>;
+  /** One-step-off: the rollouts of `step` + 1, generated while `step` trained (finished before continue-as-new). */
+  prefetched?: { step: number; batch: RlBatch };
+}
+
+export interface RlWorkflowInput {
+  runId: string;
+  rl: RlConfig;
+  llm: LlmConfig;
+  tokenizerDir: string;
+  /** Annotated examples (stored checklist form). */
+  sourceKey: string;
+  /** The initial (and KL reference) policy in HF layout: the SFT output. */
+  policyPrefix: string;
+  taskQueues: { api: string; gpu: string };
+  activity: ActivityTimeouts;
+  /** Carried across continue-as-new. */
+  state?: RlLoopState;
+}
+
+export interface RlResult {
+  runId: string;
+  steps: number;
+  stopped: boolean;
+  policy: PolicyRef;
+  evals: RlEvalPoint[];
+  hp: RlHyperparameters;
+}
+
+export interface RlStatus {
+  step: number;
+  totalSteps: number;
+  hp: RlHyperparameters;
+  paused: boolean;
+  stopRequested: boolean;
+  phase: string;
+  policy: PolicyRef;
+  evals: RlEvalPoint[];
+  last?: Record<string, unknown>;
+}

@@ -24,6 +24,7 @@
  * twice or skips one.
  */
 import {
+  type ActivityInterfaceFor,
   CancellationScope,
   condition,
   continueAsNew,
@@ -35,13 +36,13 @@ import {
   upsertSearchAttributes,
   workflowInfo,
 } from '@temporalio/workflow';
-import type { PhaseResult, RlActivities, RlAdvantagesResult, RlData } from './activities';
+import type { PhaseResult, RlActivities, RlAdvantagesResult, RlData, RlTrainResult } from './activities';
+import type { RlBatch, RlEvalPoint, RlLoopState, RlResult, RlStatus, RlWorkflowInput } from './shapes';
 import { CM2_MEAN_REWARD, CM2_STATE, CM2_STEP, rlKeys } from '../../run/layout';
 import type { RlConfig, RlHyperparameters } from '../../run/config';
-import type { LlmConfig } from '../../llm/config';
 import { takeBatch, type DataCursor } from '../../kernel/dataOrder';
 import { chunkRanges } from '../../kernel/chunks';
-import type { ActivityTimeouts } from '../../run/types';
+import type { StageProgress } from '../../run/types';
 import { pauseSignal, resumeSignal, stopSignal } from '../../run/control';
 import { beginStage, endStage, stageActivities } from '../../run/workflowUtil';
 import type { PolicyRef } from '../../run/layout';
@@ -49,83 +50,7 @@ import { addCounts, zeroJudgeTotals } from '../../kernel/counts';
 import { recordRlEval, recordRlStep } from '../../run/metrics';
 import { checkpointsToKeep, minimumKept } from '../../run/retention';
 
-export interface RlEvalPoint {
-  step: number;
-  rewardMean: number;
-  rewardStd: number;
-  /** Standard error of `rewardMean` across held-out prompts (null with fewer than two; absent in older runs). */
-  rewardSe?: number | null;
-  /** Held-out prompts evaluated. */
-  prompts?: number;
-  failed: number;
-  rollouts: number;
-}
-
-/** The finished episodes of one step or evaluation: where they are and what they cost. Plain JSON (carried across continue-as-new). */
-export interface RlBatch {
-  /** The finished rollouts (the last phase, or the merged chunks). */
-  rolloutsKey: string;
-  lastPhase: number;
-  /** Busy seconds summed over activities (chunks run in parallel: the sum can exceed `wall`). */
-  time: { rollout: number; judge: number };
-  /** Seconds from the first rollout activity to the merged batch. */
-  wall: number;
-  judgeStats: ReturnType<typeof zeroJudgeTotals>;
-  generated: number;
-  chunks: number;
-  /** The policy that generated the rollouts. */
-  behaviour: PolicyRef;
-}
-
-export interface RlLoopState {
-  step: number;
-  cursor: DataCursor;
-  hp: RlHyperparameters;
-  policy: PolicyRef;
-  data: RlData;
-  evals: RlEvalPoint[];
-  paused: boolean;
-  stopRequested: boolean;
-  last?: Record<string, unknown>;
-  /** One-step-off: the rollouts of `step` + 1, generated while `step` trained (finished before continue-as-new). */
-  prefetched?: { step: number; batch: RlBatch };
-}
-
-export interface RlWorkflowInput {
-  runId: string;
-  rl: RlConfig;
-  llm: LlmConfig;
-  tokenizerDir: string;
-  /** Annotated examples (stored checklist form). */
-  sourceKey: string;
-  /** The initial (and KL reference) policy in HF layout: the SFT output. */
-  policyPrefix: string;
-  taskQueues: { api: string; gpu: string };
-  activity: ActivityTimeouts;
-  /** Carried across continue-as-new. */
-  state?: RlLoopState;
-}
-
-export interface RlResult {
-  runId: string;
-  steps: number;
-  stopped: boolean;
-  policy: PolicyRef;
-  evals: RlEvalPoint[];
-  hp: RlHyperparameters;
-}
-
-export interface RlStatus {
-  step: number;
-  totalSteps: number;
-  hp: RlHyperparameters;
-  paused: boolean;
-  stopRequested: boolean;
-  phase: string;
-  policy: PolicyRef;
-  evals: RlEvalPoint[];
-  last?: Record<string, unknown>;
-}
+export type { RlBatch, RlEvalPoint, RlLoopState, RlResult, RlStatus, RlWorkflowInput } from './shapes';
 
 /** Updates applied to a policy: 0 for the initial one. */
 const policyStep = (p: PolicyRef): number => (p.kind === 'ckpt' ? p.step : 0);
@@ -151,44 +76,33 @@ export function validateHyperparameters(patch: unknown): string | undefined {
 }
 
 
-export async function rlWorkflow(input: RlWorkflowInput): Promise<RlResult> {
-  const progress = beginStage('rl', input.runId);
-  const { rl } = input;
-  const gpu = stageActivities<RlActivities>(input.taskQueues.gpu, input.activity, rl.startToCloseTimeout);
-  const api = stageActivities<RlActivities>(input.taskQueues.api, input.activity);
-  const initialPolicy: PolicyRef = { kind: 'hf', prefix: input.policyPrefix };
+/** The run's state for the Web UI and `temporal workflow list` (search attribute Cm2State). */
+const setRunState = (value: string) => upsertSearchAttributes([{ key: CM2_STATE, value }]);
 
-  // Handlers are registered before the first await, so signals, updates and queries work from the start.
-  let state: RlLoopState = input.state ?? {
-    step: 0,
-    cursor: { epoch: 0, index: 0 },
-    hp: rl.hp,
-    policy: initialPolicy,
-    data: { key: '', train: 0, heldOut: 0, tooLong: 0, invalid: 0 },
-    evals: [],
-    paused: false,
-    stopRequested: false,
-  };
-  const setState = (value: string) => upsertSearchAttributes([{ key: CM2_STATE, value }]);
+/**
+ * The loop's steering, registered before its first await so that signals, updates and queries work from the start:
+ * pause / resume / stop, `setHyperparameters` (validated; the reply names the first step that uses it), `rlStatus`.
+ * `current` is the loop's state as it stands; `hpFixedFor` the step whose hyperparameters are already fixed.
+ */
+function steer(rl: RlConfig, progress: StageProgress, current: () => RlLoopState, hpFixedFor: () => number): void {
   setHandler(pauseSignal, () => {
-    state.paused = true;
-    setState('paused');
+    current().paused = true;
+    setRunState('paused');
   });
   setHandler(resumeSignal, () => {
-    state.paused = false;
-    setState(state.stopRequested ? 'stopping' : 'running');
+    current().paused = false;
+    setRunState(current().stopRequested ? 'stopping' : 'running');
   });
   setHandler(stopSignal, () => {
-    state.stopRequested = true;
-    setState('stopping');
+    current().stopRequested = true;
+    setRunState('stopping');
   });
-  // The step whose hyperparameters are already fixed (its advantages are scheduled) and not yet recorded, if any.
-  let hpFixedFor = 0;
   setHandler(
     setHyperparametersUpdate,
     (patch) => {
+      const state = current();
       state.hp = { ...state.hp, ...patch };
-      return { ...state.hp, fromStep: hpFixedFor === state.step + 1 ? state.step + 2 : state.step + 1 };
+      return { ...state.hp, fromStep: hpFixedFor() === state.step + 1 ? state.step + 2 : state.step + 1 };
     },
     {
       validator: (patch) => {
@@ -197,18 +111,220 @@ export async function rlWorkflow(input: RlWorkflowInput): Promise<RlResult> {
       },
     },
   );
-  setHandler(rlStatusQuery, () => ({
-    step: state.step,
-    totalSteps: rl.steps,
-    hp: state.hp,
-    paused: state.paused,
-    stopRequested: state.stopRequested,
-    phase: progress.phase,
-    policy: state.policy,
-    evals: state.evals,
-    ...(state.last ? { last: state.last } : {}),
-  }));
-  if (state.paused) setState('paused');
+  setHandler(rlStatusQuery, () => {
+    const state = current();
+    return {
+      step: state.step,
+      totalSteps: rl.steps,
+      hp: state.hp,
+      paused: state.paused,
+      stopRequested: state.stopRequested,
+      phase: progress.phase,
+      policy: state.policy,
+      evals: state.evals,
+      ...(state.last ? { last: state.last } : {}),
+    };
+  });
+}
+
+/** The loop's state before its first step: the SFT policy, the config's hyperparameters, no data read yet. */
+const startState = (rl: RlConfig, policy: PolicyRef): RlLoopState => ({
+  step: 0,
+  cursor: { epoch: 0, index: 0 },
+  hp: rl.hp,
+  policy,
+  data: { key: '', train: 0, heldOut: 0, tooLong: 0, invalid: 0 },
+  evals: [],
+  paused: false,
+  stopRequested: false,
+});
+
+/** A committed step, shown: progress, search attributes (Cm2Step, Cm2MeanReward), metrics. */
+function showCommitted(progress: StageProgress, runId: string, stepNo: number, hp: RlHyperparameters, adv: RlAdvantagesResult): void {
+  progress.done = stepNo;
+  // Between steps: `train` with the new count would read as the next step's training (a query-only change, replay-safe).
+  progress.phase = 'recorded';
+  progress.counts['reward_x1000'] = Math.round(adv.rewardMean * 1000);
+  upsertSearchAttributes([
+    { key: CM2_STEP, value: stepNo },
+    { key: CM2_MEAN_REWARD, value: adv.rewardMean },
+  ]);
+  recordRlStep(runId, stepNo, hp.granularity, adv.rewardMean, adv.advAbsMean);
+}
+
+/** What the loop's parts share: the run's input and its activities on each queue. */
+interface Loop {
+  input: RlWorkflowInput;
+  rl: RlConfig;
+  gpu: ActivityInterfaceFor<RlActivities>;
+  api: ActivityInterfaceFor<RlActivities>;
+  /** `rl.rollout.chunkPrompts`: prompts per chunk of a fanned-out batch; 0 = one chain for the whole batch. */
+  chunkPrompts: number;
+}
+
+type EpisodeInit = { indices: number[]; groupSize: number; groupOffset?: number };
+
+/** Rollouts then judge, turn by turn, until every episode is done. Returns the last phase and the time per kind. */
+async function runEpisodes(loop: Loop, data: RlData, folder: string, policy: PolicyRef, init: EpisodeInit, seed: number, temperature?: number, episodeSeeds = false) {
+  const { input, rl, gpu, api } = loop;
+  const perEpisode = episodeSeeds ? { episodeSeeds: true } : {};
+  const time = { rollout: 0, judge: 0 };
+  let judgeStats = zeroJudgeTotals();
+  let generated = 0;
+  let p = 0;
+  let r: PhaseResult = await gpu.rlRollout({ runId: input.runId, folder, phase: 0, dataKey: data.key, tokenizerDir: input.tokenizerDir, policy, rl, init, seed, llm: input.llm, ...(temperature !== undefined ? { temperature } : {}), ...perEpisode });
+  for (;;) {
+    time.rollout += r.seconds;
+    generated += r.generatedTokens ?? 0;
+    if (r.counts.judge === 0) break;
+    p++;
+    const j = await api.rlJudge({ runId: input.runId, folder, phase: p, dataKey: data.key, rl, llm: input.llm });
+    time.judge += j.seconds;
+    judgeStats = addCounts(judgeStats, j.judge);
+    if (j.counts.generate === 0) break;
+    p++;
+    r = await gpu.rlRollout({ runId: input.runId, folder, phase: p, dataKey: data.key, tokenizerDir: input.tokenizerDir, policy, rl, seed, llm: input.llm, ...(temperature !== undefined ? { temperature } : {}), ...perEpisode });
+  }
+  return { lastPhase: p, time, judgeStats, generated };
+}
+
+/**
+ * The episodes of a step or evaluation. With `rl.rollout.chunkPrompts` (fan-out), the prompts are cut into chunks
+ * that advance independently (each its own rollout → judge → rollout chain, in parallel over the gpu workers), then
+ * merged in chunk order; without it, one chain for the whole batch, as before (same commands, so recorded histories
+ * replay).
+ */
+async function collectBatch(loop: Loop, data: RlData, folder: string, policy: PolicyRef, init: EpisodeInit, seed: number, temperature?: number, promptsPerChunk = loop.chunkPrompts): Promise<RlBatch> {
+  const t0 = Date.now();
+  if (loop.chunkPrompts <= 0) {
+    const ep = await runEpisodes(loop, data, folder, policy, init, seed, temperature);
+    return { ...ep, rolloutsKey: rlKeys.phase(folder, ep.lastPhase), wall: (Date.now() - t0) / 1000, chunks: 1, behaviour: policy };
+  }
+  const ranges = chunkRanges(init.indices.length, promptsPerChunk);
+  const parts = await Promise.all(ranges.map(([a, b], c) =>
+    runEpisodes(loop, data, rlKeys.chunk(folder, c), policy, { indices: init.indices.slice(a, b), groupSize: init.groupSize, groupOffset: a }, seed, temperature, true)));
+  const merged = await loop.api.rlMergeChunks({ runId: loop.input.runId, folder, parts: parts.map((ep, c) => rlKeys.phase(rlKeys.chunk(folder, c), ep.lastPhase)) });
+  return {
+    rolloutsKey: merged.key,
+    lastPhase: Math.max(...parts.map((ep) => ep.lastPhase)),
+    time: { rollout: parts.reduce((n, ep) => n + ep.time.rollout, 0), judge: parts.reduce((n, ep) => n + ep.time.judge, 0) },
+    wall: (Date.now() - t0) / 1000,
+    judgeStats: parts.reduce((acc, ep) => addCounts(acc, ep.judgeStats), zeroJudgeTotals()),
+    generated: parts.reduce((n, ep) => n + ep.generated, 0),
+    chunks: ranges.length,
+    behaviour: policy,
+  };
+}
+
+/** The advantages input's rollouts: named explicitly only for merged chunks (older inputs stay as recorded). */
+const rolloutsOf = (loop: Loop, b: RlBatch) => (loop.chunkPrompts > 0 ? { rolloutsKey: b.rolloutsKey } : {});
+
+/** The training batch of step `stepNo`: the prompts at `cursor`, after the held-out and validation ones. */
+function stepBatch(loop: Loop, data: RlData, stepNo: number, cursor: DataCursor, policy: PolicyRef): Promise<RlBatch> {
+  const { rl } = loop;
+  const { indices } = takeBatch(cursor, rl.promptsPerStep, data.train, rl.seed, Number.MAX_SAFE_INTEGER);
+  // Training prompts follow the held-out and validation ones (`validation` is absent from results recorded before it).
+  const first = data.heldOut + (data.validation ?? 0);
+  return collectBatch(loop, data, rlKeys.step(loop.input.runId, stepNo), policy, { indices: indices.map((i) => i + first), groupSize: rl.groupSize }, (rl.seed * 1_000_003 + stepNo) >>> 0);
+}
+
+/**
+ * The policy of `step` evaluated greedily on the held-out prompts, or with `eval.on: validation` on the validation
+ * prompts after them (a hyperparameter search): its point, recorded as an `eval` row. Undefined when there is nothing
+ * to evaluate on. `phase` reports what it does.
+ */
+async function evaluatePolicy(loop: Loop, data: RlData, step: number, policy: PolicyRef, phase: (name: string, details: string) => void): Promise<{ point: RlEvalPoint; adv: RlAdvantagesResult } | undefined> {
+  const { input, rl, api } = loop;
+  const onValidation = rl.eval.on === 'validation';
+  const evalCount = onValidation ? (data.validation ?? 0) : data.heldOut;
+  if (evalCount === 0) return undefined;
+  phase('eval', `${onValidation ? 'validation' : 'held-out'} prompts: ${evalCount} × ${rl.eval.samples}`);
+  const folder = rlKeys.eval(input.runId, step);
+  const indices = Array.from({ length: evalCount }, (_, i) => i + (onValidation ? data.heldOut : 0));
+  // Evaluation chunks hold about as many episodes as a training chunk (chunkPrompts × groupSize), not as many prompts:
+  // one held-out episode per prompt in chunks of one prompt would generate one sequence at a time.
+  const evalChunk = loop.chunkPrompts * Math.max(1, Math.floor(rl.groupSize / rl.eval.samples));
+  const ep = await collectBatch(loop, data, folder, policy, { indices, groupSize: rl.eval.samples }, rl.seed + 7919, rl.eval.temperature, evalChunk);
+  const adv: RlAdvantagesResult = await api.rlAdvantages({ runId: input.runId, folder, phase: ep.lastPhase, dataKey: data.key, rl, granularity: 'trajectory', ...rolloutsOf(loop, ep) });
+  const point: RlEvalPoint = {
+    step,
+    rewardMean: adv.rewardMean,
+    rewardStd: adv.rewardStd,
+    ...(adv.byPrompt ? { rewardSe: adv.byPrompt.se, prompts: adv.byPrompt.n } : {}),
+    failed: adv.failed,
+    rollouts: adv.rollouts,
+  };
+  await api.rlRecordStep({ runId: input.runId, step, row: { kind: 'eval', ...point, ...(onValidation ? { on: 'validation' } : {}), passByFocus: adv.passByFocus, judge: ep.judgeStats, endReasons: adv.endReasons, seconds: ep.time } });
+  return { point, adv };
+}
+
+/** The checkpoints retention keeps after the step `state` has just committed (`rl.keepCheckpoints`), or undefined to remove none. */
+function checkpointsKept(rl: RlConfig, state: RlLoopState, behaviourInFlight: number[]): number[] | undefined {
+  const inUse = [...(state.policy.kind === 'ckpt' ? [state.policy.step] : []), ...state.evals.map((e) => e.step), ...behaviourInFlight];
+  return checkpointsToKeep({ step: state.step, keep: rl.keepCheckpoints, inUse, minimum: minimumKept(rl) });
+}
+
+/** What a step did, as its metrics row (`runs/<run>/rl/metrics.jsonl`, `rlStatus.last`). Pure. */
+export function stepRow(
+  hp: RlHyperparameters,
+  ep: RlBatch,
+  adv: RlAdvantagesResult,
+  train: RlTrainResult,
+  how: { chunked: boolean; oneStepOff: boolean; staleness: number; rolloutWait: number; wall: number },
+): Record<string, unknown> {
+  const busy = ep.time.rollout + ep.time.judge + adv.seconds + train.trainSeconds + train.checkpointSeconds;
+  return {
+    kind: 'step',
+    granularity: hp.granularity,
+    lr: hp.lr,
+    klCoef: hp.klCoef,
+    reward: { mean: adv.rewardMean, std: adv.rewardStd },
+    advAbsMean: adv.advAbsMean,
+    advNonzero: adv.advNonzero,
+    failedSamples: adv.failed,
+    rollouts: adv.rollouts,
+    meanTurns: adv.meanTurns,
+    endReasons: adv.endReasons,
+    toolSources: adv.toolSources,
+    passByFocus: adv.passByFocus,
+    judge: ep.judgeStats,
+    tokens: { policy: adv.policyTokens, generated: ep.generated },
+    loss: train.loss,
+    pgLoss: train.pgLoss,
+    kl: train.kl,
+    clipFrac: train.clipFrac,
+    gradNorm: train.gradNorm,
+    ...(train.logprobGap ? { logprobGap: train.logprobGap } : {}),
+    reusedCheckpoint: train.reused,
+    ...(how.chunked ? { chunks: ep.chunks } : {}),
+    ...(how.oneStepOff ? { staleness: how.staleness } : {}),
+    weightsSha256: train.weightsSha256,
+    seconds: {
+      rollout: ep.time.rollout,
+      judge: ep.time.judge,
+      ...(how.chunked || how.oneStepOff ? { rolloutWall: ep.wall, rolloutWait: how.rolloutWait } : {}),
+      advantages: adv.seconds,
+      train: train.trainSeconds,
+      checkpoint: train.checkpointSeconds,
+      orchestration: Math.max(0, how.wall - busy),
+      total: how.wall,
+    },
+  };
+}
+
+export async function rlWorkflow(input: RlWorkflowInput): Promise<RlResult> {
+  const progress = beginStage('rl', input.runId);
+  const { rl } = input;
+  const gpu = stageActivities<RlActivities>(input.taskQueues.gpu, input.activity, rl.startToCloseTimeout);
+  const api = stageActivities<RlActivities>(input.taskQueues.api, input.activity);
+  const initialPolicy: PolicyRef = { kind: 'hf', prefix: input.policyPrefix };
+
+  // Handlers are registered before the first await, so signals, updates and queries work from the start.
+  let state: RlLoopState = input.state ?? startState(rl, initialPolicy);
+  // The step whose hyperparameters are already fixed (its advantages are scheduled) and not yet recorded, if any.
+  let hpFixedFor = 0;
+  steer(rl, progress, () => state, () => hpFixedFor);
+  if (state.paused) setRunState('paused');
   if (!input.state) {
     progress.phase = 'data';
     state.data = await api.rlPrepareData({ runId: input.runId, sourceKey: input.sourceKey, tokenizerDir: input.tokenizerDir, rl, llm: input.llm });
@@ -221,99 +337,22 @@ export async function rlWorkflow(input: RlWorkflowInput): Promise<RlResult> {
     setCurrentDetails(`**RL step ${state.step + 1}/${rl.steps}: ${name}**\n\n${details}`);
   };
 
-  /** Rollouts then judge, turn by turn, until every episode is done. Returns the last phase and the time per kind. */
-  const episodes = async (folder: string, policy: PolicyRef, init: { indices: number[]; groupSize: number; groupOffset?: number }, seed: number, temperature?: number, episodeSeeds = false) => {
-    const perEpisode = episodeSeeds ? { episodeSeeds: true } : {};
-    const time = { rollout: 0, judge: 0 };
-    let judgeStats = zeroJudgeTotals();
-    let generated = 0;
-    let p = 0;
-    let r: PhaseResult = await gpu.rlRollout({ runId: input.runId, folder, phase: 0, dataKey: state.data.key, tokenizerDir: input.tokenizerDir, policy, rl, init, seed, llm: input.llm, ...(temperature !== undefined ? { temperature } : {}), ...perEpisode });
-    for (;;) {
-      time.rollout += r.seconds;
-      generated += r.generatedTokens ?? 0;
-      if (r.counts.judge === 0) break;
-      p++;
-      const j = await api.rlJudge({ runId: input.runId, folder, phase: p, dataKey: state.data.key, rl, llm: input.llm });
-      time.judge += j.seconds;
-      judgeStats = addCounts(judgeStats, j.judge);
-      if (j.counts.generate === 0) break;
-      p++;
-      r = await gpu.rlRollout({ runId: input.runId, folder, phase: p, dataKey: state.data.key, tokenizerDir: input.tokenizerDir, policy, rl, seed, llm: input.llm, ...(temperature !== undefined ? { temperature } : {}), ...perEpisode });
-    }
-    return { lastPhase: p, time, judgeStats, generated };
-  };
-
-  /**
-   * The episodes of a step or evaluation. With `rl.rollout.chunkPrompts` (fan-out), the prompts are cut into chunks
-   * that advance independently (each its own rollout → judge → rollout chain, in parallel over the gpu workers),
-   * then merged in chunk order; without it, one chain for the whole batch, as before (same commands, so recorded
-   * histories replay).
-   */
-  const chunkPrompts = rl.rollout.chunkPrompts ?? 0;
-  const batchOf = async (folder: string, policy: PolicyRef, init: { indices: number[]; groupSize: number }, seed: number, temperature?: number, promptsPerChunk = chunkPrompts): Promise<RlBatch> => {
-    const t0 = Date.now();
-    if (chunkPrompts <= 0) {
-      const ep = await episodes(folder, policy, init, seed, temperature);
-      return { ...ep, rolloutsKey: rlKeys.phase(folder, ep.lastPhase), wall: (Date.now() - t0) / 1000, chunks: 1, behaviour: policy };
-    }
-    const ranges = chunkRanges(init.indices.length, promptsPerChunk);
-    const parts = await Promise.all(ranges.map(([a, b], c) =>
-      episodes(rlKeys.chunk(folder, c), policy, { indices: init.indices.slice(a, b), groupSize: init.groupSize, groupOffset: a }, seed, temperature, true)));
-    const merged = await api.rlMergeChunks({ runId: input.runId, folder, parts: parts.map((ep, c) => rlKeys.phase(rlKeys.chunk(folder, c), ep.lastPhase)) });
-    return {
-      rolloutsKey: merged.key,
-      lastPhase: Math.max(...parts.map((ep) => ep.lastPhase)),
-      time: { rollout: parts.reduce((n, ep) => n + ep.time.rollout, 0), judge: parts.reduce((n, ep) => n + ep.time.judge, 0) },
-      wall: (Date.now() - t0) / 1000,
-      judgeStats: parts.reduce((acc, ep) => addCounts(acc, ep.judgeStats), zeroJudgeTotals()),
-      generated: parts.reduce((n, ep) => n + ep.generated, 0),
-      chunks: ranges.length,
-      behaviour: policy,
-    };
-  };
-  /** The advantages input's rollouts: named explicitly only for merged chunks (older inputs stay as recorded). */
-  const rolloutsOf = (b: RlBatch) => (chunkPrompts > 0 ? { rolloutsKey: b.rolloutsKey } : {});
-
+  const loop: Loop = { input, rl, gpu, api, chunkPrompts: rl.rollout.chunkPrompts ?? 0 };
   const evaluate = async (): Promise<void> => {
-    // The held-out prompts, or with `eval.on: validation` the validation prompts after them (a hyperparameter search).
-    const onValidation = rl.eval.on === 'validation';
-    const evalCount = onValidation ? (state.data.validation ?? 0) : state.data.heldOut;
-    if (evalCount === 0 || state.evals.some((e) => e.step === state.step)) return;
-    phase('eval', `${onValidation ? 'validation' : 'held-out'} prompts: ${evalCount} × ${rl.eval.samples}`);
-    const folder = rlKeys.eval(input.runId, state.step);
-    const indices = Array.from({ length: evalCount }, (_, i) => i + (onValidation ? state.data.heldOut : 0));
-    // Evaluation chunks hold about as many episodes as a training chunk (chunkPrompts × groupSize), not as many prompts:
-    // one held-out episode per prompt in chunks of one prompt would generate one sequence at a time.
-    const evalChunk = chunkPrompts * Math.max(1, Math.floor(rl.groupSize / rl.eval.samples));
-    const ep = await batchOf(folder, state.policy, { indices, groupSize: rl.eval.samples }, rl.seed + 7919, rl.eval.temperature, evalChunk);
-    const adv: RlAdvantagesResult = await api.rlAdvantages({ runId: input.runId, folder, phase: ep.lastPhase, dataKey: state.data.key, rl, granularity: 'trajectory', ...rolloutsOf(ep) });
-    const point: RlEvalPoint = {
-      step: state.step,
-      rewardMean: adv.rewardMean,
-      rewardStd: adv.rewardStd,
-      ...(adv.byPrompt ? { rewardSe: adv.byPrompt.se, prompts: adv.byPrompt.n } : {}),
-      failed: adv.failed,
-      rollouts: adv.rollouts,
-    };
-    state.evals.push(point);
-    progress.counts[`eval_reward_x1000_step_${state.step}`] = Math.round(adv.rewardMean * 1000);
-    await api.rlRecordStep({ runId: input.runId, step: state.step, row: { kind: 'eval', ...point, ...(onValidation ? { on: 'validation' } : {}), passByFocus: adv.passByFocus, judge: ep.judgeStats, endReasons: adv.endReasons, seconds: ep.time } });
-    recordRlEval(input.runId, state.step, adv.rewardMean);
+    if (state.evals.some((e) => e.step === state.step)) return;
+    const done = await evaluatePolicy(loop, state.data, state.step, state.policy, phase);
+    if (!done) return;
+    state.evals.push(done.point);
+    progress.counts[`eval_reward_x1000_step_${state.step}`] = Math.round(done.adv.rewardMean * 1000);
+    recordRlEval(input.runId, state.step, done.adv.rewardMean);
   };
 
   // One-step-off asynchronous RL: the next step's rollouts, generated by the pre-update policy while a step trains.
   const oneStepOff = rl.async === 'one-step-off';
-  const stepBatch = (stepNo: number, cursor: DataCursor, policy: PolicyRef): Promise<RlBatch> => {
-    const { indices } = takeBatch(cursor, rl.promptsPerStep, state.data.train, rl.seed, Number.MAX_SAFE_INTEGER);
-    // Training prompts follow the held-out and validation ones (`validation` is absent from results recorded before it).
-    const first = state.data.heldOut + (state.data.validation ?? 0);
-    return batchOf(rlKeys.step(input.runId, stepNo), policy, { indices: indices.map((i) => i + first), groupSize: rl.groupSize }, (rl.seed * 1_000_003 + stepNo) >>> 0);
-  };
   const inFlight: { next?: { step: number; batch: Promise<RlBatch>; scope: CancellationScope } } = {};
   const prefetch = (stepNo: number, cursor: DataCursor, policy: PolicyRef) => {
     const scope = new CancellationScope();
-    const batch = scope.run(() => stepBatch(stepNo, cursor, policy));
+    const batch = scope.run(() => stepBatch(loop, state.data, stepNo, cursor, policy));
     batch.catch(() => undefined); // awaited (or cancelled) later; never an unhandled rejection
     inFlight.next = { step: stepNo, batch, scope };
   };
@@ -325,7 +364,7 @@ export async function rlWorkflow(input: RlWorkflowInput): Promise<RlResult> {
     if (state.paused) {
       phase('paused', 'paused by signal; `resume` to continue, `stop` to end');
       await condition(() => !state.paused || state.stopRequested);
-      setState(state.stopRequested ? 'stopping' : 'running');
+      setRunState(state.stopRequested ? 'stopping' : 'running');
       if (state.stopRequested) break;
     }
     // `atStart` is absent from inputs recorded before it existed: evaluating at step 0 is the default.
@@ -342,14 +381,14 @@ export async function rlWorkflow(input: RlWorkflowInput): Promise<RlResult> {
     let ep: RlBatch;
     if (state.prefetched?.step === stepNo) ep = state.prefetched.batch;
     else if (inFlight.next?.step === stepNo) ep = await inFlight.next.batch;
-    else ep = await stepBatch(stepNo, state.cursor, state.policy);
+    else ep = await stepBatch(loop, state.data, stepNo, state.cursor, state.policy);
     const rolloutWait = (Date.now() - waitStarted) / 1000;
     delete inFlight.next;
     delete state.prefetched;
     const hp = patched('rl-hp-at-advantages') ? state.hp : hpAtStart;
     hpFixedFor = stepNo;
     phase('advantages', hp.granularity);
-    const adv = await api.rlAdvantages({ runId: input.runId, folder, phase: ep.lastPhase, dataKey: state.data.key, rl, granularity: hp.granularity, ...rolloutsOf(ep) });
+    const adv = await api.rlAdvantages({ runId: input.runId, folder, phase: ep.lastPhase, dataKey: state.data.key, rl, granularity: hp.granularity, ...rolloutsOf(loop, ep) });
     // Staleness stays at one step: the next step's rollouts start only now, with the policy this step updates.
     if (oneStepOff && stepNo < rl.steps && !state.stopRequested) prefetch(stepNo + 1, next, state.policy);
     phase('train', `GRPO update (lr ${hp.lr}, KL ${hp.klCoef}, ${hp.granularity})${oneStepOff ? '; next step\'s rollouts in parallel' : ''}`);
@@ -366,64 +405,20 @@ export async function rlWorkflow(input: RlWorkflowInput): Promise<RlResult> {
       hp,
       state: { cursor: next, step: stepNo },
     });
-    const wall = (Date.now() - started) / 1000;
-    const busy = ep.time.rollout + ep.time.judge + adv.seconds + train.trainSeconds + train.checkpointSeconds;
-    const row = {
-      kind: 'step',
-      granularity: hp.granularity,
-      lr: hp.lr,
-      klCoef: hp.klCoef,
-      reward: { mean: adv.rewardMean, std: adv.rewardStd },
-      advAbsMean: adv.advAbsMean,
-      advNonzero: adv.advNonzero,
-      failedSamples: adv.failed,
-      rollouts: adv.rollouts,
-      meanTurns: adv.meanTurns,
-      endReasons: adv.endReasons,
-      toolSources: adv.toolSources,
-      passByFocus: adv.passByFocus,
-      judge: ep.judgeStats,
-      tokens: { policy: adv.policyTokens, generated: ep.generated },
-      loss: train.loss,
-      pgLoss: train.pgLoss,
-      kl: train.kl,
-      clipFrac: train.clipFrac,
-      gradNorm: train.gradNorm,
-      ...(train.logprobGap ? { logprobGap: train.logprobGap } : {}),
-      reusedCheckpoint: train.reused,
-      ...(chunkPrompts > 0 ? { chunks: ep.chunks } : {}),
-      ...(oneStepOff ? { staleness: policyStep(state.policy) - policyStep(ep.behaviour) } : {}),
-      weightsSha256: train.weightsSha256,
-      seconds: {
-        rollout: ep.time.rollout,
-        judge: ep.time.judge,
-        ...(chunkPrompts > 0 || oneStepOff ? { rolloutWall: ep.wall, rolloutWait } : {}),
-        advantages: adv.seconds,
-        train: train.trainSeconds,
-        checkpoint: train.checkpointSeconds,
-        orchestration: Math.max(0, wall - busy),
-        total: wall,
-      },
-    };
+    const row = stepRow(hp, ep, adv, train, {
+      chunked: loop.chunkPrompts > 0,
+      oneStepOff,
+      staleness: policyStep(state.policy) - policyStep(ep.behaviour),
+      rolloutWait,
+      wall: (Date.now() - started) / 1000,
+    });
     await api.rlRecordStep({ runId: input.runId, step: stepNo, row });
     state = { ...state, step: stepNo, cursor: next, policy: train.policy, last: row };
-    progress.done = stepNo;
-    // Between steps: `train` with the new count would read as the next step's training (a query-only change, replay-safe).
-    progress.phase = 'recorded';
-    progress.counts['reward_x1000'] = Math.round(adv.rewardMean * 1000);
-    upsertSearchAttributes([
-      { key: CM2_STEP, value: stepNo },
-      { key: CM2_MEAN_REWARD, value: adv.rewardMean },
-    ]);
-    recordRlStep(input.runId, stepNo, hp.granularity, adv.rewardMean, adv.advAbsMean);
+    showCommitted(progress, input.runId, stepNo, hp, adv);
     // Retention, from the committed state. Inputs recorded before `keepCheckpoints` existed lack it: no command.
-    if (rl.keepCheckpoints) {
-      // One-step-off: the rollouts in flight come from the policy this step started from; step n+1's update needs it.
-      const behaviourInFlight = prefetched() ? [stepNo - 1] : [];
-      const inUse = [...(state.policy.kind === 'ckpt' ? [state.policy.step] : []), ...state.evals.map((e) => e.step), ...behaviourInFlight];
-      const keep = checkpointsToKeep({ step: stepNo, keep: rl.keepCheckpoints, inUse, minimum: minimumKept(rl) });
-      if (keep) await api.rlPruneCheckpoints({ runId: input.runId, step: stepNo, keep });
-    }
+    // One-step-off: the rollouts in flight come from the policy this step started from; step n+1's update needs it.
+    const keep = rl.keepCheckpoints ? checkpointsKept(rl, state, prefetched() ? [stepNo - 1] : []) : undefined;
+    if (keep) await api.rlPruneCheckpoints({ runId: input.runId, step: stepNo, keep });
     stepsThisRun++;
     if (state.step < rl.steps && !state.stopRequested && (stepsThisRun >= rl.continueAsNewEvery || workflowInfo().continueAsNewSuggested)) {
       // The next step's rollouts, in flight, finish first and travel with the state (references and counts only).
