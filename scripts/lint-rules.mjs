@@ -15,8 +15,9 @@ export const FLOORS = [
   ['storage', 'infra'], // S3 (objects, checkpoints, policies); Temporal, binaries, telemetry
   ['report'], //          the run report and the study record
   ['stages'], //          the method: one folder per CM2 stage (method modules, activities, workflow)
-  ['demo'], //            the offline demo world (built-in data, roles and tools, src/stages/world.ts)
-  ['worker'], //          the worker wiring: which activities serve which task queue, the demo world handed in
+  ['demo', 'workflows'], // the offline demo world (src/stages/world.ts); the workflow bundle's entry (deterministic: no demo)
+  ['activities'], //      the activity registry per task queue, the demo world handed to the stages
+  ['workers'], //         the worker entry points and their supervisor
   ['cli'], //             the command line
 ];
 
@@ -25,7 +26,7 @@ export const OUTSIDE = { 'src/infra/binaries.ts': ['scripts/ensure-servers.mjs']
 
 const floorOf = new Map(FLOORS.flatMap((rooms, i) => rooms.map((r) => [r, i])));
 
-/** The room of a repository-relative path under src/ (`src/worker.ts` → worker), or undefined outside src/. */
+/** The room of a repository-relative path under src/ (`src/cli/main.ts` → cli), or undefined outside src/. */
 export function roomOf(rel) {
   const parts = rel.split('/');
   if (parts[0] !== 'src' || parts.length < 2) return undefined;

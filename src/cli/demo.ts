@@ -17,11 +17,11 @@ import { DefaultLogger, Runtime } from '@temporalio/worker';
 import { loadConfig, type Cm2Config } from '../run/config';
 import { ensureBinaries, projectRoot } from '../infra/binaries';
 import { defaultInfraDir, infraEnv, infraHealth, isAlive, portsFromEnv, readInfraState, setInfraOwner, startInfra, stopInfra } from '../infra/localInfra';
-import { startWorkers } from '../worker';
+import { startWorkers } from '../workers';
 import { connect, followPipeline, guardedPrint, linePrinter, printRunEnd, startRun, writeLocalReport } from './pipelineCommand';
 import { restartDelayFault } from './faults';
 import { pipelineWorkflowId } from './stages';
-import { SupervisedChild, SupervisedWorkers, type SuperviseOptions } from './supervisor';
+import { SupervisedChild, SupervisedWorkers, type SuperviseOptions } from '../workers/supervisor';
 import { rootCauseText } from './watch';
 
 /** The gpu worker's output lines worth showing (SFT progress, the backend, errors). */

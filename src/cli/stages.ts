@@ -13,7 +13,7 @@ import { connectClient } from '../infra/temporal';
 import type { PrepareReport } from '../stages/prepare/activities';
 import type { ChecklistReport } from '../stages/checklist/activities';
 import { checklistKeys, pipelineWorkflowId, prepareKeys, sftKeys, stageWorkflowId } from '../run/layout';
-import { checklistWorkflow, cm2Pipeline, prepareProgressQuery, prepareWorkflow, rlWorkflow, sftWorkflow } from '../stages/workflows';
+import { checklistWorkflow, cm2Pipeline, prepareProgressQuery, prepareWorkflow, rlWorkflow, sftWorkflow } from '../workflows';
 import type { PipelineInput } from '../stages/pipeline/workflow';
 import type { RlResult, RlWorkflowInput } from '../stages/rl/workflow';
 import type { ChecklistWorkflowInput, PrepareWorkflowInput, SftWorkflowInput, StageProgress } from '../run/types';

@@ -8,7 +8,7 @@
 import { ConfigError, formatIssues, type Cm2Config } from '../run/config';
 import { MetricsBindAddress } from '../run/telemetryConfig';
 import { describeMetrics, installMetricsRuntime, processTracing, shutdownTracing } from '../infra/telemetry';
-import { ALL_QUEUES, type QueueKind, startWorkers } from '../worker';
+import { ALL_QUEUES, type QueueKind, startWorkers } from '../workers';
 import { describeConnection, temporalConnectionOptions } from '../infra/temporal';
 import { codecFromEnv } from '../infra/codec';
 

@@ -1,4 +1,4 @@
-/** The demo tool world as the stages see it (src/stages/world.ts): wired into the activities by src/worker.ts. */
+/** The demo tool world as the stages see it (src/stages/world.ts): handed to the activities by src/activities/. */
 import type { OfflineWorld } from '../stages/world';
 import { OFFLINE_ANNOTATOR, offlineChecklist } from './checklist';
 import { demoWorldExecutables } from './executables';

@@ -1,5 +1,5 @@
 /**
- * What the stages need of an offline tool world, handed to them by the worker's wiring (src/worker.ts) so that no
+ * What the stages need of an offline tool world, handed to them by the activity registry (src/activities/) so that no
  * stage imports one: the demo world (src/demo/world.ts) is the one the project ships. With no endpoint configured it
  * supplies every built-in: the dialogues of `data.source.kind: demo`, the data roles (LLM filter, CoT compressor), the
  * checklist annotator, and the tools RL may execute instead of simulating (`rl.executableTools`).

@@ -17,7 +17,7 @@ import { AnnotatedExample, type ChecklistOutput } from '../../src/stages/checkli
 import { validateAnnotatedExample } from '../../src/stages/checklist/validate';
 import type { Example } from '../../src/kernel/schema';
 import { checklistKeys, runKey } from '../../src/run/layout';
-import { startWorkers } from '../../src/worker';
+import { startWorkers } from '../../src/workers';
 import { generateDemoDataset } from '../../src/demo/generator';
 import { offlineChecklist } from '../../src/demo/checklist';
 import { replies, startFakeOpenAI, type RecordedRequest } from '../helpers/fakeOpenAI';

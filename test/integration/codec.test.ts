@@ -22,7 +22,7 @@ import { startCodecServer } from '../../src/cli/codecServer';
 import { startPrepare } from '../../src/cli/stages';
 import { stageWorkflowId } from '../../src/run/layout';
 import { generateDemoDataset } from '../../src/demo/generator';
-import { startWorkers } from '../../src/worker';
+import { startWorkers } from '../../src/workers';
 import type { Cm2Config } from '../../src/run/config';
 import { testConfig, uniqueId } from '../helpers/env';
 

@@ -14,7 +14,7 @@ import { ChecklistReport } from '../../src/stages/checklist/activities';
 import { toStoredVariant } from '../../src/stages/checklist/schema';
 import { createRlActivities } from '../../src/stages/rl/activities';
 import { checklistKeys, runKey } from '../../src/run/layout';
-import { startWorkers } from '../../src/worker';
+import { startWorkers } from '../../src/workers';
 import { generateDemoDataset } from '../../src/demo/generator';
 import { offlineChecklist } from '../../src/demo/checklist';
 import { demoWorld } from '../../src/demo/world';

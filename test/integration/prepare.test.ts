@@ -10,7 +10,7 @@ import { startPrepare } from '../../src/cli/stages';
 import type { PrepareReport } from '../../src/stages/prepare/activities';
 import type { DroppedRecord, Example } from '../../src/kernel/schema';
 import { runKey, stageWorkflowId } from '../../src/run/layout';
-import { startWorkers } from '../../src/worker';
+import { startWorkers } from '../../src/workers';
 import { replies, startFakeOpenAI } from '../helpers/fakeOpenAI';
 import { testConfig, testStore, uniqueId } from '../helpers/env';
 import { startChildWorker, writeConfigFile } from '../helpers/processes';

@@ -10,7 +10,7 @@ import { temporal } from '@temporalio/proto';
 import { connectClient } from '../../src/infra/temporal';
 import { startChecklist } from '../../src/cli/stages';
 import { runKey } from '../../src/run/layout';
-import { startWorkers } from '../../src/worker';
+import { startWorkers } from '../../src/workers';
 import { generateDemoDataset } from '../../src/demo/generator';
 import { testConfig, testStore, uniqueId } from '../helpers/env';
 import { checklistAnswerer, startRateLimitedOpenAI } from '../helpers/rateLimitedOpenAI';

@@ -24,7 +24,7 @@ import { connectClient } from '../../src/infra/temporal';
 import { startChecklist, startPrepare, startRl } from '../../src/cli/stages';
 import { FailedAnnotation } from '../../src/stages/checklist/activities';
 import { checklistKeys, runKey } from '../../src/run/layout';
-import { startWorkers } from '../../src/worker';
+import { startWorkers } from '../../src/workers';
 import { testConfig, testStore, uniqueId } from '../helpers/env';
 import { cm2 } from '../helpers/pipelineFixture';
 import { tinyRl, writeRlFixture } from '../helpers/rlFixture';

@@ -13,7 +13,7 @@ import { promisify } from 'node:util';
 import { requireBinary } from '../../src/infra/binaries';
 import { connectClient } from '../../src/infra/temporal';
 import { startPrepare } from '../../src/cli/stages';
-import { startWorkers } from '../../src/worker';
+import { startWorkers } from '../../src/workers';
 import { testConfig, uniqueId } from '../helpers/env';
 import { startGrpcTlsProxy, tlsFile, type GrpcTlsProxy } from '../helpers/grpcTlsProxy';
 import { applyEnvOverrides, parseConfig } from '../../src/run/config';

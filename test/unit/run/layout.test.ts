@@ -41,7 +41,7 @@ function importsOf(file: string): Import[] {
 
 const all = files(src).map((f) => ({ rel: path.relative(src, f).replace(/\\/g, '/'), imports: importsOf(f), lines: readFileSync(f, 'utf8').split('\n').length }));
 const under = (rel: string, ...dirs: string[]) => dirs.some((d) => rel === d || rel.startsWith(`${d}/`));
-const isWorkflow = (rel: string) => /^stages\/[^/]+\/workflow\.ts$/.test(rel) || rel === 'stages/workflows.ts';
+const isWorkflow = (rel: string) => /^stages\/[^/]+\/workflow\.ts$/.test(rel) || rel === 'workflows/index.ts';
 /** A stage's activities: `activities.ts`, an activity's body as a plain function (`<name>Activity.ts`), the shared kit. */
 const isActivities = (rel: string) => /^stages\/[^/]+\/(activities|\w+Activity)\.ts$/.test(rel) || rel === 'stages/activityKit.ts';
 
@@ -69,7 +69,7 @@ test('workflows import values only from kernel/, run/ and @temporalio/workflow; 
   const bad = violations((f, imp) => {
     if (!isWorkflow(f.rel) || imp.typeOnly) return undefined;
     if (imp.target === '@temporalio/workflow' || under(imp.target, 'kernel', 'run')) return undefined;
-    if (f.rel === 'stages/workflows.ts' && /^stages\/[^/]+\/workflow$/.test(imp.target)) return undefined; // the bundle's entry re-exports them
+    if (f.rel === 'workflows/index.ts' && /^stages\/[^/]+\/workflow$/.test(imp.target)) return undefined; // the bundle's entry re-exports them
     return 'a value a workflow may not import';
   });
   assert.deepEqual(bad, []);

@@ -15,7 +15,8 @@ import { REPO } from '../../helpers/paths';
 test('floors: imports go down; rooms of one floor do not import each other; src/ stays in src/', () => {
   assert.equal(layerViolation('src/stages/rl/grpo.ts', 'src/model/qwen.ts'), undefined);
   assert.equal(layerViolation('src/stages/rl/grpo.ts', 'src/stages/checklist/schema.ts'), undefined);
-  assert.equal(layerViolation('src/worker.ts', 'src/demo/world.ts'), undefined);
+  assert.equal(layerViolation('src/activities/index.ts', 'src/demo/world.ts'), undefined);
+  assert.match(layerViolation('src/workflows/index.ts', 'src/demo/world.ts')!, /share a floor/);
   assert.match(layerViolation('src/model/qwen.ts', 'src/stages/rl/grpo.ts')!, /^model\/ \(floor 4\) may not import stages\/ \(floor 7\): imports go down$/);
   assert.match(layerViolation('src/stages/rl/activities.ts', 'src/demo/tools.ts')!, /may not import demo\//);
   assert.match(layerViolation('src/storage/store.ts', 'src/infra/temporal.ts')!, /share a floor/);
@@ -24,7 +25,7 @@ test('floors: imports go down; rooms of one floor do not import each other; src/
   assert.equal(layerViolation('test/unit/x.test.ts', 'src/cli/main.ts'), undefined, 'only src/ is held to the floors');
   // Every folder of src/ is on a floor.
   const rooms = new Set(FLOORS.flat());
-  for (const name of ['kernel', 'chat', 'llm', 'run', 'model', 'storage', 'infra', 'report', 'stages', 'demo', 'worker', 'cli']) assert.ok(rooms.has(name), name);
+  for (const name of ['kernel', 'chat', 'llm', 'run', 'model', 'storage', 'infra', 'report', 'stages', 'demo', 'workflows', 'activities', 'workers', 'cli']) assert.ok(rooms.has(name), name);
 });
 
 test('npm run lint fails a wrong-way import: the model importing a stage, broken on purpose', async () => {

@@ -27,7 +27,7 @@ async function replayAll(extra: Pick<ReplayWorkerOptions, 'interceptors' | 'sink
   const histories = files.map((f) => ({ workflowId: f.replace(/\.binpb\.gz$/, ''), history: temporal.api.history.v1.History.decode(gunzipSync(readFileSync(path.join(dir, f)))) }));
   const failures: string[] = [];
   let replayed = 0;
-  for await (const r of Worker.runReplayHistories({ workflowsPath: require.resolve('../../../src/stages/workflows'), bundlerOptions: { ignoreModules: [] }, ...extra }, histories)) {
+  for await (const r of Worker.runReplayHistories({ workflowsPath: require.resolve('../../../src/workflows'), bundlerOptions: { ignoreModules: [] }, ...extra }, histories)) {
     replayed++;
     if (r.error) failures.push(`${r.workflowId}: ${r.error.message}`);
   }

@@ -1,26 +1,20 @@
 /**
- * Worker wiring: which activities and workflows serve which task queue.
+ * The workers: one per task queue served, on one connection.
  *
- * - `workflows` queue: every workflow (light; no GPU, no LLM calls).
- * - `api` queue (`cm2-api`): LLM-bound and I/O-bound stage activities, many concurrent slots.
- * - `gpu` queue (`cm2-gpu`): model work (SFT, rollouts, training steps), one slot per accelerator.
+ * - `workflows` queue: every workflow (src/workflows/, the bundle's entry; light: no GPU, no LLM calls).
+ * - `api` queue (`cm2-api`): LLM-bound and I/O-bound stage activities (src/activities/), many concurrent slots.
+ * - `gpu` queue (`cm2-gpu`): model work (SFT, rollouts, training steps; src/activities/), one slot per accelerator.
  *
  * One process can serve any subset (`cm2 worker --queues api,gpu`), so users scale out by starting more
  * processes per queue.
  */
 import path from 'node:path';
 import { NativeConnection, Worker, type WorkerOptions } from '@temporalio/worker';
-import { createChecklistActivities } from './stages/checklist/activities';
-import { createEvalActivities } from './stages/eval/activities';
-import { createPipelineActivities } from './stages/pipeline/activities';
-import { createPrepareActivities } from './stages/prepare/activities';
-import { createRlActivities } from './stages/rl/activities';
-import { createSftActivities } from './stages/sft/activities';
-import type { Cm2Config } from './run/config';
-import { demoWorld } from './demo/world';
-import type { Tracing } from './infra/telemetry';
-import { ObjectStore } from './storage/store';
-import { connectionError, dataConverter, temporalConnectionOptions } from './infra/temporal';
+import { activitiesByQueue } from '../activities';
+import type { Cm2Config } from '../run/config';
+import type { Tracing } from '../infra/telemetry';
+import { ObjectStore } from '../storage/store';
+import { connectionError, dataConverter, temporalConnectionOptions } from '../infra/temporal';
 
 /** The workers' connection (the SDK core's), with the same TLS and API key as the client's. */
 export async function connectWorkers(cfg: Cm2Config, env: NodeJS.ProcessEnv = process.env): Promise<NativeConnection> {
@@ -65,20 +59,13 @@ export async function startWorkers(cfg: Cm2Config, queues: QueueKind[] = ALL_QUE
     ...opts.tracing?.workerOptions(),
   };
   const workers: Worker[] = [];
-  // RL: model work (rollouts, updates) on the gpu queue, LLM/S3 work (judge, advantages, metrics) on the api queue.
-  const rl = createRlActivities({ store, world: demoWorld });
-  const { rlRollout, rlTrain, ...rlApi } = rl;
-  // The SFT format check and BFCL run in chunks on the gpu queue; their merges (S3 only) on the api queue (and BFCL's
-  // on the gpu queue too, for evaluation inputs that name no api queue).
-  const sft = createSftActivities({ store });
-  const evals = createEvalActivities({ store });
-  const { sftEvaluateMerge, ...sftGpu } = sft;
+  const activities = activitiesByQueue(store);
   if (queues.includes('workflows')) {
     workers.push(await Worker.create({
       ...common,
       connection,
       taskQueue: cfg.temporal.taskQueues.workflows,
-      workflowsPath: path.join(__dirname, 'stages', 'workflows.ts'),
+      workflowsPath: path.join(__dirname, '..', 'workflows', 'index.ts'),
     }));
   }
   if (queues.includes('api')) {
@@ -86,12 +73,12 @@ export async function startWorkers(cfg: Cm2Config, queues: QueueKind[] = ALL_QUE
       ...common,
       connection,
       taskQueue: cfg.temporal.taskQueues.api,
-      activities: { ...createPrepareActivities({ store, world: demoWorld }), ...createChecklistActivities({ store, world: demoWorld }), ...rlApi, ...createPipelineActivities({ store }), sftEvaluateMerge, evalBfclMerge: evals.evalBfclMerge },
+      activities: activities.api,
       maxConcurrentActivityTaskExecutions: opts.apiConcurrency ?? 8,
     }));
   }
   // Model work (SFT, rollouts, train steps) lands on the gpu queue, one slot per accelerator.
-  const gpuActivities = { ...sftGpu, rlRollout, rlTrain, ...evals };
+  const gpuActivities = activities.gpu;
   if (queues.includes('gpu') && Object.keys(gpuActivities).length > 0) {
     workers.push(await Worker.create({
       ...common,

@@ -6,9 +6,9 @@
 import { describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
-import { DEFAULT_BACKOFF, exitText, restartDelayMs, SupervisedChild, SupervisedWorkers } from '../../../src/cli/supervisor';
+import { DEFAULT_BACKOFF, exitText, restartDelayMs, SupervisedChild, SupervisedWorkers } from '../../../src/workers/supervisor';
 import { isAlive } from '../../../src/infra/localInfra';
-import type { RunningWorkers } from '../../../src/worker';
+import type { RunningWorkers } from '../../../src/workers';
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 async function until(what: string, check: () => boolean, timeoutMs = 60_000): Promise<void> {
@@ -99,7 +99,7 @@ describe('SupervisedChild', () => {
     const grandchild = `process.channel && process.channel.unref(); process.once('disconnect', () => process.exit(0)); console.log('READY ' + process.pid); setInterval(() => {}, 1000);`;
     const parentScript = `
       require('tsx/cjs');
-      const { SupervisedChild } = require(${JSON.stringify(require.resolve('../../../src/cli/supervisor'))});
+      const { SupervisedChild } = require(${JSON.stringify(require.resolve('../../../src/workers/supervisor'))});
       SupervisedChild.start({ name: 'g', command: process.execPath, args: ['-e', ${JSON.stringify(grandchild)}], readyText: 'READY' }, { log: () => {} })
         .then((s) => console.log('CHILD ' + s.pid));
       setInterval(() => {}, 1000);`;

@@ -8,7 +8,7 @@
  * and the child shuts itself down (`cm2 worker` watches it), so nothing the demo started outlives it.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
-import type { RunningWorkers } from '../worker';
+import type { RunningWorkers } from './index';
 
 /** Waits `ms`, or less when `signal` aborts. */
 const sleep = (ms: number, signal: AbortSignal) =>

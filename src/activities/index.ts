@@ -1,0 +1,43 @@
+/**
+ * The activity registry: which activities each task queue serves, built from the stage folders' factories with what
+ * they are handed (the object store; the demo world as the offline world, src/stages/world.ts).
+ *
+ * - `api` queue (`cm2-api`): LLM-bound and I/O-bound activities (prepare, checklist, the RL judge, advantages and
+ *   metrics, the pipeline's markers and report, the merges of chunked SFT and BFCL evaluations).
+ * - `gpu` queue (`cm2-gpu`): model work (SFT, rollouts, GRPO updates, the SFT format check and BFCL in chunks).
+ * - `workflows` queue: no activities (src/workflows/ is its bundle).
+ */
+import { createChecklistActivities } from '../stages/checklist/activities';
+import { createEvalActivities } from '../stages/eval/activities';
+import { createPipelineActivities } from '../stages/pipeline/activities';
+import { createPrepareActivities } from '../stages/prepare/activities';
+import { createRlActivities } from '../stages/rl/activities';
+import { createSftActivities } from '../stages/sft/activities';
+import type { OfflineWorld } from '../stages/world';
+import type { ObjectStore } from '../storage/store';
+import { demoWorld } from '../demo/world';
+
+export interface ActivityRegistry {
+  api: Record<string, (...args: never[]) => Promise<unknown>>;
+  gpu: Record<string, (...args: never[]) => Promise<unknown>>;
+}
+
+export function activitiesByQueue(store: ObjectStore, world: OfflineWorld = demoWorld): ActivityRegistry {
+  // RL: model work (rollouts, updates) on the gpu queue, LLM/S3 work (judge, advantages, metrics) on the api queue.
+  const { rlRollout, rlTrain, ...rlApi } = createRlActivities({ store, world });
+  // The SFT format check and BFCL run in chunks on the gpu queue; their merges (S3 only) on the api queue (and BFCL's
+  // on the gpu queue too, for evaluation inputs that name no api queue).
+  const { sftEvaluateMerge, ...sftGpu } = createSftActivities({ store });
+  const evals = createEvalActivities({ store });
+  return {
+    api: {
+      ...createPrepareActivities({ store, world }),
+      ...createChecklistActivities({ store, world }),
+      ...rlApi,
+      ...createPipelineActivities({ store }),
+      sftEvaluateMerge,
+      evalBfclMerge: evals.evalBfclMerge,
+    },
+    gpu: { ...sftGpu, rlRollout, rlTrain, ...evals },
+  };
+}
