@@ -169,6 +169,71 @@ export function summarize(stage: PipelineStage, result: unknown): Record<string,
   return out;
 }
 
+/** The pipeline's current details (the Web UI's workflow page): its state and each enabled stage's summary. */
+export function pipelineDetails(status: PipelineStatus): string {
+  const lines = status.stages.filter((s) => s.state !== 'disabled').map((s) => `- ${s.name}: **${s.state}**${Object.keys(s.summary).length ? ` — ${Object.entries(s.summary).filter(([k]) => !/Key$|policy/.test(k)).map(([k, v]) => `${k} ${typeof v === 'number' && !Number.isInteger(v) ? v.toFixed(4) : v}`).join(', ')}` : ''}`);
+  return `**CM2 run ${status.runId}**: ${status.state}${status.current ? ` (${status.current})` : ''}\n\n${lines.join('\n')}`;
+}
+
+/** A stage's child workflow options. */
+const childOptions = (input: PipelineInput, name: PipelineStage) => ({
+  workflowId: stageWorkflowId(input.runId, name),
+  taskQueue: input.taskQueues.workflows,
+  // Terminating the pipeline (or its run timing out) stops its current stage too; `cm2 resume` picks it up.
+  parentClosePolicy: ParentClosePolicy.TERMINATE,
+  typedSearchAttributes: [
+    { key: CM2_RUN_ID, value: input.runId },
+    { key: CM2_STAGE, value: name },
+  ],
+  staticSummary: `CM2 ${name} of run ${input.runId}`,
+});
+
+/** The policy a finished stage gives the evaluation stage to score: the SFT output, or the final RL policy. */
+function scoredPolicy(input: PipelineInput, name: PipelineStage, result: unknown): { label: string; policy: EvalPolicy } | undefined {
+  if (name === 'sft' && input.stages.sft) return { label: 'sft', policy: { kind: 'hf', prefix: sftKeys.final(input.runId) } };
+  if (name === 'rl') {
+    const p = (result as Partial<RlResult> | undefined)?.policy;
+    if (p && p.kind === 'ckpt') return { label: 'rl', policy: p };
+  }
+  return undefined;
+}
+
+/** The pipeline's failure: the stage's failure kept as the cause, so clients see its root (e.g. the activity's BadConfig message). */
+function stageFailed(status: PipelineStatus, e: unknown): ApplicationFailure {
+  return ApplicationFailure.create({
+    message: `stage ${status.current ?? '?'} of run ${status.runId} failed: ${e instanceof Error ? e.message : String(e)}; fix the cause, then \`cm2 resume ${status.runId}\``,
+    type: 'StageFailed',
+    nonRetryable: true,
+    ...(e instanceof Error ? { cause: e } : {}),
+  });
+}
+
+/**
+ * The pipeline's steering: its status query; pause / resume forwarded to the RL child (other stages have no steps to
+ * pause between); stop, which the RL child takes between steps and any other stage by cancellation.
+ */
+function steerPipeline(status: PipelineStatus, live: { setState: (s: PipelineStatus['state']) => void; forward: (s: typeof pauseSignal | typeof resumeSignal | typeof stopSignal) => void; details: () => void; stopChild: () => void }): void {
+  setHandler(pipelineStatusQuery, () => status);
+  setHandler(pauseSignal, () => {
+    status.paused = true;
+    if (!status.stopRequested) live.setState('paused');
+    live.forward(pauseSignal);
+    live.details();
+  });
+  setHandler(resumeSignal, () => {
+    status.paused = false;
+    live.setState(status.stopRequested ? 'stopping' : 'running');
+    live.forward(resumeSignal);
+    live.details();
+  });
+  setHandler(stopSignal, () => {
+    status.stopRequested = true;
+    live.setState('stopping');
+    live.stopChild();
+    live.details();
+  });
+}
+
 export async function cm2Pipeline(input: PipelineInput): Promise<PipelineResult> {
   const acts = stageActivities<PipelineActivities>(input.taskQueues.api, input.activity);
   const stages: StageStatus[] = STAGES.map((name) => ({
@@ -184,34 +249,12 @@ export async function cm2Pipeline(input: PipelineInput): Promise<PipelineResult>
     status.state = state;
     upsertSearchAttributes([{ key: CM2_STATE, value: state }]);
   };
-  const details = () => {
-    const lines = stages.filter((s) => s.state !== 'disabled').map((s) => `- ${s.name}: **${s.state}**${Object.keys(s.summary).length ? ` — ${Object.entries(s.summary).filter(([k]) => !/Key$|policy/.test(k)).map(([k, v]) => `${k} ${typeof v === 'number' && !Number.isInteger(v) ? v.toFixed(4) : v}`).join(', ')}` : ''}`);
-    setCurrentDetails(`**CM2 run ${input.runId}**: ${status.state}${status.current ? ` (${status.current})` : ''}\n\n${lines.join('\n')}`);
-  };
+  const details = () => setCurrentDetails(pipelineDetails(status));
   /** Forwards a steering signal to the RL child (other stages have no steps to pause between). */
   const forward = (signal: typeof pauseSignal | typeof resumeSignal | typeof stopSignal) => {
     if (child?.stage === 'rl') void getExternalWorkflowHandle(child.handle.workflowId).signal(signal).catch(() => undefined);
   };
-  setHandler(pipelineStatusQuery, () => status);
-  setHandler(pauseSignal, () => {
-    status.paused = true;
-    if (!status.stopRequested) setState('paused');
-    forward(pauseSignal);
-    details();
-  });
-  setHandler(resumeSignal, () => {
-    status.paused = false;
-    setState(status.stopRequested ? 'stopping' : 'running');
-    forward(resumeSignal);
-    details();
-  });
-  setHandler(stopSignal, () => {
-    status.stopRequested = true;
-    setState('stopping');
-    if (child?.stage === 'rl') forward(stopSignal);
-    else child?.scope.cancel();
-    details();
-  });
+  steerPipeline(status, { setState, forward, details, stopChild: () => (child?.stage === 'rl' ? forward(stopSignal) : child?.scope.cancel()) });
   upsertSearchAttributes([
     { key: CM2_RUN_ID, value: input.runId },
     { key: CM2_STAGE, value: 'pipeline' },
@@ -257,26 +300,11 @@ export async function cm2Pipeline(input: PipelineInput): Promise<PipelineResult>
     if (patched('pipeline-heldout-memo')) upsertMemo({ heldOut: { ...status.heldOut } });
   };
 
-  const childOptions = (name: PipelineStage) => ({
-    workflowId: stageWorkflowId(input.runId, name),
-    taskQueue: input.taskQueues.workflows,
-    // Terminating the pipeline (or its run timing out) stops its current stage too; `cm2 resume` picks it up.
-    parentClosePolicy: ParentClosePolicy.TERMINATE,
-    typedSearchAttributes: [
-      { key: CM2_RUN_ID, value: input.runId },
-      { key: CM2_STAGE, value: name },
-    ],
-    staticSummary: `CM2 ${name} of run ${input.runId}`,
-  });
-
   // The policies the evaluation stage scores: the SFT output and the final RL policy (from results or markers).
   const policies: Array<{ label: string; policy: EvalPolicy }> = [];
   const notePolicy = (name: PipelineStage, result: unknown) => {
-    if (name === 'sft' && input.stages.sft) policies.push({ label: 'sft', policy: { kind: 'hf', prefix: sftKeys.final(input.runId) } });
-    if (name === 'rl') {
-      const p = (result as Partial<RlResult> | undefined)?.policy;
-      if (p && p.kind === 'ckpt') policies.push({ label: 'rl', policy: p });
-    }
+    const scored = scoredPolicy(input, name, result);
+    if (scored) policies.push(scored);
   };
 
   try {
@@ -301,7 +329,7 @@ export async function cm2Pipeline(input: PipelineInput): Promise<PipelineResult>
       }
       // Each stage's workflow type is `<stage>Workflow` (run/layout.ts); the eval stage gets the policies to evaluate.
       const args = stage.name === 'eval' ? { ...input.stages.eval!, policies } : input.stages[stage.name]!;
-      const result: unknown = await runStage(stage, () => startChild(stageWorkflowType(stage.name), { ...childOptions(stage.name), args: [args] }));
+      const result: unknown = await runStage(stage, () => startChild(stageWorkflowType(stage.name), { ...childOptions(input, stage.name), args: [args] }));
       if (result === undefined) break; // stopped
       stage.summary = summarize(stage.name, result);
       stage.closedAt = Date.now();
@@ -320,13 +348,7 @@ export async function cm2Pipeline(input: PipelineInput): Promise<PipelineResult>
     setState('failed');
     details();
     await CancellationScope.nonCancellable(() => acts.pipelineReport({ runId: input.runId, status: { ...status } }).catch(() => undefined));
-    // The stage's failure is kept as the cause, so clients see the root of it (e.g. the activity's BadConfig message).
-    throw ApplicationFailure.create({
-      message: `stage ${status.current ?? '?'} of run ${input.runId} failed: ${e instanceof Error ? e.message : String(e)}; fix the cause, then \`cm2 resume ${input.runId}\``,
-      type: 'StageFailed',
-      nonRetryable: true,
-      ...(e instanceof Error ? { cause: e } : {}),
-    });
+    throw stageFailed(status, e);
   }
   status.current = undefined;
   const finished = stages.every((s) => s.state === 'completed' || s.state === 'skipped' || s.state === 'disabled');
