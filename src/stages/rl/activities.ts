@@ -20,100 +20,30 @@
  */
 import { ApplicationFailure } from '@temporalio/common';
 import { z } from 'zod';
-import { loadChatTokenizer, promptIds, type ChatTokenizer } from '../../chat/tokenize';
-import { AnnotatedExample, type ChecklistVariant } from '../checklist/schema';
+import { promptIds } from '../../chat/tokenize';
+import { AnnotatedExample } from '../checklist/schema';
 import type { Example } from '../../kernel/schema';
-import { resolveFromRoot } from '../../infra/binaries';
 import { stepFolder, listCheckpointFolders, removeCheckpoint } from '../../storage/checkpoints';
 import { checkpointsToPrune } from '../../run/retention';
-import { RlConfig } from '../../run/config';
-import { LlmConfig, isOnline } from '../../llm/config';
-import { canonicalJson } from '../../kernel/canonicalJson';
-import { ifExists, storeVerdictCache } from '../../storage/store';
+import { isOnline } from '../../llm/config';
+import { ifExists } from '../../storage/store';
 import { rlKeys } from '../../run/layout';
-import { selectBackend } from '../../model/backend';
-import { Judge, JudgeConfig, judgeConfigOf, withJudgeDefaults } from './judge/judge';
-import { judgePending } from './judge/phase';
-import { advanceRollouts, applyTurnDecisions, initRollouts, type RolloutLimits } from './rollout';
-import { ToolEnvironment } from './env/toolEnv';
-import { Rollout } from './types';
-import { PolicyCache } from '../../storage/policyStore';
 import { trainStep } from './trainActivity';
-import { type ActivityDeps, asTemporalFailure, cancellationSignal, heapGuard, heartbeat, llmClients, once, parseInput, stageLog } from '../activityKit';
-import type { OfflineWorld } from '../world';
-import { withSimulatorDefaults } from './env/simulator';
-import { executableToolNames, missingSimulatorMessage, toolsNeedingSimulator } from './env/answers';
+import { heapGuard, heartbeat, once, parseInput } from '../activityKit';
+import { rlWorker, rolloutPhase, judgePhase, type RlDeps } from './episodesActivity';
+export type { RlDeps } from './episodesActivity';
+import { missingSimulatorMessage, toolsNeedingSimulator } from './env/answers';
 import { countsOf, summariseBatch } from './algo/batch';
 import { heldOutShrunk, rlDataShortfall, selectRlData } from './data';
 import { formatReasons } from '../../kernel/floor';
-import { type JudgeTotals } from '../../kernel/counts';
 import { recordJudgePhase, recordRlBatch } from '../activityMetrics';
-import { RlDataInput, RlData, PhaseResult, RlJudgeInput, RlRolloutInput, RlAdvantagesInput, RlMergeInput, RlMergeResult, RlAdvantagesResult, RlTrainInput, RlTrainResult, RlRecordInput, RlPruneInput, RlPruneResult, RolloutFile } from './shapes';
+import { RlDataInput, RlData, PhaseResult, RlJudgeInput, RlRolloutInput, RlAdvantagesInput, RlMergeInput, RlMergeResult, RlAdvantagesResult, RlTrainInput, RlTrainResult, RlRecordInput, RlPruneInput, RlPruneResult } from './shapes';
 
 export * from './shapes';
 
-
-// ---------------------------------------------------------------------------------------------------------------
-// Per-worker caches: datasets, tokenizer, models
-
-
-interface Dataset {
-  examples: AnnotatedExample[];
-  byUuid: Map<string, AnnotatedExample>;
-  checklists: Map<string, ChecklistVariant[]>;
-  env?: ToolEnvironment;
-  envKey?: string;
-}
-
-export interface RlDeps extends ActivityDeps {
-  /** The offline world, whose tools RL may execute instead of simulating (`rl.executableTools`, src/stages/world.ts). */
-  world: OfflineWorld;
-}
-
 export function createRlActivities(deps: RlDeps) {
-  /**
-   * The world's tools executed in this run. Workflow inputs carry the list resolved from the config and the data
-   * source (src/cli/stages.ts `rlInput`); a bare `true` comes only from inputs recorded before that, when it meant the
-   * demo world's tools.
-   */
-  const executableNames = (rl: RlConfig): string[] => executableToolNames(rl.executableTools, true, deps.world.toolNames);
-  const { store } = deps;
-  const log = stageLog(deps, 'rl');
-  const datasets = new Map<string, Dataset>();
-  const tokenizers = new Map<string, ChatTokenizer>();
-  /** Loaded policies. The policy being trained is taken OUT of the cache while it is mutated. */
-  const policies = new PolicyCache(store);
-
-  const tokenizer = (dir: string): ChatTokenizer => {
-    let t = tokenizers.get(dir);
-    if (!t) tokenizers.set(dir, (t = loadChatTokenizer(resolveFromRoot(dir))));
-    return t;
-  };
-  const llmClient = llmClients(store);
-  const dataset = async (key: string): Promise<Dataset> => {
-    let d = datasets.get(key);
-    if (!d) {
-      const examples = await store.getJsonl(key, AnnotatedExample);
-      d = { examples, byUuid: new Map(examples.map((e) => [e.uuid, e])), checklists: new Map(examples.map((e) => [e.uuid, e.checklists])) };
-      datasets.set(key, d);
-    }
-    return d;
-  };
-  const environment = (d: Dataset, rl: RlConfig, llm: LlmConfig): ToolEnvironment => {
-    const executable = executableNames(rl);
-    const key = canonicalJson({ exe: executable, llm: llm.roles.simulator });
-    if (!d.env || d.envKey !== key) {
-      d.env = new ToolEnvironment(d.examples, {
-        ...(isOnline(llm.roles.simulator) ? { llm: llmClient(withSimulatorDefaults(llm)) } : {}),
-        ...(executable.length ? { executables: deps.world.executables(executable) } : {}),
-      });
-      d.envKey = key;
-    }
-    return d.env;
-  };
-  const readRollouts = async (key: string): Promise<Rollout[]> => (await store.getJson(key, RolloutFile)).rollouts;
-  let backend: Promise<string> | undefined;
-  const ensureBackend = () => (backend ??= selectBackend('auto', log));
+  const w = rlWorker(deps);
+  const { store, log, tokenizer, dataset, readRollouts, ensureBackend, policies, executableNames } = w;
 
   return {
     /**
@@ -151,83 +81,13 @@ export function createRlActivities(deps: RlDeps) {
     /** Advance every live episode by one turn (phase 0 creates them). gpu queue. */
     async rlRollout(raw: z.input<typeof RlRolloutInput>): Promise<PhaseResult> {
       const input = parseInput(RlRolloutInput, raw, 'rlRollout');
-      const outKey = rlKeys.phase(input.folder, input.phase);
-      return heapGuard('rlRollout', log, () => once(store, `${outKey}.result`, PhaseResult, async () => {
-        const t0 = Date.now();
-        await ensureBackend();
-        const tok = tokenizer(input.tokenizerDir);
-        const d = await dataset(input.dataKey);
-        let rollouts: Rollout[];
-        if (input.phase === 0) {
-          if (!input.init) throw ApplicationFailure.nonRetryable('rlRollout phase 0 needs init', 'BadInput');
-          rollouts = initRollouts(input.init.indices.map((i) => d.examples[i]!), input.init.groupSize, tok, input.init.groupOffset ?? 0);
-        } else {
-          rollouts = await readRollouts(rlKeys.phase(input.folder, input.phase - 1));
-        }
-        const before = rollouts.reduce((n, r) => n + r.segments.reduce((m, s) => m + s.end - s.start, 0), 0);
-        const model = await policies.get(input.policy);
-        const limits: RolloutLimits = { ...input.rl.rollout, ...(input.temperature !== undefined ? { temperature: input.temperature } : {}) };
-        const signal = cancellationSignal();
-        await advanceRollouts(rollouts, d.byUuid, model, tok, environment(d, input.rl, input.llm), {
-          limits,
-          // Per-episode seeds need no phase: an episode's generation index already tells its turns apart.
-          seed: input.episodeSeeds ? input.seed >>> 0 : (input.seed ^ Math.imul(input.phase + 1, 0x27d4eb2d)) >>> 0,
-          ...(input.episodeSeeds ? { episodeSeeds: true } : {}),
-          salt: `${input.folder}/p${input.phase}`,
-          onRound: (round, live) => heartbeat({ phase: input.phase, round, live }),
-          onCounts: (c) => log(`rlRollout ${input.folder} phase ${input.phase}: tokens prefilled ${c.prefilled}, reused ${c.reused}, shared prompt ${c.shared}, decoded ${c.decoded}`),
-          onDecodeStep: (step) => {
-            if (signal?.aborted) throw new Error('cancelled');
-            heartbeat({ phase: input.phase, decodeStep: step });
-          },
-        }).catch((e: unknown) => {
-          throw asTemporalFailure(e);
-        });
-        await store.putJson(outKey, { rollouts });
-        const after = rollouts.reduce((n, r) => n + r.segments.reduce((m, s) => m + s.end - s.start, 0), 0);
-        return { key: outKey, counts: countsOf(rollouts), seconds: (Date.now() - t0) / 1000, generatedTokens: after - before };
-      }));
+      return heapGuard('rlRollout', log, () => once(store, `${rlKeys.phase(input.folder, input.phase)}.result`, PhaseResult, () => rolloutPhase(w, input)));
     },
 
     /** Judge the turns that just completed, then continue or end each episode (turn control). api queue. */
     async rlJudge(raw: z.input<typeof RlJudgeInput>): Promise<PhaseResult> {
       const input = parseInput(RlJudgeInput, raw, 'rlJudge');
-      const outKey = rlKeys.phase(input.folder, input.phase);
-      return once(store, `${outKey}.result`, PhaseResult, async () => {
-        const t0 = Date.now();
-        const d = await dataset(input.dataKey);
-        const rollouts = await readRollouts(rlKeys.phase(input.folder, input.phase - 1));
-        const judgeCfg: JudgeConfig = judgeConfigOf(input.rl);
-        const judge = new Judge(
-          {
-            ...(isOnline(input.llm.roles.judge) ? { llm: llmClient(withJudgeDefaults(input.llm)) } : {}),
-            ...(input.rl.judge.cache ? { cache: storeVerdictCache(store) } : {}),
-          },
-          judgeCfg,
-        );
-        let stats: JudgeTotals;
-        let judged = { done: 0, total: 0 };
-        // Also while no step completes (calls waiting out a rate limit): a silent attempt would be timed out and
-        // started again beside itself.
-        const ticker = setInterval(() => heartbeat({ phase: input.phase, judged: judged.done, total: judged.total }), 5_000);
-        try {
-          stats = await judgePending(rollouts, d.checklists, judge, {
-            concurrency: input.rl.judge.concurrency,
-            salt: `${input.folder}/p${input.phase}`,
-            onProgress: (done, total) => {
-              judged = { done, total };
-              heartbeat({ phase: input.phase, judged: done, total });
-            },
-          });
-        } catch (e) {
-          throw asTemporalFailure(e);
-        } finally {
-          clearInterval(ticker);
-        }
-        applyTurnDecisions(rollouts, d.checklists, d.byUuid, input.rl.rollout);
-        await store.putJson(outKey, { rollouts });
-        return { key: outKey, counts: countsOf(rollouts), seconds: (Date.now() - t0) / 1000, judge: stats };
-      }, (result) => recordJudgePhase(input.runId, result.judge));
+      return once(store, `${rlKeys.phase(input.folder, input.phase)}.result`, PhaseResult, () => judgePhase(w, input), (result) => recordJudgePhase(input.runId, result.judge));
     },
 
     /** Merge the finished chunks of a fanned-out batch, in chunk order (groups were numbered per step). api queue. */
