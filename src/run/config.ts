@@ -18,13 +18,14 @@ import { LoraSettings } from '../kernel/loraSettings';
 import { TemporalConfig } from './temporalConfig';
 import { S3Config } from './s3Config';
 import { DataConfig, onByDefault } from './dataConfig';
+import { GRANULARITIES, HP_BOUNDS } from './hyperparameters';
 
 /** An optional S3 key or prefix of a config (the stage falls back to its default source). */
 const optionalS3Key = (description: string) => z.string().min(1).optional().describe(description);
 
 
 /** Reward assignment granularity (spec §6.7). */
-export const Granularity = z.enum(['trajectory', 'turn', 'step']);
+export const Granularity = z.enum(GRANULARITIES);
 export type Granularity = z.infer<typeof Granularity>;
 
 export { FilterEffort, FilterPass, REFERENCE_CASCADE, FilterCascade, DemoSource, FileSource, DataSource, DataConfig } from './dataConfig';
@@ -150,9 +151,9 @@ export type SftConfig = z.infer<typeof SftConfig>;
  */
 export const RlHyperparameters = z.object({
   /** Constant learning rate (reference 1e-6, paper 3e-6). */
-  lr: z.number().positive().max(1).default(1e-6).describe('Constant learning rate (reference 1e-6, paper 3e-6).'),
+  lr: z.number().gt(HP_BOUNDS.lr.above).max(HP_BOUNDS.lr.max).default(1e-6).describe('Constant learning rate (reference 1e-6, paper 3e-6).'),
   /** KL coefficient β to the frozen reference policy (reference 1e-4, paper 1e-3); 0 skips the reference model. */
-  klCoef: z.number().min(0).max(10).default(1e-4)
+  klCoef: z.number().min(HP_BOUNDS.klCoef.min).max(HP_BOUNDS.klCoef.max).default(1e-4)
     .describe('KL coefficient β to the frozen reference policy (reference 1e-4, paper 1e-3); 0 skips the reference model.'),
   /** Reward assignment (spec §6.7): trajectory = stock GRPO (the final CM2 model), turn, step. */
   granularity: Granularity.default('trajectory')

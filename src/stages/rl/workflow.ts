@@ -49,6 +49,7 @@ import type { PolicyRef } from '../../run/layout';
 import { addCounts, zeroJudgeTotals } from '../../kernel/counts';
 import { recordRlEval, recordRlStep } from '../../run/metrics';
 import { checkpointsToKeep, minimumKept } from '../../run/retention';
+import { validateHyperparameters } from '../../run/hyperparameters';
 
 export type { RlBatch, RlEvalPoint, RlLoopState, RlResult, RlStatus, RlWorkflowInput } from './shapes';
 
@@ -59,21 +60,6 @@ const policyStep = (p: PolicyRef): number => (p.kind === 'ckpt' ? p.step : 0);
 export type RlHyperparametersReply = RlHyperparameters & { fromStep: number };
 export const setHyperparametersUpdate = defineUpdate<RlHyperparametersReply, [Partial<RlHyperparameters>]>('setHyperparameters');
 export const rlStatusQuery = defineQuery<RlStatus>('rlStatus');
-
-const GRANULARITIES = ['trajectory', 'turn', 'step'] as const;
-
-/** Validation of an update (no zod in workflow code: the bundle stays small and deterministic). */
-export function validateHyperparameters(patch: unknown): string | undefined {
-  if (typeof patch !== 'object' || patch === null || Array.isArray(patch)) return 'expected an object {lr?, klCoef?, granularity?}';
-  const p = patch as Record<string, unknown>;
-  const unknownKeys = Object.keys(p).filter((k) => !['lr', 'klCoef', 'granularity'].includes(k));
-  if (unknownKeys.length) return `unknown field(s) ${unknownKeys.join(', ')}; allowed: lr, klCoef, granularity`;
-  if (Object.keys(p).length === 0) return 'nothing to change';
-  if ('lr' in p && !(typeof p['lr'] === 'number' && Number.isFinite(p['lr']) && p['lr'] > 0 && p['lr'] <= 1)) return 'lr must be a number in (0, 1]';
-  if ('klCoef' in p && !(typeof p['klCoef'] === 'number' && Number.isFinite(p['klCoef']) && p['klCoef'] >= 0 && p['klCoef'] <= 10)) return 'klCoef must be a number in [0, 10]';
-  if ('granularity' in p && !GRANULARITIES.includes(p['granularity'] as (typeof GRANULARITIES)[number])) return `granularity must be one of ${GRANULARITIES.join(', ')}`;
-  return undefined;
-}
 
 
 /** The run's state for the Web UI and `temporal workflow list` (search attribute Cm2State). */
