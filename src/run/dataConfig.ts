@@ -33,7 +33,6 @@ export const DemoSource = z.object({
 }).describe('The built-in synthetic demo tool world: generated dialogues, some with a deliberate defect for the filters to catch.');
 export const FileSource = z.object({
   kind: z.literal('file'),
-  /** Local path(s) readable by the api workers, or `s3://bucket/key`. JSONL / JSON / parquet by extension. */
   paths: z.array(z.string().min(1)).min(1)
     .describe('Local paths readable by the api workers, or `s3://bucket/key`; JSONL, JSON or parquet by extension.'),
 }).describe('Your own dialogues: OpenAI-chat JSONL or a JSON array (`{uuid?, messages, tools}`), or Nemotron tool-calling parquet.');
@@ -42,12 +41,9 @@ export const DataSource = z.discriminatedUnion('kind', [DemoSource, FileSource])
 export const DataConfig = z.object({
   source: DataSource.default({ kind: 'demo', count: 400, seed: 7, brokenRate: 0.15, terseRate: 0 })
     .describe('Where the examples come from: the built-in demo tool world or your own files.'),
-  /** Examples per shard: the unit of work, of retry and of progress. */
   shardSize: z.number().int().positive().default(100).describe('Examples per shard: the unit of work, of retry and of progress.'),
-  /** Concurrent shard activities per stage. */
   shardConcurrency: z.number().int().positive().default(4).describe('Concurrent shard activities per stage.'),
   ruleFilters: z.object({
-    /** Filter codes to run; default = the reference's run.sh set (every filter but duplicate_tools_by_schema). */
     enabled: z.array(z.string()).optional()
       .describe('Rule filter codes to run; default: the set of the reference run.sh (every filter but `duplicate_tools_by_schema` and the opt-in `tool_argument_types`).'),
   }).prefault({}).describe('The rule filters, the first step after the import.'),
@@ -58,7 +54,6 @@ export const DataConfig = z.object({
   }).prefault({}).describe('The LLM filter cascade.'),
   split: z.object({
     seed: z.number().int().default(42).describe('Shuffle seed of the split.'),
-    /** Cold-start share when < 1, else an absolute count (paper: 8k of 30k). */
     coldStart: z.number().positive().default(0.3).refine((v) => v < 1 || Number.isInteger(v), 'a share in (0, 1) or a whole count >= 1')
       .describe('Cold-start share when < 1, else an absolute count (paper: 8k of 30k); the rest is the RL split.'),
   }).prefault({}).describe('The cold-start / RL split of the kept examples.'),

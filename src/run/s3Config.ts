@@ -10,7 +10,6 @@ export const awsEndpointRegion = (hostname: string): string | undefined =>
 const urlOrUndefined = (u: string): URL | undefined => (URL.canParse(u) ? new URL(u) : undefined);
 
 export const S3Config = z.object({
-  /** `http(s)://host:port` of any S3-compatible server (MinIO, AWS, ...). */
   endpoint: z.string().url().refine((u) => { const url = urlOrUndefined(u); return !!url && /^https?:$/.test(url.protocol) && url.pathname === '/' && !url.search; },
     'an http:// or https:// URL without a path (the bucket goes in `s3.bucket`)')
     .default('http://127.0.0.1:9000')
@@ -18,7 +17,6 @@ export const S3Config = z.object({
   region: z.string().default('us-east-1').describe('Region sent with every S3 request; on AWS the region of the bucket (and of a regional endpoint).'),
   bucket: z.string().min(3).default('cm2')
     .describe('Bucket of every run (`runs/<run.id>/...`) and of the LLM and judge caches; created when missing.'),
-  /** Names of the environment variables that hold the credentials (never the credentials themselves). */
   accessKeyEnv: z.string().default('CM2_S3_ACCESS_KEY')
     .describe('Name of the environment variable holding the S3 access key (never the key itself); the first credential source tried.'),
   secretKeyEnv: z.string().default('CM2_S3_SECRET_KEY')

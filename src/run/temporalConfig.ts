@@ -28,7 +28,6 @@ export const TemporalConfig = z.object({
   address: z.string().default('127.0.0.1:7233').describe('Temporal frontend address, `host:port`.'),
   namespace: z.string().default('default').describe('Temporal namespace of every workflow of the run.'),
   taskQueues: TaskQueues.prefault({}).describe('Task queue names, one per worker kind (`cm2 worker --queues workflows,api,gpu`).'),
-  /** Web UI base URL, printed by the CLI. */
   uiUrl: z.string().default('http://127.0.0.1:8233').describe('Web UI base URL, printed by the CLI.'),
   tls: TemporalTls.prefault({})
     .describe('TLS to the Temporal frontend (self-hosted with mTLS, or Temporal Cloud); the `TEMPORAL_TLS*` variables of the `temporal` CLI set it too.'),
