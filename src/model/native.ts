@@ -337,9 +337,9 @@ export function sumOfSquares(x: tf.Tensor): tf.Scalar {
 
 /**
  * One AdamW update of parameter `p` in two fused passes: p·(1 − lr·wd) into the resource `work` (skipped without weight
- * decay), then TensorFlow's ResourceApplyAdam on `work`, `m`, `v` (m += (1−β1)(g − m); v += (1−β2)(g² − v);
- * p −= α·m / (√v + ε') with α = lr·√(1−β2ᵗ)/(1−β1ᵗ) and ε' = ε·√(1−β2ᵗ), which is PyTorch's AdamW step
- * p −= lr/(1−β1ᵗ) · m / (√(v/(1−β2ᵗ)) + ε)). `p` then holds the result (sharing `work`'s buffer).
+ * decay), then TensorFlow's ResourceApplyAdam on `work`, `m`, `v`: `adamWReference` (./optim/adamw.ts) rearranged
+ * with α = lr·√(1−β2ᵗ)/(1−β1ᵗ) and ε' = ε·√(1−β2ᵗ), and tested against it. `p` then holds the result (sharing
+ * `work`'s buffer).
  */
 export function adamWStep(
   p: tf.Variable,

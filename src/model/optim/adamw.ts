@@ -5,15 +5,54 @@
  * one moment tensor at a time to a safetensors file of any size, and `openAdamWState` gives a state whose moments are
  * read from the file one at a time while `load` assigns them (a 0.5B model's moments are 4 GB).
  *
- * Update per parameter p with gradient g at step t (1-based):
- *   m = β1·m + (1−β1)·g;  v = β2·v + (1−β2)·g²
- *   p ← p − lr·wd·p − lr · (m / (1−β1^t)) / (sqrt(v / (1−β2^t)) + ε)
+ * The update is `adamWReference` below (the definition, in plain float64 arithmetic); its three implementations — op
+ * by op (wasm, cpu), TensorFlow's fused ResourceApplyAdam per parameter (native), the whole update as one graph run
+ * (native, small models: ./adamwGraph.ts) — are checked against it (test/unit/model/optim.test.ts, native.test.ts).
  */
 import * as tf from '@tensorflow/tfjs';
 import { adamScalars, adamWStep, isNative, ResourceVariable, sumOfSquares } from '../native';
 import { ADAMW_SCALARS, buildAdamWGraph, GRAPH_MAX_PARAMS, type AdamWGraph } from './adamwGraph';
 import { parseSafetensors, SafetensorsReader, type TensorSource } from '../safetensors';
 import { serializeSafetensors, writeSafetensors, writeSafetensorsAsync, type WrittenFile } from '../safetensorsWrite';
+
+/**
+ * AdamW as a definition: one update, in place, of parameters `params` (with moments `m`, `v` at step `state.step`,
+ * which it advances) by gradients `grads`, clipped first to global norm `maxGradNorm` (scale maxGradNorm / (‖g‖ +
+ * 1e-6) when ‖g‖ exceeds it). Per element, at step t (1-based):
+ *   m = β1·m + (1−β1)·g;  v = β2·v + (1−β2)·g²
+ *   p ← p − lr·wd·p − lr · (m / (1−β1^t)) / (sqrt(v / (1−β2^t)) + ε)
+ * (PyTorch's `torch.optim.AdamW`). Returns ‖g‖ before clipping. Float64, no tensors: the reference the fast paths are
+ * tested against, not a path of its own.
+ */
+export function adamWReference(
+  params: Float64Array[],
+  grads: readonly ArrayLike<number>[],
+  state: { m: Float64Array[]; v: Float64Array[]; step: number },
+  lr: number,
+  config: AdamWConfig,
+  maxGradNorm?: number,
+): number {
+  let sq = 0;
+  for (const g of grads) for (let i = 0; i < g.length; i++) sq += g[i]! * g[i]!;
+  const norm = Math.sqrt(sq);
+  const scale = maxGradNorm !== undefined && maxGradNorm > 0 && norm > maxGradNorm ? maxGradNorm / (norm + 1e-6) : 1;
+  state.step++;
+  const { beta1, beta2, eps, weightDecay } = config;
+  const bc1 = 1 - beta1 ** state.step;
+  const bc2 = 1 - beta2 ** state.step;
+  params.forEach((p, k) => {
+    const g = grads[k]!;
+    const m = state.m[k]!;
+    const v = state.v[k]!;
+    for (let i = 0; i < p.length; i++) {
+      const gi = g[i]! * scale;
+      m[i] = beta1 * m[i]! + (1 - beta1) * gi;
+      v[i] = beta2 * v[i]! + (1 - beta2) * gi * gi;
+      p[i] = p[i]! - lr * weightDecay * p[i]! - (lr * (m[i]! / bc1)) / (Math.sqrt(v[i]! / bc2) + eps);
+    }
+  });
+  return norm;
+}
 
 export interface AdamWConfig {
   beta1: number;

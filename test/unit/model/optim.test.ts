@@ -1,7 +1,7 @@
 import { describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import * as tf from '@tensorflow/tfjs';
-import { AdamW, globalNorm } from '../../../src/model/optim/adamw';
+import { AdamW, adamWReference, globalNorm } from '../../../src/model/optim/adamw';
 import { lrAt, warmupStepsOf } from '../../../src/model/optim/schedule';
 import { epochOrder, Rng, takeBatch } from '../../../src/kernel/dataOrder';
 
@@ -56,6 +56,25 @@ describe('AdamW', () => {
     const got = p.dataSync();
     for (let i = 0; i < 2; i++) assert.ok(Math.abs(got[i]! - expected[i]!) < 1e-6, `${got[i]} vs ${expected[i]}`);
     assert.ok(Math.abs(globalNorm(new Map([['g', g]])) - 5) < 1e-6);
+  });
+
+  test('the op-by-op update follows the reference definition over several steps, clipped and not, with weight decay', () => {
+    const config = { beta1: 0.9, beta2: 0.999, eps: 1e-8, weightDecay: 0.1 };
+    const shapes = [[3, 4], [5]];
+    const init = shapes.map((s, i) => Float64Array.from(tf.tidy(() => tf.randomNormal(s, 0, 1, 'float32', i + 1).dataSync())));
+    const gradsAt = (step: number) => shapes.map((s, i) => tf.tidy(() => tf.randomNormal(s, 0, step === 2 ? 50 : 0.5, 'float32', 10 * step + i).dataSync() as Float32Array));
+    const params = new Map(shapes.map((s, i) => [`p${i}`, tf.variable(tf.tensor(Float32Array.from(init[i]!), s))]));
+    const opt = new AdamW(params, config);
+    const ref = { params: init.map((a) => Float64Array.from(a)), state: { m: init.map((a) => new Float64Array(a.length)), v: init.map((a) => new Float64Array(a.length)), step: 0 } };
+    for (let step = 1; step <= 4; step++) {
+      const g = gradsAt(step);
+      const norm = opt.apply(new Map(shapes.map((s, i) => [`p${i}`, tf.tensor(g[i]!, s)])), 1e-2, 1.0); // step 2 is clipped
+      const refNorm = adamWReference(ref.params, g, ref.state, 1e-2, config, 1.0);
+      assert.ok(Math.abs(norm - refNorm) <= 1e-4 * refNorm, `step ${step}: norm ${norm} vs ${refNorm}`);
+      [...params.values()].forEach((p, k) => p.dataSync().forEach((x, i) => assert.ok(Math.abs(x - ref.params[k]![i]!) < 1e-5, `step ${step}, p${k}[${i}]: ${x} vs ${ref.params[k]![i]}`)));
+    }
+    opt.dispose();
+    tf.dispose([...params.values()]);
   });
 
   test('state save/load continues bit for bit', () => {
