@@ -15,7 +15,7 @@ import { infraEnv, startInfra } from '../src/infra/localInfra';
 import { ObjectStore } from '../src/storage/store';
 import { prepareKeys } from '../src/run/layout';
 import { connectClient } from '../src/infra/temporal';
-import { startWorkers } from '../src/worker';
+import { startWorkers } from '../src/workers';
 import { startChecklist } from '../src/cli/stages';
 import { generateDemoDataset } from '../src/demo/generator';
 

@@ -17,9 +17,9 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Tokenizer } from '@huggingface/tokenizers';
 import * as tf from '@tensorflow/tfjs';
-import { selectBackend } from '../src/model/backend';
-import { loadHfCheckpoint } from '../src/model/checkpoint';
-import { importGguf } from '../src/model/modelImport';
+import { selectBackend } from '../src/model/net/backend';
+import { loadHfCheckpoint } from '../src/model/formats/checkpoint';
+import { importGguf } from '../src/model/formats/modelImport';
 import { smollm2Path } from '../scripts/ensure-smollm2.mjs';
 
 const args = process.argv.slice(2);

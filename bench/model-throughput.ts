@@ -34,11 +34,11 @@ import * as os from 'node:os';
 import * as path from 'node:path';
 import { parseArgs } from 'node:util';
 import * as tf from '@tensorflow/tfjs';
-import { backendPrefs, selectBackend, type BackendPref } from '../src/model/backend';
-import type { QwenConfig } from '../src/model/config';
-import { generate } from '../src/model/generate';
-import { QwenModel } from '../src/model/qwen';
-import { Rng } from '../src/model/random';
+import { backendPrefs, selectBackend, type BackendPref } from '../src/model/net/backend';
+import type { QwenConfig } from '../src/model/net/config';
+import { generate } from '../src/model/net/generate';
+import { QwenModel } from '../src/model/net/qwen';
+import { Rng } from '../src/model/net/random';
 import { AdamW } from '../src/model/optim/adamw';
 
 interface SizeSpec {

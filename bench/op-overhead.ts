@@ -11,16 +11,16 @@
  *   that tfjs' engine adds to;
  * - `dataSync [V]`: reading a row of logits back to JS;
  * - matmuls at the shapes of a forward pass, as GFLOP/s;
- * - (native only) what one node costs inside a TensorFlow graph run (src/model/graph.ts), as a decoding step's graph
+ * - (native only) what one node costs inside a TensorFlow graph run (src/model/net/graph.ts), as a decoding step's graph
  *   pays it: a chain of 50 nodes of one kind, run 200 times; compare runs with TF_NUM_INTRAOP_THREADS=1;
- * - (native only) a decoding step's weight matmuls in both weight layouts (src/model/decodeGraph.ts weightPlan): x·W
+ * - (native only) a decoding step's weight matmuls in both weight layouts (src/model/net/decodeGraph.ts weightPlan): x·W
  *   from W [in, out] against x·Wᵀ from W [out, in], at 4 and 16 rows, in a graph session of one intra-op thread (as a
  *   small model's decoding step runs), ten independent matmuls per run, each reading its own fed copy of the weight.
  */
 import { parseArgs } from 'node:util';
 import * as tf from '@tensorflow/tfjs';
-import { backendPrefs, selectBackend, type BackendPref } from '../src/model/backend';
-import { GraphBuilder, GraphSession } from '../src/model/graph';
+import { backendPrefs, selectBackend, type BackendPref } from '../src/model/net/backend';
+import { GraphBuilder, GraphSession } from '../src/model/net/graph';
 
 interface NativeBackend {
   binding: { executeOp(name: string, attrs: unknown[], ids: number[], n: number): { id: number }[]; deleteTensor(id: number): void; TF_ATTR_TYPE: number; TF_FLOAT: number };

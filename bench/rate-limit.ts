@@ -38,7 +38,7 @@ import { infraEnv, portsFromEnv, startInfra } from '../src/infra/localInfra';
 import { ObjectStore } from '../src/storage/store';
 import { prepareKeys, rlKeys } from '../src/run/layout';
 import { connectClient } from '../src/infra/temporal';
-import { startWorkers } from '../src/worker';
+import { startWorkers } from '../src/workers';
 import { startChecklist } from '../src/cli/stages';
 import { generateDemoDataset } from '../src/demo/generator';
 import { offlineChecklist } from '../src/demo/checklist';

@@ -33,7 +33,7 @@ import { infraEnv, startInfra } from '../src/infra/localInfra';
 import { ObjectStore } from '../src/storage/store';
 import { checklistKeys, rlKeys, sftKeys } from '../src/run/layout';
 import { connectClient } from '../src/infra/temporal';
-import { startWorkers } from '../src/worker';
+import { startWorkers } from '../src/workers';
 import { startFakeOpenAI, type FakeOpenAI } from '../test/helpers/fakeOpenAI';
 import { hashVerdict, judgeReply } from '../test/helpers/fakeJudge';
 

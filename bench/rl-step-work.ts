@@ -6,7 +6,7 @@
  *
  * - before: each round, the live episodes in calls of at most `maxBatchTokens` prompt tokens, one after the other,
  *   each call prefilling every episode's whole context (`generateAsync`, as src/stages/rl/rollout.ts did);
- * - after: one decoding loop per round (src/model/decodePool.ts): a group's prompt prefilled once, the next round
+ * - after: one decoding loop per round (src/model/net/decodePool.ts): a group's prompt prefilled once, the next round
  *   feeding only the new tokens.
  *
  * Two rounds, as an episode with one tool call: round 0 from the prompt, round 1 after a `--delta`-token tool result.
@@ -25,18 +25,18 @@
  */
 import { cpus, loadavg } from 'node:os';
 import { parseArgs } from 'node:util';
-import { selectBackend } from '../src/model/backend';
-import { loadHfCheckpoint } from '../src/model/checkpoint';
-import type { QwenConfig } from '../src/model/config';
-import { DecodePool } from '../src/model/decodePool';
-import { generateAsync } from '../src/model/generate';
-import { QwenModel } from '../src/model/qwen';
-import { Rng } from '../src/model/random';
+import { selectBackend } from '../src/model/net/backend';
+import { loadHfCheckpoint } from '../src/model/formats/checkpoint';
+import type { QwenConfig } from '../src/model/net/config';
+import { DecodePool } from '../src/model/net/decodePool';
+import { generateAsync } from '../src/model/net/generate';
+import { QwenModel } from '../src/model/net/qwen';
+import { Rng } from '../src/model/net/random';
 import { GrpoTrainer, type GrpoSequence } from '../src/stages/rl/grpo';
-import { LoraAdapter, LoraSettings } from '../src/model/lora';
-import { loraTrainable } from '../src/model/trainable';
+import { LoraAdapter, LoraSettings } from '../src/model/net/lora';
+import { loraTrainable } from '../src/model/net/trainable';
 import { writeCheckpointFiles } from '../src/storage/policyStore';
-import { serializeTensors } from '../src/model/safetensorsWrite';
+import { serializeTensors } from '../src/model/formats/safetensorsWrite';
 import { mkdtempSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';

@@ -38,7 +38,7 @@ import { connectClient } from '../src/infra/temporal';
 import { Judge, JudgeConfig, withJudgeDefaults } from '../src/stages/rl/judge/judge';
 import { pendingJudgements } from '../src/stages/rl/judge/phase';
 import { Rollout, type Verdict } from '../src/stages/rl/types';
-import { startWorkers } from '../src/worker';
+import { startWorkers } from '../src/workers';
 import { VERDICT_FIELDS } from '../src/stages/rl/judge/prompt';
 
 interface StepRow {

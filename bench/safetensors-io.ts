@@ -1,5 +1,5 @@
 /**
- * A safetensors file over 2 GiB written and read back one tensor at a time (src/model/safetensors.ts), against Python's
+ * A safetensors file over 2 GiB written and read back one tensor at a time (src/model/formats/safetensors.ts), against Python's
  * `safetensors` package (torch side: save_file of the same tensors, then safe_open + get_tensor one at a time), each in a
  * fresh process one after the other: seconds and peak RSS.
  *
@@ -15,7 +15,7 @@ import { mkdtempSync, readFileSync, rmSync, statSync } from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
 import { parseArgs } from 'node:util';
-import { SafetensorsReader } from '../src/model/safetensors';
+import { SafetensorsReader } from '../src/model/formats/safetensors';
 
 const RESULT = '@@RESULT ';
 const gib = (b: number) => `${(b / 2 ** 30).toFixed(2)} GiB`;
@@ -87,7 +87,7 @@ out.update(readSeconds=time.perf_counter() - t0, bytes=os.path.getsize(file), ch
            peakRssBytes=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024)
 print("@@RESULT " + json.dumps(out))
 `;
-import { writeSafetensors } from '../src/model/safetensorsWrite';
+import { writeSafetensors } from '../src/model/formats/safetensorsWrite';
 
 function run(cmd: string, args: string[]): Promise<Side | undefined> {
   return new Promise((resolve) => {

@@ -1,6 +1,6 @@
 /**
  * Where a training step's time goes on native TensorFlow: the decoder stack's forward and backward graph runs
- * (src/model/trainGraph.ts), the rest of the loss (embedding, final norm, LM head + cross-entropy, run eagerly), and
+ * (src/model/net/trainGraph.ts), the rest of the loss (embedding, final norm, LM head + cross-entropy, run eagerly), and
  * the AdamW update; then the same step with the graphs off (CM2_TF_GRAPH=0: layer by layer, eagerly).
  *
  *   npx tsx bench/train-phases.ts [--sizes tiny,small,demo] [--steps 4]
@@ -10,10 +10,10 @@
  */
 import { parseArgs } from 'node:util';
 import * as tf from '@tensorflow/tfjs';
-import { selectBackend } from '../src/model/backend';
-import type { QwenConfig } from '../src/model/config';
-import { QwenModel } from '../src/model/qwen';
-import { StackGraph } from '../src/model/trainGraph';
+import { selectBackend } from '../src/model/net/backend';
+import type { QwenConfig } from '../src/model/net/config';
+import { QwenModel } from '../src/model/net/qwen';
+import { StackGraph } from '../src/model/net/trainGraph';
 import { AdamW } from '../src/model/optim/adamw';
 
 const SIZES: Record<string, { hidden: number; layers: number; vocab: number; seq: number; batch: number }> = {

@@ -18,13 +18,13 @@ import { spawnSync } from 'node:child_process';
 import { parseArgs } from 'node:util';
 import path from 'node:path';
 import * as tf from '@tensorflow/tfjs';
-import { selectBackend } from '../src/model/backend';
-import { loadHfCheckpoint } from '../src/model/checkpoint';
-import { LoraAdapter } from '../src/model/lora';
+import { selectBackend } from '../src/model/net/backend';
+import { loadHfCheckpoint } from '../src/model/formats/checkpoint';
+import { LoraAdapter } from '../src/model/net/lora';
 import { LORA_MODULES } from '../src/kernel/loraSettings';
-import { applyUpdate, loraTrainable } from '../src/model/trainable';
+import { applyUpdate, loraTrainable } from '../src/model/net/trainable';
 import { AdamW } from '../src/model/optim/adamw';
-import { Rng } from '../src/model/random';
+import { Rng } from '../src/model/net/random';
 import { projectRoot } from '../src/infra/binaries';
 
 const { values } = parseArgs({

@@ -9,7 +9,7 @@
 //   2. the package's deps/ points at that cache (links under the names the addon links against, and deps/nvidia);
 //   3. the addon (tfjs_binding.node) is compiled once with node-gyp and cached beside the libraries, then copied in;
 //   4. a child process loads the package and checks tf.getBackend() === 'tensorflow' and a matmul.
-// The outcome is written to node_modules/.cm2-native.json, which the `auto` backend choice reads (src/model/backend.ts)
+// The outcome is written to node_modules/.cm2-native.json, which the `auto` backend choice reads (src/model/net/backend.ts)
 // and `cm2 backend` prints. Any failure leaves the WebAssembly fallback in place and says why, once; this script
 // never fails the command that called it.
 //
@@ -111,7 +111,7 @@ const PATCH_MARK = 'cm2 patch: session config';
 /**
  * The addon's tfjs_backend.cc with cm2's patch: in LoadSavedModel (TF_LoadSessionFromSavedModel), a tag
  * "cm2:intra_op_threads=N" is taken out of the tags and becomes the session's ConfigProto (intra_op_parallelism_threads
- * = N, field 2). With TF_OVERRIDE_GLOBAL_THREADPOOL=1 (src/model/backend.ts sets it) every session then has its own
+ * = N, field 2). With TF_OVERRIDE_GLOBAL_THREADPOOL=1 (src/model/net/backend.ts sets it) every session then has its own
  * intra-op pool of that size, so the KV-cached decoding graph can run its many tiny kernels on one thread while
  * training keeps every core (docs/native.md). Unchanged source already patched; throws when the anchor is missing
  * (another tfjs-node version: the caller compiles without the patch and the runtime falls back).

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""GGUF fixtures for the importer (src/model/gguf*.ts, src/model/modelImport.ts; test/unit/model/ggufImport.test.ts).
+"""GGUF fixtures for the importer (src/model/formats/gguf*.ts, src/model/formats/modelImport.ts; test/unit/model/ggufImport.test.ts).
 
 Writes under test/fixtures/gguf/:
   quants.gguf, quants.json

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Parity fixtures between HF transformers and the tfjs Qwen decoder (src/model/qwen.ts).
+"""Parity fixtures between HF transformers and the tfjs Qwen decoder (src/model/net/qwen.ts).
 
 Direction 1: builds tiny randomly initialised Qwen3 (untied head), Qwen2 (tied head, q/k/v bias) and Llama (tied head as in
 SmolLM2, no bias, no q/k norm, rope_theta 100000) models with a fixed

@@ -7,9 +7,9 @@
  */
 import * as tf from '@tensorflow/tfjs';
 import { join } from 'node:path';
-import { loadHfCheckpoint } from '../src/model/checkpoint';
-import { LoraAdapter, LoraSettings } from '../src/model/lora';
-import { Rng } from '../src/model/random';
+import { loadHfCheckpoint } from '../src/model/formats/checkpoint';
+import { LoraAdapter, LoraSettings } from '../src/model/net/lora';
+import { Rng } from '../src/model/net/random';
 
 async function main(): Promise<void> {
   await tf.setBackend('cpu');

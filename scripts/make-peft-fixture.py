@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""LoRA fixtures written and read by PEFT itself, for src/model/lora.ts.
+"""LoRA fixtures written and read by PEFT itself, for src/model/net/lora.ts.
 
 Direction 1: PEFT LoRA adapters on the tiny HF fixtures (test/fixtures/hf-tiny-*, made by scripts/make-hf-fixture.py),
 every adapter tensor random (B too, so the adapter changes the logits), saved with `save_pretrained` under

@@ -3,7 +3,7 @@
 
 Real checkpoints come as BF16 (or F16) safetensors split into shards listed in model.safetensors.index.json. This
 script writes such checkpoints with transformers' own `save_pretrained(..., max_shard_size=...)` from tiny random
-models, so the tfjs loader (src/model/checkpoint.ts) is tested on what transformers really writes:
+models, so the tfjs loader (src/model/formats/checkpoint.ts) is tested on what transformers really writes:
 
 - test/fixtures/hf-tiny-qwen2-bf16-sharded/  Qwen2 (tied head, q/k/v bias), BF16, 4 shards + index;
 - test/fixtures/hf-tiny-qwen3-f16-sharded/   Qwen3 (untied head, QK-norm), F16, 3 shards + index;

@@ -6,9 +6,9 @@
  */
 import * as tf from '@tensorflow/tfjs';
 import { join } from 'node:path';
-import { saveHfCheckpoint } from '../src/model/checkpoint';
-import { TINY_FIXTURE_SEED, tinyFixtureConfigs } from '../src/model/fixtures';
-import { QwenModel } from '../src/model/qwen';
+import { saveHfCheckpoint } from '../src/model/formats/checkpoint';
+import { TINY_FIXTURE_SEED, tinyFixtureConfigs } from '../test/helpers/tinyFixtures';
+import { QwenModel } from '../src/model/net/qwen';
 
 async function main(): Promise<void> {
   await tf.setBackend('cpu');

@@ -75,7 +75,7 @@ import { RolloutFile } from '../src/stages/rl/shapes';
 import type { Example } from '../src/kernel/schema';
 import { importBaseIfMissing } from '../src/stages/sft/activities';
 import { modelMergeCommand } from '../src/cli/modelCommand';
-import { selectBackend } from '../src/model/backend';
+import { selectBackend } from '../src/model/net/backend';
 
 const { values: args } = parseArgs({
   options: {

@@ -23,9 +23,9 @@ import { formatSummary, type BfclResults } from '../stages/eval/bfcl/score';
 import { bfclDataDir, projectRoot } from '../infra/binaries';
 import { EvalConfig, type Cm2Config } from '../run/config';
 import { ObjectStore } from '../storage/store';
-import { selectBackend, type BackendPref } from '../model/backend';
-import { loadHfCheckpoint } from '../model/checkpoint';
-import type { QwenModel } from '../model/qwen';
+import { selectBackend, type BackendPref } from '../model/net/backend';
+import { loadHfCheckpoint } from '../model/formats/checkpoint';
+import type { QwenModel } from '../model/net/qwen';
 
 export interface EvalBfclCommandOptions {
   policy?: string;

@@ -1,10 +1,10 @@
 /** `cm2 model …`: import a pretrained model (GGUF or HF folder), inspect a Qwen2/Qwen3/Llama HF checkpoint with the tfjs model. */
-import { activeBackend, readNativeStatus, selectBackend, type BackendPref } from '../model/backend';
+import { activeBackend, readNativeStatus, selectBackend, type BackendPref } from '../model/net/backend';
 import { copyFileSync, existsSync, readdirSync } from 'node:fs';
 import { join } from 'node:path';
-import { loadHfCheckpoint, saveHfCheckpoint } from '../model/checkpoint';
-import { LoraAdapter } from '../model/lora';
-import { formatImportSummary, importModel, type ImportSummary } from '../model/modelImport';
+import { loadHfCheckpoint, saveHfCheckpoint } from '../model/formats/checkpoint';
+import { LoraAdapter } from '../model/net/lora';
+import { formatImportSummary, importModel, type ImportSummary } from '../model/formats/modelImport';
 
 /** `cm2 model import SOURCE --out DIR`: a .gguf file or an HF folder → the HF checkpoint the pipeline uses. */
 export function modelImportCommand(source: string, opts: { out: string; maxShardSize?: string; format?: 'cm2' | 'own'; seed?: number; alignNorm?: boolean; force?: boolean; json?: boolean }): ImportSummary {

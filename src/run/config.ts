@@ -170,7 +170,7 @@ export const RlConfig = z.object({
       .describe('Prompt tokens (whole batch) per prefill forward call, capped at 2,048; the live episodes of a round decode in one loop.'),
     /**
      * KV cache budget of one decoding loop: the live episodes of a round that do not fit are decoded in a second loop
-     * after the first (src/model/decodePool.ts). SmolLM2-135M holds 46 KB per token: 32 episodes of 1,500 tokens
+     * after the first (src/model/net/decodePool.ts). SmolLM2-135M holds 46 KB per token: 32 episodes of 1,500 tokens
      * need about 2.2 GB.
      */
     kvCacheMiB: z.number().int().positive().default(2048)

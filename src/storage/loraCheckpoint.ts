@@ -8,11 +8,11 @@
 import { z } from 'zod';
 import { writeCheckpoint, type CheckpointFile, type CheckpointManifest } from './checkpoints';
 import { sha256, type ObjectStore } from './store';
-import { ADAPTER_CONFIG, ADAPTER_WEIGHTS, LoraAdapter } from '../model/lora';
-import type { QwenModel } from '../model/qwen';
+import { ADAPTER_CONFIG, ADAPTER_WEIGHTS, LoraAdapter } from '../model/net/lora';
+import type { QwenModel } from '../model/net/qwen';
 import { parseAdamWState, type AdamW, type AdamWState } from '../model/optim/adamw';
-import { SafetensorsReader } from '../model/safetensors';
-import { serializeTensors } from '../model/safetensorsWrite';
+import { SafetensorsReader } from '../model/formats/safetensors';
+import { serializeTensors } from '../model/formats/safetensorsWrite';
 
 /** The manifest state's `lora` entry: the stored HF folder the adapter applies to. */
 export const LoraCheckpointState = z.object({ base: z.object({ kind: z.literal('hf'), prefix: z.string().min(1) }) });

@@ -14,12 +14,12 @@ import { join } from 'node:path';
 import { CheckpointManifest, downloadCheckpoint, downloadHfFolder, withTempDir, writeCheckpoint, type CheckpointFile } from './checkpoints';
 import { sha256, type ObjectRef, type ObjectStore } from './store';
 import { policyKey, PolicyRef } from '../run/layout';
-import { HfWeights, loadHfCheckpoint, modelFromSource, writeModelWeightsAsync } from '../model/checkpoint';
-import { parseQwenConfig, type QwenConfig } from '../model/config';
-import type { QwenModel } from '../model/qwen';
+import { HfWeights, loadHfCheckpoint, modelFromSource, writeModelWeightsAsync } from '../model/formats/checkpoint';
+import { parseQwenConfig, type QwenConfig } from '../model/net/config';
+import type { QwenModel } from '../model/net/qwen';
 import { openAdamWState, parseAdamWState, writeAdamWStateAsync, type AdamW, type AdamWState } from '../model/optim/adamw';
-import { serializeTensors, type WrittenFile } from '../model/safetensorsWrite';
-import type { LoraAdapter } from '../model/lora';
+import { serializeTensors, type WrittenFile } from '../model/formats/safetensorsWrite';
+import type { LoraAdapter } from '../model/net/lora';
 import { applyLoraCheckpoint, isLoraCheckpoint, loraBaseOf, type LoraCheckpointState } from './loraCheckpoint';
 
 /** Checkpoints up to this many bytes go through memory; larger ones through temp files. */

@@ -5,7 +5,7 @@
 import { randomBytes } from 'node:crypto';
 import { parseConfig, type Cm2Config } from '../../src/run/config';
 import { ObjectStore } from '../../src/storage/store';
-import { readNativeStatus } from '../../src/model/backend';
+import { readNativeStatus } from '../../src/model/net/backend';
 
 export function requireTestInfra(): void {
   if (!process.env['TEMPORAL_ADDRESS'] || !process.env['CM2_S3_ENDPOINT']) {

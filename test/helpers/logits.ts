@@ -1,7 +1,7 @@
 /** Logits fixtures recorded by transformers / peft (logits.json) and the check of a model against them. */
 import assert from 'node:assert/strict';
 import type * as tf from '@tensorflow/tfjs';
-import type { QwenModel } from '../../src/model/qwen';
+import type { QwenModel } from '../../src/model/net/qwen';
 
 export interface LogitsFixture {
   input_ids: number[][];

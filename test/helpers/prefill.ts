@@ -1,11 +1,11 @@
 /**
- * Shared check of the chunked prefill (src/model/generate.ts), run on each backend by its test file: a long prompt fed
+ * Shared check of the chunked prefill (src/model/net/generate.ts), run on each backend by its test file: a long prompt fed
  * in pieces that continue the KV cache gives the tokens of one prefill call, and generateAsync turns the event loop
  * (with a heartbeat, step 0) after each piece.
  */
 import assert from 'node:assert/strict';
-import { generate, generateAsync } from '../../src/model/generate';
-import type { QwenModel } from '../../src/model/qwen';
+import { generate, generateAsync } from '../../src/model/net/generate';
+import type { QwenModel } from '../../src/model/net/qwen';
 
 export async function assertPrefillInPieces(model: QwenModel): Promise<void> {
   const prompts = [Array.from({ length: 40 }, (_, i) => (i * 7 + 3) % 40), Array.from({ length: 25 }, (_, i) => (i * 5 + 1) % 40), [4, 5, 6]];

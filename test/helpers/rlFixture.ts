@@ -5,11 +5,11 @@ import { toStoredVariant, type AnnotatedExample } from '../../src/stages/checkli
 import type { Cm2Config } from '../../src/run/config';
 import { type ObjectStore } from '../../src/storage/store';
 import { runKey } from '../../src/run/layout';
-import { parseQwenConfig } from '../../src/model/config';
-import { QwenModel } from '../../src/model/qwen';
+import { parseQwenConfig } from '../../src/model/net/config';
+import { QwenModel } from '../../src/model/net/qwen';
 import { offlineChecklist } from '../../src/demo/checklist';
 import { generateDemoDataset } from '../../src/demo/generator';
-import { serializeSafetensors } from '../../src/model/safetensorsWrite';
+import { serializeSafetensors } from '../../src/model/formats/safetensorsWrite';
 
 const root = path.resolve(__dirname, '..', '..');
 

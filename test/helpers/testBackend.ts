@@ -1,7 +1,7 @@
 /** Switching the tensor backend for a block of tests: the wasm/cpu op path or native TensorFlow (tfjs-node). */
 import assert from 'node:assert/strict';
 import * as tf from '@tensorflow/tfjs';
-import { readNativeStatus } from '../../src/model/backend';
+import { readNativeStatus } from '../../src/model/net/backend';
 
 export type TestBackend = 'cpu' | 'native';
 

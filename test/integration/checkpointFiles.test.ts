@@ -14,11 +14,11 @@ import { assignFromWeights, checkpointModel, loadStoredHfModel, saveTrainingChec
 import { downloadCheckpoint, latestCheckpoint, stepFolder } from '../../src/storage/checkpoints';
 import { sha256, sha256File } from '../../src/storage/store';
 import { runKey } from '../../src/run/layout';
-import { hfConfigJson, loadHfCheckpoint } from '../../src/model/checkpoint';
-import { QwenModel } from '../../src/model/qwen';
+import { hfConfigJson, loadHfCheckpoint } from '../../src/model/formats/checkpoint';
+import { QwenModel } from '../../src/model/net/qwen';
 import { AdamW, serializeAdamWState } from '../../src/model/optim/adamw';
 import { testConfig, testStore, uniqueId } from '../helpers/env';
-import { serializeTensors } from '../../src/model/safetensorsWrite';
+import { serializeTensors } from '../../src/model/formats/safetensorsWrite';
 
 const FIX = join(__dirname, '..', 'fixtures');
 

@@ -26,14 +26,14 @@ import { loadCategory } from '../../src/stages/eval/bfcl/runner';
 import { BfclResults } from '../../src/stages/eval/bfcl/score';
 import { writeCheckpoint } from '../../src/storage/checkpoints';
 import { runKey } from '../../src/run/layout';
-import { saveHfCheckpoint } from '../../src/model/checkpoint';
-import { parseQwenConfig } from '../../src/model/config';
-import { QwenModel } from '../../src/model/qwen';
+import { saveHfCheckpoint } from '../../src/model/formats/checkpoint';
+import { parseQwenConfig } from '../../src/model/net/config';
+import { QwenModel } from '../../src/model/net/qwen';
 import { testConfig, testStore, uniqueId } from '../helpers/env';
 import { replies, startFakeOpenAI } from '../helpers/fakeOpenAI';
 import { writeConfigFile } from '../helpers/processes';
 import { TINY_POLICY } from '../helpers/rlFixture';
-import { serializeSafetensors } from '../../src/model/safetensorsWrite';
+import { serializeSafetensors } from '../../src/model/formats/safetensorsWrite';
 import { bfclDataDir } from '../../src/infra/binaries';
 
 const root = path.resolve(__dirname, '..', '..');

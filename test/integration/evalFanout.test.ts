@@ -15,7 +15,7 @@ import { pipelineInput, startSft, startStage } from '../../src/cli/stages';
 import { generateDemoDataset } from '../../src/demo/generator';
 import { bfclDataDir } from '../../src/infra/binaries';
 import { connectClient } from '../../src/infra/temporal';
-import { selectBackend } from '../../src/model/backend';
+import { selectBackend } from '../../src/model/net/backend';
 import { loadStoredHfModel } from '../../src/storage/policyStore';
 import { evalKeys, runKey, sftKeys } from '../../src/run/layout';
 import type { Cm2Config } from '../../src/run/config';

@@ -19,7 +19,7 @@ import { exactnessBackends, testConfig, testStore, uniqueId } from '../helpers/e
 import { startChildWorker, writeConfigFile } from '../helpers/processes';
 import { tinyRl, writeRlFixture } from '../helpers/rlFixture';
 import { loadPolicy } from '../../src/storage/policyStore';
-import { parseSafetensors } from '../../src/model/safetensors';
+import { parseSafetensors } from '../../src/model/formats/safetensors';
 import { replies, startFakeOpenAI } from '../helpers/fakeOpenAI';
 import { judgeReply } from '../helpers/fakeJudge';
 

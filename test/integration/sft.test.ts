@@ -9,7 +9,7 @@ import { join } from 'node:path';
 import assert from 'node:assert/strict';
 import * as tf from '@tensorflow/tfjs';
 import { runSft } from '../../src/stages/sft/activities';
-import { selectBackend } from '../../src/model/backend';
+import { selectBackend } from '../../src/model/net/backend';
 import { startSft, sftInput } from '../../src/cli/stages';
 import { connectClient } from '../../src/infra/temporal';
 import { runKey, sftKeys } from '../../src/run/layout';

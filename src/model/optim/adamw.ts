@@ -10,10 +10,10 @@
  * (native, small models: ./adamwGraph.ts) — are checked against it (test/unit/model/optim.test.ts, native.test.ts).
  */
 import * as tf from '@tensorflow/tfjs';
-import { adamScalars, adamWStep, isNative, ResourceVariable, sumOfSquares } from '../native';
+import { adamScalars, adamWStep, isNative, ResourceVariable, sumOfSquares } from '../net/native';
 import { ADAMW_SCALARS, buildAdamWGraph, GRAPH_MAX_PARAMS, type AdamWGraph } from './adamwGraph';
-import { parseSafetensors, SafetensorsReader, type TensorSource } from '../safetensors';
-import { serializeSafetensors, writeSafetensors, writeSafetensorsAsync, type WrittenFile } from '../safetensorsWrite';
+import { parseSafetensors, SafetensorsReader, type TensorSource } from '../formats/safetensors';
+import { serializeSafetensors, writeSafetensors, writeSafetensorsAsync, type WrittenFile } from '../formats/safetensorsWrite';
 
 /**
  * AdamW as a definition: one update, in place, of parameters `params` (with moments `m`, `v` at step `state.step`,

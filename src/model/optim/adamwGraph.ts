@@ -8,7 +8,7 @@
  * Outputs are new tensors (a graph run cannot update a tfjs variable in place), so while it runs the parameters and
  * moments exist twice: AdamW uses it for models up to GRAPH_MAX_PARAMS only.
  */
-import { GraphBuilder, GraphSession } from '../graph';
+import { GraphBuilder, GraphSession } from '../net/graph';
 
 /** Parameters (elements, all tensors together) up to which AdamW updates through the graph. */
 export const GRAPH_MAX_PARAMS = 32_000_000;
@@ -33,7 +33,7 @@ export function buildAdamWGraph(shapes: readonly (readonly number[])[]): AdamWGr
     m: g.placeholder(`m${i}`, 'float32', [...shape]),
     v: g.placeholder(`v${i}`, 'float32', [...shape]),
   }));
-  const op = (name: string, inputs: string[], attrs: Record<string, import('../graph').AttrSpec> = F, id = name): string => g.node(name, inputs, attrs, id);
+  const op = (name: string, inputs: string[], attrs: Record<string, import('../net/graph').AttrSpec> = F, id = name): string => g.node(name, inputs, attrs, id);
   const axes = new Map<number, string>();
   const allAxes = (rank: number): string => {
     let a = axes.get(rank);

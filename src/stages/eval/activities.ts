@@ -18,12 +18,12 @@ import { EndpointConfig, EndpointPolicy, evaluateBfcl, evaluateChunk, loadCatego
 import { Accuracy, formatSummary, type BfclResults } from './bfcl/score';
 import { ChunkTiming } from '../../kernel/chunks';
 import { canonicalJson } from '../../kernel/canonicalJson';
-import { PolicySlot } from '../../model/policySlot';
+import { PolicySlot } from '../../model/net/policySlot';
 import { bfclDataDir, resolveFromRoot } from '../../infra/binaries';
 import { ifExists, NotFoundError, storeCache, type ObjectStore } from '../../storage/store';
 import { evalKeys } from '../../run/layout';
-import { selectBackend, backendPrefs, type BackendPref } from '../../model/backend';
-import { QwenModel } from '../../model/qwen';
+import { selectBackend, backendPrefs, type BackendPref } from '../../model/net/backend';
+import { QwenModel } from '../../model/net/qwen';
 import { BadPolicyError, loadPolicy } from '../../storage/policyStore';
 import { PolicyRef } from '../../run/layout';
 import { type ActivityDeps, activityAttempt, asTemporalFailure, cancellationSignal, heartbeat, once, parseInput, stageLog, workerName } from '../activityKit';

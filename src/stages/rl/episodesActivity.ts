@@ -15,7 +15,7 @@ import { canonicalJson } from '../../kernel/canonicalJson';
 import { type JudgeTotals } from '../../kernel/counts';
 import { resolveFromRoot } from '../../infra/binaries';
 import { isOnline, type LlmConfig } from '../../llm/config';
-import { selectBackend } from '../../model/backend';
+import { selectBackend } from '../../model/net/backend';
 import type { RlConfig } from '../../run/config';
 import { rlKeys } from '../../run/layout';
 import { PolicyCache } from '../../storage/policyStore';

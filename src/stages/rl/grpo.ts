@@ -25,8 +25,8 @@
 import * as tf from '@tensorflow/tfjs';
 import { AdamW, type AdamWState } from '../../model/optim/adamw';
 import { accumulateGradients, yieldToEventLoop } from '../../model/optim/accumulate';
-import { applyUpdate, fullTrainable, type TrainableSet } from '../../model/trainable';
-import type { PackedRows } from '../../model/forwardTypes';
+import { applyUpdate, fullTrainable, type TrainableSet } from '../../model/net/trainable';
+import type { PackedRows } from '../../model/net/forwardTypes';
 
 /** What the update needs of a policy (QwenModel satisfies it). */
 export interface PolicyModel {
@@ -304,7 +304,7 @@ export function microBatches(seqs: readonly GrpoSequence[], microBatch: number, 
 /** The policy update: AdamW over the model's variables, one optimizer step per call. */
 export class GrpoTrainer {
   readonly optimizer: AdamW;
-  /** what is trained: every weight (default) or LoRA adapters (src/model/trainable.ts) */
+  /** what is trained: every weight (default) or LoRA adapters (src/model/net/trainable.ts) */
   readonly trainable: TrainableSet;
 
   constructor(

@@ -26,10 +26,10 @@ import type { Example } from '../../kernel/schema';
 import { assistantContentFromIds, completeAssistantIds, promptIds, type ChatTokenizer } from '../../chat/tokenize';
 import { renderChat } from '../../chat/template';
 import { errorToolCallText, parseToolCalls } from '../../chat/toolCalls';
-import { DecodePool } from '../../model/decodePool';
-import { PREFILL_CHUNK_TOKENS } from '../../model/generate';
-import type { DecodeCounts } from '../../model/decodeSession';
-import type { QwenModel } from '../../model/qwen';
+import { DecodePool } from '../../model/net/decodePool';
+import { PREFILL_CHUNK_TOKENS } from '../../model/net/generate';
+import type { DecodeCounts } from '../../model/net/decodeSession';
+import type { QwenModel } from '../../model/net/qwen';
 import type { ChecklistVariant } from '../checklist/schema';
 import { turnSpans } from '../checklist/steps';
 import { turnDecision } from './algo/rewards';
@@ -181,7 +181,7 @@ async function advance(rollouts: Rollout[], examples: ReadonlyMap<string, Exampl
     }
     if (batch.length === 0) continue;
     // One decoding loop for the round: each episode's cache goes on from the last round (or activity), a group's
-    // shared prompt is prefilled once (src/model/decodeSession.ts); maxBatchTokens caps the prefill's pieces.
+    // shared prompt is prefilled once (src/model/net/decodeSession.ts); maxBatchTokens caps the prefill's pieces.
     const gen = await pool.decode(batch.map(({ r, budget }) => ({
       key: r.id,
       tokens: r.tokens,

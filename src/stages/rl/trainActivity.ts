@@ -11,10 +11,10 @@
 import { ApplicationFailure } from '@temporalio/common';
 import type { z } from 'zod';
 import type { ChatTokenizer } from '../../chat/tokenize';
-import { hfConfigJson } from '../../model/checkpoint';
-import { LoraAdapter } from '../../model/lora';
-import type { QwenModel } from '../../model/qwen';
-import { loraTrainable } from '../../model/trainable';
+import { hfConfigJson } from '../../model/formats/checkpoint';
+import { LoraAdapter } from '../../model/net/lora';
+import type { QwenModel } from '../../model/net/qwen';
+import { loraTrainable } from '../../model/net/trainable';
 import { policyKey, rlKeys, type PolicyRef } from '../../run/layout';
 import { CheckpointManifest, stepFolder } from '../../storage/checkpoints';
 import { saveLoraCheckpoint } from '../../storage/loraCheckpoint';

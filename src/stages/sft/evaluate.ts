@@ -13,8 +13,8 @@ import { z } from 'zod';
 import type { Example } from '../../kernel/schema';
 import { parseToolCalls, splitThinking } from '../../chat/toolCalls';
 import { promptIds, type ChatTokenizer } from '../../chat/tokenize';
-import { generate } from '../../model/generate';
-import type { QwenModel } from '../../model/qwen';
+import { generate } from '../../model/net/generate';
+import type { QwenModel } from '../../model/net/qwen';
 
 export const ToolCallSample = z.object({
   uuid: z.string(),

@@ -11,7 +11,7 @@ import { AdamW, type AdamWState } from '../../model/optim/adamw';
 import { lrAt, warmupStepsOf } from '../../model/optim/schedule';
 import { Rng, takeBatch, type DataCursor } from '../../kernel/dataOrder';
 import { accumulateGradients, yieldToEventLoop } from '../../model/optim/accumulate';
-import { applyUpdate, fullTrainable, type TrainableSet } from '../../model/trainable';
+import { applyUpdate, fullTrainable, type TrainableSet } from '../../model/net/trainable';
 
 /** What the trainer needs from a model. */
 export interface TrainableModel {
@@ -96,7 +96,7 @@ export class SftTrainer {
   readonly optimizer: AdamW;
   state: TrainerState;
   readonly total: number;
-  /** what is trained: every weight (default) or LoRA adapters (src/model/trainable.ts) */
+  /** what is trained: every weight (default) or LoRA adapters (src/model/net/trainable.ts) */
   readonly trainable: TrainableSet;
 
   constructor(

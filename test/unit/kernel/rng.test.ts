@@ -7,7 +7,7 @@ import assert from 'node:assert/strict';
 import { mulberry32 } from '../../../src/kernel/rng';
 import { mulberry32 as splitStream } from '../../../src/stages/prepare/split';
 import { mulberry32 as worldStream } from '../../../src/demo/random';
-import { Rng as ModelRng } from '../../../src/model/random';
+import { Rng as ModelRng } from '../../../src/model/net/random';
 import { Rng as TrainRng } from '../../../src/kernel/dataOrder';
 
 test('mulberry32 and its users draw the recorded numbers', () => {

@@ -12,11 +12,11 @@ import { copyFileSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync,
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import * as tf from '@tensorflow/tfjs';
-import { HfWeights, loadHfCheckpoint, readHfWeights, saveHfCheckpoint } from '../../../src/model/checkpoint';
-import { parseSafetensors, SafetensorsReader } from '../../../src/model/safetensors';
+import { HfWeights, loadHfCheckpoint, readHfWeights, saveHfCheckpoint } from '../../../src/model/formats/checkpoint';
+import { parseSafetensors, SafetensorsReader } from '../../../src/model/formats/safetensors';
 import { AdamW, openAdamWState, serializeAdamWState, writeAdamWState } from '../../../src/model/optim/adamw';
 import { sha256 } from '../../../src/storage/store';
-import { parseShardSize, planShards, serializeSafetensors, writeSafetensors, writeSafetensorsAsync, writeShardedSafetensors } from '../../../src/model/safetensorsWrite';
+import { parseShardSize, planShards, serializeSafetensors, writeSafetensors, writeSafetensorsAsync, writeShardedSafetensors } from '../../../src/model/formats/safetensorsWrite';
 import { FIXTURES } from '../../helpers/paths';
 import { checkLogits, type LogitsFixture } from '../../helpers/logits';
 

@@ -1,5 +1,5 @@
 /**
- * CM2's chat format on an imported model (issue 13, item 3; src/model/cm2Format.ts, docs/decisions.md): the chat tags
+ * CM2's chat format on an imported model (issue 13, item 3; src/model/formats/cm2Format.ts, docs/decisions.md): the chat tags
  * a vocabulary lacks are added as tokens, embed_tokens (and an untied lm_head) grow by rows initialised by §4.1, CM2's
  * template is installed, and the folder then works as the pipeline's SFT base.
  *
@@ -24,13 +24,13 @@ import { CHAT_TEMPLATE, renderChat } from '../../../src/chat/template';
 import { chatSegments, loadChatTokenizer, promptIds, tokenizeForTraining, type ChatDialogue, type ChatTokenizer } from '../../../src/chat/tokenize';
 import type { Example } from '../../../src/kernel/schema';
 import { SftConfig } from '../../../src/run/config';
-import { selectBackend } from '../../../src/model/backend';
-import { loadHfCheckpoint, saveHfCheckpoint } from '../../../src/model/checkpoint';
-import { parseQwenConfig } from '../../../src/model/config';
-import { generate } from '../../../src/model/generate';
-import { formatImportSummary, importGguf, importHfFolder } from '../../../src/model/modelImport';
-import { QwenModel } from '../../../src/model/qwen';
-import { parseSafetensors } from '../../../src/model/safetensors';
+import { selectBackend } from '../../../src/model/net/backend';
+import { loadHfCheckpoint, saveHfCheckpoint } from '../../../src/model/formats/checkpoint';
+import { parseQwenConfig } from '../../../src/model/net/config';
+import { generate } from '../../../src/model/net/generate';
+import { formatImportSummary, importGguf, importHfFolder } from '../../../src/model/formats/modelImport';
+import { QwenModel } from '../../../src/model/net/qwen';
+import { parseSafetensors } from '../../../src/model/formats/safetensors';
 import { SftTrainer, type SftConfig as TrainerConfig } from '../../../src/stages/sft/trainer';
 import { generateDemoExample } from '../../../src/demo/generator';
 import { DEMO_TOKENIZER_DIR, loadDemoTokenizer } from '../../../src/demo/tokenizer';

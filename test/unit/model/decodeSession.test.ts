@@ -1,19 +1,19 @@
 /**
- * The decoding session (src/model/decodeSession.ts) gives the tokens `generate` gives on the whole contexts, while it
+ * The decoding session (src/model/net/decodeSession.ts) gives the tokens `generate` gives on the whole contexts, while it
  * prefills a group's shared prompt once and carries each row's KV cache into the next round: on wasm/cpu's op path
  * and on native TensorFlow (its op path and the decoding graph), sampled and greedy.
  */
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import * as tf from '@tensorflow/tfjs';
-import type { QwenConfig } from '../../../src/model/config';
-import { DecodeSession, decodeAsync, type DecodeRequest } from '../../../src/model/decodeSession';
-import { DecodePool } from '../../../src/model/decodePool';
-import { kvBytesPerSlot } from '../../../src/model/kvCache';
-import { CACHE_CHUNK } from '../../../src/model/nativeInference';
-import { generate } from '../../../src/model/generate';
-import { QwenModel } from '../../../src/model/qwen';
-import { Rng } from '../../../src/model/random';
+import type { QwenConfig } from '../../../src/model/net/config';
+import { DecodeSession, decodeAsync, type DecodeRequest } from '../../../src/model/net/decodeSession';
+import { DecodePool } from '../../../src/model/net/decodePool';
+import { kvBytesPerSlot } from '../../../src/model/net/kvCache';
+import { CACHE_CHUNK } from '../../../src/model/net/nativeInference';
+import { generate } from '../../../src/model/net/generate';
+import { QwenModel } from '../../../src/model/net/qwen';
+import { Rng } from '../../../src/model/net/random';
 import { activateBackend, skipBackend } from '../../helpers/testBackend';
 
 const config: QwenConfig = {

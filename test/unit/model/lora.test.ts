@@ -1,5 +1,5 @@
 /**
- * LoRA (src/model/lora.ts) against PEFT itself: adapters written by `peft` load here with PEFT's logits, ours load in
+ * LoRA (src/model/net/lora.ts) against PEFT itself: adapters written by `peft` load here with PEFT's logits, ours load in
  * `peft` with ours (fixtures by scripts/make-peft-fixture.py and scripts/make-lora-fixture.ts); the projected gradient
  * is the chain rule through the merge; training moves only the adapter; a resumed run ends bit for bit where an
  * uninterrupted one does; bad adapter folders fail naming the file and the field.
@@ -10,11 +10,11 @@ import { mkdtempSync, readFileSync, writeFileSync, cpSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import * as tf from '@tensorflow/tfjs';
-import { loadHfCheckpoint } from '../../../src/model/checkpoint';
-import { LoraAdapter, LoraSettings, ADAPTER_CONFIG, ADAPTER_WEIGHTS } from '../../../src/model/lora';
-import { loraTrainable } from '../../../src/model/trainable';
+import { loadHfCheckpoint } from '../../../src/model/formats/checkpoint';
+import { LoraAdapter, LoraSettings, ADAPTER_CONFIG, ADAPTER_WEIGHTS } from '../../../src/model/net/lora';
+import { loraTrainable } from '../../../src/model/net/trainable';
 import { modelLogitsCommand, modelMergeCommand } from '../../../src/cli/modelCommand';
-import { SafetensorsReader } from '../../../src/model/safetensors';
+import { SafetensorsReader } from '../../../src/model/formats/safetensors';
 import { SftTrainer, type SftConfig, type TokenizedExample } from '../../../src/stages/sft/trainer';
 import { FIXTURES } from '../../helpers/paths';
 import { checkLogits, type LogitsFixture } from '../../helpers/logits';

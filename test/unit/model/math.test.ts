@@ -1,13 +1,13 @@
 import { before, test } from 'node:test';
 import assert from 'node:assert/strict';
 import * as tf from '@tensorflow/tfjs';
-import { BackendUnavailableError, selectBackend } from '../../../src/model/backend';
-import type { QwenConfig } from '../../../src/model/config';
-import { generate, sampleToken } from '../../../src/model/generate';
-import { matMul2d, scatterAddRows, useReferenceOps } from '../../../src/model/ops';
-import { QwenModel } from '../../../src/model/qwen';
+import { BackendUnavailableError, selectBackend } from '../../../src/model/net/backend';
+import type { QwenConfig } from '../../../src/model/net/config';
+import { generate, sampleToken } from '../../../src/model/net/generate';
+import { matMul2d, scatterAddRows, useReferenceOps } from '../../../src/model/net/ops';
+import { QwenModel } from '../../../src/model/net/qwen';
 import { assertPrefillInPieces } from '../../helpers/prefill';
-import { Rng } from '../../../src/model/random';
+import { Rng } from '../../../src/model/net/random';
 
 const qwen3: QwenConfig = {
   model_type: 'qwen3', vocab_size: 40, hidden_size: 16, intermediate_size: 24, num_hidden_layers: 2, num_attention_heads: 4,

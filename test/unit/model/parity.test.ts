@@ -5,12 +5,12 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import * as tf from '@tensorflow/tfjs';
 import { modelLogitsCommand } from '../../../src/cli/modelCommand';
-import { loadHfCheckpoint, readHfConfig, saveHfCheckpoint } from '../../../src/model/checkpoint';
-import { TINY_FIXTURE_SEED, tinyFixtureConfigs } from '../../../src/model/fixtures';
-import { QwenModel } from '../../../src/model/qwen';
-import { parseQwenConfig, qwenDims } from '../../../src/model/config';
-import { f16ToF32, parseSafetensors } from '../../../src/model/safetensors';
-import { serializeSafetensors } from '../../../src/model/safetensorsWrite';
+import { loadHfCheckpoint, readHfConfig, saveHfCheckpoint } from '../../../src/model/formats/checkpoint';
+import { TINY_FIXTURE_SEED, tinyFixtureConfigs } from '../../helpers/tinyFixtures';
+import { QwenModel } from '../../../src/model/net/qwen';
+import { parseQwenConfig, qwenDims } from '../../../src/model/net/config';
+import { f16ToF32, parseSafetensors } from '../../../src/model/formats/safetensors';
+import { serializeSafetensors } from '../../../src/model/formats/safetensorsWrite';
 import { FIXTURES } from '../../helpers/paths';
 import { checkLogits, maxDiff, type LogitsFixture } from '../../helpers/logits';
 

@@ -1,7 +1,7 @@
-/** A worker's one loaded evaluation policy (src/model/policySlot.ts): loaded once per key, never disposed under a user. */
+/** A worker's one loaded evaluation policy (src/model/net/policySlot.ts): loaded once per key, never disposed under a user. */
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { PolicySlot } from '../../../src/model/policySlot';
+import { PolicySlot } from '../../../src/model/net/policySlot';
 
 class Fake {
   disposed = false;

@@ -1,9 +1,9 @@
 import { before, test } from 'node:test';
 import assert from 'node:assert/strict';
 import * as tf from '@tensorflow/tfjs';
-import { QwenModel } from '../../../src/model/qwen';
-import { SPECIAL_TOKEN_SOURCES, applySpecialTokenInit, initSpecialTokenRows } from '../../../src/model/specialTokens';
-import { tinyFixtureConfigs } from '../../../src/model/fixtures';
+import { QwenModel } from '../../../src/model/net/qwen';
+import { SPECIAL_TOKEN_SOURCES, applySpecialTokenInit, initSpecialTokenRows } from '../../../src/model/net/specialTokens';
+import { tinyFixtureConfigs } from '../../helpers/tinyFixtures';
 
 // A toy vocabulary: words are split into 2-letter pieces.
 const pieces = ['th', 'in', 'k', 'be', 'gi', 'n', 'fi', 'ni', 'sh', 'to', 'ol', 'ca', 'll', 'st', 'ar', 't', 'en', 'd', 'ro', 'le', 'te', 'r', 'ex', 'it'];

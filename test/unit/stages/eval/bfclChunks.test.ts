@@ -9,9 +9,9 @@ import { chunkExamples, mergeChunkFiles, planChunks, type BfclChunkFile } from '
 import { evaluateBfcl, ModelPolicy, ReferencePolicy } from '../../../../src/stages/eval/bfcl/runner';
 import { bfclDataDir } from '../../../../src/infra/binaries';
 import { loadChatTokenizer } from '../../../../src/chat/tokenize';
-import { parseQwenConfig } from '../../../../src/model/config';
-import { QwenModel } from '../../../../src/model/qwen';
-import { selectBackend } from '../../../../src/model/backend';
+import { parseQwenConfig } from '../../../../src/model/net/config';
+import { QwenModel } from '../../../../src/model/net/qwen';
+import { selectBackend } from '../../../../src/model/net/backend';
 import { chunkCount } from '../../../../src/kernel/chunks';
 import { TINY_POLICY } from '../../../helpers/rlFixture';
 import type { BfclResults } from '../../../../src/stages/eval/bfcl/score';

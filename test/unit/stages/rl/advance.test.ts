@@ -9,11 +9,11 @@ import path from 'node:path';
 import * as tf from '@tensorflow/tfjs';
 import { loadChatTokenizer } from '../../../../src/chat/tokenize';
 import { generateDemoDataset } from '../../../../src/demo/generator';
-import { parseQwenConfig } from '../../../../src/model/config';
-import { generate } from '../../../../src/model/generate';
-import { QwenModel } from '../../../../src/model/qwen';
+import { parseQwenConfig } from '../../../../src/model/net/config';
+import { generate } from '../../../../src/model/net/generate';
+import { QwenModel } from '../../../../src/model/net/qwen';
 import { advanceRollouts, episodeSeed, initRollouts, type RolloutLimits, type ToolExecutor } from '../../../../src/stages/rl/rollout';
-import type { DecodeCounts } from '../../../../src/model/decodeSession';
+import type { DecodeCounts } from '../../../../src/model/net/decodeSession';
 import { REPO } from '../../../helpers/paths';
 import { TINY_POLICY } from '../../../helpers/rlFixture';
 

@@ -1,5 +1,5 @@
 /**
- * logprobGap (issue 29): the sampler's log-probabilities (the KV-cache decoding path, src/model/decodeSession.ts) and
+ * logprobGap (issue 29): the sampler's log-probabilities (the KV-cache decoding path, src/model/net/decodeSession.ts) and
  * the trainer's (one forward over the whole sequence, src/stages/rl/grpo.ts) of the same sampled tokens, at the
  * sampling temperature. ~0 on a tiny model on both backends; small on SmolLM2-135M's shape (30 layers, 9 heads over 3
  * KV heads, left padding, the prefill in pieces) on native TensorFlow.
@@ -7,10 +7,10 @@
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import * as tf from '@tensorflow/tfjs';
-import type { QwenConfig } from '../../../../src/model/config';
-import { DecodeSession, decodeAsync } from '../../../../src/model/decodeSession';
-import { QwenModel } from '../../../../src/model/qwen';
-import { Rng } from '../../../../src/model/random';
+import type { QwenConfig } from '../../../../src/model/net/config';
+import { DecodeSession, decodeAsync } from '../../../../src/model/net/decodeSession';
+import { QwenModel } from '../../../../src/model/net/qwen';
+import { Rng } from '../../../../src/model/net/random';
 import { GrpoTrainer, type GrpoSequence } from '../../../../src/stages/rl/grpo';
 import { activateBackend, skipBackend } from '../../../helpers/testBackend';
 

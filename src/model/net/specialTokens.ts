@@ -4,7 +4,7 @@
  * plus Gaussian noise (σ = 0.005, seeded), rescaled to the mean L2 norm of those source rows. The input embedding and
  * an untied lm_head are treated separately, each from its own rows. `initSpecialTokenRows` overwrites tokens already
  * in the vocabulary in place (the SFT stage's `initSpecialTokens`); `specialTokenVectors` computes the rows only, for
- * tokens that get new rows (`cm2 model import` adds the missing ones and resizes the matrices, src/model/cm2Format.ts).
+ * tokens that get new rows (`cm2 model import` adds the missing ones and resizes the matrices, src/model/formats/cm2Format.ts).
  */
 import type { QwenModel } from './qwen';
 import { Rng } from './random';

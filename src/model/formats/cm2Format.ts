@@ -11,7 +11,7 @@
  *   not an added token keeps its id and becomes an added token (else text would never encode to it);
  * - embed_tokens, and lm_head when untied, grow by one row per new id past the matrix (a matrix with unused rows past
  *   the tokenizer, as Qwen's, is not resized: those rows are used); each new row is initialised by §4.1
- *   (src/model/specialTokens.ts): the mean of its source words' subtoken rows + N(0, 0.005²) noise, rescaled to their
+ *   (src/model/net/specialTokens.ts): the mean of its source words' subtoken rows + N(0, 0.005²) noise, rescaled to their
  *   mean L2 norm, each matrix from its own rows (noise seeds `seed` and `seed + 1`, as the SFT stage's init);
  * - config.json `vocab_size` and `eos_token_id` (`<|im_end|>`, which ends every assistant message);
  * - tokenizer_config.json: CM2's chat template (the model's own kept under `chat_template_original`), eos
@@ -20,9 +20,9 @@
  * does, is the SFT stage's `sft.base.initSpecialTokens`.
  */
 import { Tokenizer } from '@huggingface/tokenizers';
-import { CHAT_TEMPLATE, IM_END } from '../chat/template';
+import { CHAT_TEMPLATE, IM_END } from '../../chat/template';
 import type { TensorSource } from './safetensors';
-import { CM2_TOKEN_SOURCES, specialTokenVectors } from './specialTokens';
+import { CM2_TOKEN_SOURCES, specialTokenVectors } from '../net/specialTokens';
 
 /** The tags CM2's format needs as single tokens, in the order they are added. */
 export const CM2_FORMAT_TOKENS: readonly string[] = Object.keys(CM2_TOKEN_SOURCES);

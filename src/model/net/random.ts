@@ -1,4 +1,4 @@
-import { mulberry32Advance, mulberry32Value } from '../kernel/rng';
+import { mulberry32Advance, mulberry32Value } from '../../kernel/rng';
 
 /** A small seeded PRNG (mulberry32) with Gaussian draws, so initialisation and sampling are reproducible anywhere. */
 export class Rng {

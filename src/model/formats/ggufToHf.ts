@@ -6,9 +6,9 @@
 import { z } from 'zod';
 import { describeGgufValue, GgufFile, type GgufValue } from './gguf';
 import { HF_ARCHITECTURES } from './checkpoint';
-import { parseQwenConfig, type QwenConfig, qwenDims } from './config';
+import { parseQwenConfig, type QwenConfig, qwenDims } from '../net/config';
 import { type TensorSource } from './safetensors';
-import { paramSpecs } from './params';
+import { paramSpecs } from '../net/params';
 
 /** The model types an import accepts (HF's `model_type`). */
 export type ModelType = keyof typeof HF_ARCHITECTURES;

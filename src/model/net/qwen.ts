@@ -126,7 +126,7 @@ export class QwenModel {
 
   /**
    * Built one tensor at a time: `load(name, shape)` gives each parameter (HF name, HF shape and layout) when it is
-   * needed, so a large checkpoint is never held whole next to the model (src/model/checkpoint.ts streams it from disk;
+   * needed, so a large checkpoint is never held whole next to the model (src/model/formats/checkpoint.ts streams it from disk;
    * the constructor moves each tensor into the backend at once, so its array can go before the next is read).
    */
   static fromLoader(config: QwenConfig, load: (name: string, shape: number[]) => Float32Array): QwenModel {

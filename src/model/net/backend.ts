@@ -32,7 +32,7 @@ export interface NativeStatus {
   addon?: string;
 }
 
-export const nativeStatusFile = path.resolve(__dirname, '..', '..', 'node_modules', '.cm2-native.json');
+export const nativeStatusFile = path.resolve(__dirname, '..', '..', '..', 'node_modules', '.cm2-native.json');
 
 export function readNativeStatus(): NativeStatus {
   try {

@@ -8,8 +8,8 @@
  */
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { parseQwenConfig, type QwenConfig } from './config';
-import { QwenModel } from './qwen';
+import { parseQwenConfig, type QwenConfig } from '../net/config';
+import { QwenModel } from '../net/qwen';
 import { SafetensorsReader, type HeaderEntry } from './safetensors';
 import { shardsOfIndex, writeSafetensors, writeSafetensorsAsync, writeShardedSafetensors, type WrittenFile } from './safetensorsWrite';
 

@@ -15,7 +15,7 @@
  * reads, so files of any size work. Unsupported architectures, tensors or types are refused naming the file and the
  * field or tensor.
  *
- * With `format: 'cm2'` (the default) the folder also gets CM2's chat format (src/model/cm2Format.ts): the chat tags the
+ * With `format: 'cm2'` (the default) the folder also gets CM2's chat format (src/model/formats/cm2Format.ts): the chat tags the
  * vocabulary lacks added as tokens, embed_tokens (and an untied lm_head) grown with §4.1-initialised rows, CM2's chat
  * template and eos `<|im_end|>`. `format: 'own'` keeps the model's tokenizer and template as they are.
  */
@@ -24,11 +24,11 @@ import { basename, join, resolve } from 'node:path';
 import { z } from 'zod';
 import { HF_ARCHITECTURES, HfWeights } from './checkpoint';
 import { cm2FormatSummary, formatCm2Summary, missingCm2Tokens, planCm2Format, withCm2Rows, type ChatFormat, type Cm2FormatPlan, type Cm2FormatSummary } from './cm2Format';
-import { parseQwenConfig, qwenDims, type QwenConfig, type QwenDims } from './config';
+import { parseQwenConfig, qwenDims, type QwenConfig, type QwenDims } from '../net/config';
 import { GgufFile } from './gguf';
 import { tokenizerFromGguf, type GgufTokenizer } from './ggufTokenizer';
 import { type TensorSource } from './safetensors';
-import { paramSpecs } from './params';
+import { paramSpecs } from '../net/params';
 import { ggufHfConfig, ggufTensorSources, type ModelType, sameShape, zodIssues } from './ggufToHf';
 import { writeShardedSafetensors, type WrittenFile } from './safetensorsWrite';
 

@@ -183,7 +183,7 @@ export class GraphSession {
   /**
    * `intraOpThreads`: the size of this session's own intra-op thread pool (TensorFlow's ConfigProto
    * intra_op_parallelism_threads, passed through cm2's patch of the addon, scripts/ensure-native.mjs; a pool of its own
-   * because src/model/backend.ts sets TF_OVERRIDE_GLOBAL_THREADPOOL=1). Left out: the process's default pool size. An
+   * because src/model/net/backend.ts sets TF_OVERRIDE_GLOBAL_THREADPOOL=1). Left out: the process's default pool size. An
    * addon without the patch cannot take it: the session then uses the default, and `GraphSession.sessionConfig` says so.
    */
   constructor(builder: GraphBuilder, outputs: string[], opts: { intraOpThreads?: number } = {}) {

@@ -24,15 +24,15 @@ import * as tf from '@tensorflow/tfjs';
 import type { QwenModel } from './qwen';
 import { paramSpecs, type ParamSpec } from './params';
 import { Rng } from './random';
-import { SafetensorsReader } from './safetensors';
-import { serializeTensors } from './safetensorsWrite';
-import type { TensorSource } from './safetensors';
-import type { LoraSettings } from '../kernel/loraSettings';
+import { SafetensorsReader } from '../formats/safetensors';
+import { serializeTensors } from '../formats/safetensorsWrite';
+import type { TensorSource } from '../formats/safetensors';
+import type { LoraSettings } from '../../kernel/loraSettings';
 import { LINEAR_NAMES, type LinearName } from './layer';
 import type { AttachedLora } from './nativeTraining';
 import type { StackLora } from './trainGraph';
 
-export { LORA_MODULES, LoraSettings } from '../kernel/loraSettings';
+export { LORA_MODULES, LoraSettings } from '../../kernel/loraSettings';
 
 const PREFIX = 'base_model.model.';
 const EMBED = 'model.embed_tokens.weight';
