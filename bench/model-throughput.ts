@@ -35,7 +35,7 @@ import * as path from 'node:path';
 import { parseArgs } from 'node:util';
 import * as tf from '@tensorflow/tfjs';
 import { backendPrefs, selectBackend, type BackendPref } from '../src/model/net/backend';
-import type { QwenConfig } from '../src/model/net/config';
+import type { QwenConfig } from '../src/model/net/qwenConfig';
 import { generate } from '../src/model/net/generate';
 import { QwenModel } from '../src/model/net/qwen';
 import { Rng } from '../src/model/net/random';

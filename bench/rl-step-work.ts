@@ -27,7 +27,7 @@ import { cpus, loadavg } from 'node:os';
 import { parseArgs } from 'node:util';
 import { selectBackend } from '../src/model/net/backend';
 import { loadHfCheckpoint } from '../src/model/formats/checkpoint';
-import type { QwenConfig } from '../src/model/net/config';
+import type { QwenConfig } from '../src/model/net/qwenConfig';
 import { DecodePool } from '../src/model/net/decodePool';
 import { generateAsync } from '../src/model/net/generate';
 import { QwenModel } from '../src/model/net/qwen';

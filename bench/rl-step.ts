@@ -30,16 +30,16 @@ import { startGpuWorker } from '../src/cli/demo';
 import { startRl } from '../src/cli/stages';
 import { loadConfig } from '../src/run/config';
 import { LlmClient } from '../src/llm/client';
-import { LlmConfig } from '../src/llm/config';
+import { LlmConfig } from '../src/llm/llmConfig';
 import { infraEnv, startInfra } from '../src/infra/localInfra';
 import { ObjectStore } from '../src/storage/store';
 import { checklistKeys, rlKeys, sftKeys } from '../src/run/layout';
 import { connectClient } from '../src/infra/temporal';
 import { Judge, JudgeConfig, withJudgeDefaults } from '../src/stages/rl/judge/judge';
 import { pendingJudgements } from '../src/stages/rl/judge/phase';
-import { Rollout, type Verdict } from '../src/stages/rl/types';
+import { Rollout, type Verdict } from '../src/stages/rl/rolloutSchema';
 import { startWorkers } from '../src/workers';
-import { VERDICT_FIELDS } from '../src/stages/rl/judge/prompt';
+import { VERDICT_FIELDS } from '../src/stages/rl/judge/judgePrompt';
 
 interface StepRow {
   kind: string;

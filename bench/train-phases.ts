@@ -11,7 +11,7 @@
 import { parseArgs } from 'node:util';
 import * as tf from '@tensorflow/tfjs';
 import { selectBackend } from '../src/model/net/backend';
-import type { QwenConfig } from '../src/model/net/config';
+import type { QwenConfig } from '../src/model/net/qwenConfig';
 import { QwenModel } from '../src/model/net/qwen';
 import { StackGraph } from '../src/model/net/trainGraph';
 import { AdamW } from '../src/model/optim/adamw';

@@ -6,7 +6,7 @@
 import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { renderReport } from '../src/report/html';
-import { ReportData } from '../src/report/types';
+import { ReportData } from '../src/report/reportData';
 
 function main(): void {
   const out = process.argv[2];

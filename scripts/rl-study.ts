@@ -64,7 +64,7 @@ import { checklistKeys, rlKeys, runKey, sftKeys, stageWorkflowId } from '../src/
 import { heldOutSummary, lastEvalEpisodes, readRlRows } from '../src/report/collect';
 import { renderReport } from '../src/report/html';
 import { StudyResult, studyMarkdown, studyReportData, upsertStudyBlock, type StudyPolicy } from '../src/report/study';
-import { ReportData } from '../src/report/types';
+import { ReportData } from '../src/report/reportData';
 import { evalWorkflow, type EvalResult, type EvalWorkflowInput } from '../src/stages/eval/workflow';
 import { rlStatusQuery, type RlResult, type RlWorkflowInput } from '../src/stages/rl/workflow';
 import { type PolicyRef } from '../src/run/layout';

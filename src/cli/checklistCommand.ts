@@ -10,7 +10,7 @@ import type { Cm2Config } from '../run/config';
 import { ObjectStore } from '../storage/store';
 import { FailedAnnotation } from '../stages/checklist/activities';
 import { AnnotatedExample } from '../stages/checklist/schema';
-import { renderChecklist } from '../stages/checklist/render';
+import { renderChecklist } from '../stages/checklist/showChecklist';
 import { formatViolation, validateAnnotatedExample } from '../stages/checklist/validate';
 import { type ChecklistReport, runStageCommand, startChecklist } from './stages';
 import { checklistKeys } from '../run/layout';

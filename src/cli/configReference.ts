@@ -451,7 +451,7 @@ export function configReference(schema: Schema = Cm2Config): string {
   return [
     '### Configuration reference',
     '',
-    '<!-- Generated from the zod schema (src/run/config.ts, src/llm/config.ts) by `npm run docs:config`: edit the .describe() texts there, not this section. -->',
+    '<!-- Generated from the zod schema (src/run/config.ts, src/llm/llmConfig.ts) by `npm run docs:config`: edit the .describe() texts there, not this section. -->',
     '',
     'Keys are dotted paths into the YAML file: `rl.hp.lr: 1e-6` stands for `rl: { hp: { lr: 1e-6 } }`. `[]` stands for the items',
     'of a list; `<name>` for any key of a map, `<role>` (and the like) for each of the keys listed in its row. Every key may be left',

@@ -17,7 +17,7 @@ import { collectReport, type StageInfo } from '../report/collect';
 import { renderReport } from '../report/html';
 import { pipelineStatusQuery, type PipelineInput, type PipelineResult, type PipelineStatus } from '../stages/pipeline/workflow';
 import { pauseSignal, resumeSignal, stopSignal } from '../run/control';
-import type { StageProgress } from '../run/types';
+import type { StageProgress } from '../run/workflowShapes';
 import { stageProgressQuery } from '../run/workflowUtil';
 import { crashFault, displayFault } from './faults';
 import { formatProgress, pipelineInput, pipelineWorkflowId, resultOf, sleep, startPipeline } from './stages';

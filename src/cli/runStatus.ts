@@ -11,7 +11,7 @@ import { type PipelineInput, type PipelineStatus, pipelineStatusQuery, summarize
 import { type RlResult } from '../stages/rl/workflow';
 import { pipelineKeys, pipelineWorkflowId, STAGES, stageWorkflowId } from '../run/layout';
 import { StageMarker } from '../stages/pipeline/activities';
-import { type StageProgress } from '../run/types';
+import { type StageProgress } from '../run/workflowShapes';
 import { failureText } from './watch';
 import { formatProgress } from './stages';
 import { stageProgressQuery } from '../run/workflowUtil';

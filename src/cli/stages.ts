@@ -7,7 +7,7 @@ import { isGrpcServiceError, ServiceError, WorkflowFailedError, WorkflowIdConfli
 import { WorkflowNotFoundError } from '@temporalio/common';
 import type { Workflow } from '@temporalio/common';
 import { ConfigError, REFERENCE_CASCADE, type Cm2Config } from '../run/config';
-import { isOnline } from '../llm/config';
+import { isOnline } from '../llm/llmConfig';
 import { executableToolNames, toolAnswerIssues } from '../stages/rl/env/answers';
 import { connectClient } from '../infra/temporal';
 import type { PrepareReport } from '../stages/prepare/activities';
@@ -16,7 +16,7 @@ import { checklistKeys, pipelineWorkflowId, prepareKeys, sftKeys, stageWorkflowI
 import { checklistWorkflow, cm2Pipeline, prepareProgressQuery, prepareWorkflow, rlWorkflow, sftWorkflow } from '../workflows';
 import type { PipelineInput } from '../stages/pipeline/workflow';
 import type { RlResult, RlWorkflowInput } from '../stages/rl/workflow';
-import type { ChecklistWorkflowInput, PrepareWorkflowInput, SftWorkflowInput, StageProgress } from '../run/types';
+import type { ChecklistWorkflowInput, PrepareWorkflowInput, SftWorkflowInput, StageProgress } from '../run/workflowShapes';
 import type { SftReport } from '../stages/sft/activities';
 import { CM2_RUN_ID, CM2_STAGE } from '../run/layout';
 import { displayFault } from './faults';

@@ -9,7 +9,7 @@
  */
 import type { WorkflowClient } from '@temporalio/client';
 import { temporal } from '@temporalio/proto';
-import type { StageProgress } from '../run/types';
+import type { StageProgress } from '../run/workflowShapes';
 
 /** A failure chain as one line: each distinct message, outermost first (at most four). */
 export function failureText(f: unknown): string {

@@ -12,7 +12,7 @@
  * generated dialogue always agrees with what `executeTool` returns.
  */
 import { hash32, intHash, unitHash } from './random';
-import { round2 } from './types';
+import { round2 } from './worldTypes';
 
 // ----------------------------------------------------------------------------------------------------------------
 // Shared vocabulary

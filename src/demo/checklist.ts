@@ -37,7 +37,7 @@ import type { ChecklistItem, ChecklistOutput, Evidence, ItemCheck, TurnBlock } f
 import { replyPart, turnSpans, type TurnSpan } from '../stages/checklist/steps';
 import type { WorldExpectedCall, WorldMeta, WorldTurn } from './generator';
 import { GroundingContext } from '../kernel/grounding';
-import { isPlainObject, parametersOfTools } from './types';
+import { isPlainObject, parametersOfTools } from './worldTypes';
 
 /** Annotator name stored in `annotation.annotator`. */
 export const OFFLINE_ANNOTATOR = 'offline:demo-world';

@@ -22,7 +22,7 @@ import { breakExample, RULE_BROKEN_CODES, type BrokenCode } from './breakers';
 import { deterministicUuid, hash32, Rng } from './random';
 import { closingScenario, SCENARIOS, TurnContext, type DraftTurn, type Memory, type Scenario } from './scenarios';
 import { toolNamesOf, toolResultText, toolSchema, toolSchemasOf } from './tools';
-import { DOMAINS, type Domain, type JsonValue, type ToolSchema } from './types';
+import { DOMAINS, type Domain, type JsonValue, type ToolSchema } from './worldTypes';
 
 export { BROKEN_CODES, RULE_BROKEN_CODES, type BrokenCode } from './breakers';
 

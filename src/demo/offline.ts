@@ -1,5 +1,5 @@
 /**
- * Deterministic offline implementations of the stage 1–2 LLM roles (src/kernel/roles.ts), used when no LLM endpoint
+ * Deterministic offline implementations of the stage 1–2 LLM roles (src/kernel/roleContracts.ts), used when no LLM endpoint
  * is configured. They make the whole pipeline (and its tests) run offline on the demo tool world.
  *
  * Like the real roles they see only what an LLM would see — the messages and the candidate tools — and never
@@ -10,9 +10,9 @@
  * called, so reports should show no LLM calls and no cost; `attempts` still says the role ran once.
  */
 import { decodeArguments, type Example, type Message } from '../kernel/schema';
-import { zeroUsage, type CompressorRole, type DataRoles, type Effort, type FilterVerdict, type LlmFilterRole, type RoleOutcome } from '../kernel/roles';
+import { zeroUsage, type CompressorRole, type DataRoles, type Effort, type FilterVerdict, type LlmFilterRole, type RoleOutcome } from '../kernel/roleContracts';
 import { GroundingContext, isFactToken, thinkingOf, tokensOf, visibleReply } from '../kernel/grounding';
-import { isPlainObject, parametersOfTools } from './types';
+import { isPlainObject, parametersOfTools } from './worldTypes';
 
 // ---------------------------------------------------------------------------------------------------------------
 // LLM filter

@@ -19,9 +19,9 @@ import { calendarTools } from './domains/calendar';
 import { shoppingTools } from './domains/shopping';
 import { travelTools } from './domains/travel';
 import { weatherTools } from './domains/weather';
-import { validateArguments, type Domain, type JsonValue, type ToolOutcome, type ToolSchema, type WorldTool } from './types';
+import { validateArguments, type Domain, type JsonValue, type ToolOutcome, type ToolSchema, type WorldTool } from './worldTypes';
 
-export { DOMAINS, type Domain, type JsonValue, type ToolError, type ToolOutcome, type ToolSchema, type WorldTool } from './types';
+export { DOMAINS, type Domain, type JsonValue, type ToolError, type ToolOutcome, type ToolSchema, type WorldTool } from './worldTypes';
 
 /** The world seed used when a caller gives none. */
 export const DEFAULT_WORLD_SEED = 1;

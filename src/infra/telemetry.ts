@@ -2,7 +2,7 @@
  * Observability of workers and the CLI (docs/observability.md):
  *
  * - Prometheus metrics: the Temporal runtime of a `cm2 worker` process serves the SDK's worker metrics
- *   (`temporal_*`) and the project's own (`cm2_*`, src/kernel/metrics.ts: recorded through the SDK's workflow and
+ *   (`temporal_*`) and the project's own (`cm2_*`, src/kernel/metricNames.ts: recorded through the SDK's workflow and
  *   activity meters) on `http://ADDR/metrics`. The runtime is process-wide and must be installed before the first
  *   worker or native connection exists; a port that cannot be bound is reported and the worker runs without metrics.
  * - OpenTelemetry traces: the SDK's interceptors (@temporalio/interceptors-opentelemetry) on workers (activity

@@ -3,7 +3,7 @@
  * SGLang, Ollama).
  *
  * What it adds on top of the `openai` SDK:
- * - per-role configuration (model, sampling, structured-output mode, pricing), see ./config.ts;
+ * - per-role configuration (model, sampling, structured-output mode, pricing), see ./llmConfig.ts;
  * - bounded concurrency per role (one semaphore per role and client, i.e. per worker process);
  * - automatic downgrade of request parameters a server rejects (response_format json_schema →
  *   json_object → none, reasoning_effort dropped, max_tokens → max_completion_tokens), remembered per role;
@@ -23,9 +23,9 @@
 import { createHash } from 'node:crypto';
 import OpenAI, { APIError } from 'openai';
 import type { ChatCompletion, ChatCompletionCreateParamsNonStreaming } from 'openai/resources/chat/completions';
-import type { Usage } from '../kernel/roles';
-import { zeroUsage, addUsage } from '../kernel/roles';
-import { isOnline, type LlmConfig, type LlmRoleConfig, type ReasoningEffort, type RoleName, type StructuredOutputMode } from './config';
+import type { Usage } from '../kernel/roleContracts';
+import { zeroUsage, addUsage } from '../kernel/roleContracts';
+import { isOnline, type LlmConfig, type LlmRoleConfig, type ReasoningEffort, type RoleName, type StructuredOutputMode } from './llmConfig';
 import { classifyLlmError, LlmFatalError } from './errors';
 import { AdaptiveRateLimiter } from './rateLimit';
 

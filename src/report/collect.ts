@@ -1,5 +1,5 @@
 /**
- * Gathers the numbers of a run from S3 into `ReportData` (src/report/types.ts) for the HTML report: the stage
+ * Gathers the numbers of a run from S3 into `ReportData` (src/report/reportData.ts) for the HTML report: the stage
  * reports (prepare, checklist, SFT), the RL metrics JSONL, BFCL results. Every source is optional: a run that is
  * still going, or one with stages disabled, gives a report with what exists. Reading only; the shaping is pure
  * (`buildReport`), so it is tested without servers.
@@ -7,7 +7,7 @@
 import { z } from 'zod';
 import { ifExists as optional, type ObjectStore } from '../storage/store';
 import { checklistKeys, evalKeys, prepareKeys, rlKeys, sftKeys } from '../run/layout';
-import type { ReportData } from './types';
+import type { ReportData } from './reportData';
 
 export interface StageInfo {
   name: string;

@@ -1,5 +1,5 @@
 /**
- * The run report page (`cm2 report RUN`): `renderReport(data)` turns a `ReportData` (src/report/types.ts) into one
+ * The run report page (`cm2 report RUN`): `renderReport(data)` turns a `ReportData` (src/report/reportData.ts) into one
  * self-contained HTML5 page — inline CSS and SVG (src/report/svg.ts), no JavaScript, no external assets — so it
  * opens offline, attaches to an issue and prints. Pure and deterministic: no I/O, no clock, no locale.
  *
@@ -13,7 +13,7 @@
  * All data text is HTML-escaped; the Web UI link is only a link when it is http(s).
  */
 import { escapeXml as esc, lineChart, type LineSeries } from './svg';
-import type { ReportData } from './types';
+import type { ReportData } from './reportData';
 import { barChart, groupedBarChart, stackedBarChart } from './barChart';
 import { formatInt, formatNumber, formatSeconds, formatValue } from './format';
 import { bySeries, distinct, failedText, figure, NO_DATA, numCols, pct, ratio, reward, section, seText, signed, sum, table, textCols, usd } from './htmlParts';

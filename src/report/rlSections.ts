@@ -1,6 +1,6 @@
 /** The RL sections of the report page (src/report/html.ts): training curves and steps, held-out evaluations, judge. */
 import { bySeries, failedText, figure, NO_DATA, numCols, pct, ratio, reward, section, seText, signed, sum, table, textCols } from './htmlParts';
-import type { ReportData, ReportRlStep } from './types';
+import type { ReportData, ReportRlStep } from './reportData';
 import { barChart } from './barChart';
 import { formatInt, formatNumber } from './format';
 import { escapeXml as esc, lineChart } from './svg';

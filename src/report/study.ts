@@ -9,7 +9,7 @@
  */
 import { z } from 'zod';
 import { promptMeanStats } from '../kernel/heldOut';
-import type { ReportDataInput } from './types';
+import type { ReportDataInput } from './reportData';
 
 const Accuracy = z.object({ accuracy: z.number(), correct: z.number().int().nonnegative(), total: z.number().int().nonnegative() });
 

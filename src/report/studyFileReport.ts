@@ -11,7 +11,7 @@ import { promptMeanStats } from '../kernel/heldOut';
 import { lineChart } from './svg';
 import { bfclTotal, paired, policyStats, type StudyFile } from './studyFile';
 import { FIRST_STEP_KINDS } from './firstStep';
-import type { ReportDataInput } from './types';
+import type { ReportDataInput } from './reportData';
 
 const acc = (c: { correct: number; total: number }) => ({ ...c, accuracy: c.total > 0 ? c.correct / c.total : 0 });
 const rlNames = (f: StudyFile): string[] => Object.keys(f.policies).filter((n) => f.policies[n]!.kind === 'rl');

@@ -13,7 +13,7 @@
 import { readFileSync } from 'node:fs';
 import { z } from 'zod';
 import YAML from 'yaml';
-import { LlmConfig } from '../llm/config';
+import { LlmConfig } from '../llm/llmConfig';
 import { LoraSettings } from '../kernel/loraSettings';
 import { TemporalConfig } from './temporalConfig';
 import { S3Config } from './s3Config';

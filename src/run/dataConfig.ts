@@ -1,6 +1,6 @@
 /** The data-preparation section of the config (stages 1–2): the source, rule filters, LLM filter cascade, split, compression, selection. */
 import { z } from 'zod';
-import type { Effort } from '../kernel/roles';
+import type { Effort } from '../kernel/roleContracts';
 
 /** A switch that is on unless the config turns it off. */
 export const onByDefault = (description: string) => z.boolean().default(true).describe(description);

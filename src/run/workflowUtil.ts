@@ -1,7 +1,7 @@
 /** Small deterministic helpers for workflow code (no I/O, no Node imports). */
 import { defineQuery, proxyActivities, setCurrentDetails, setHandler, upsertSearchAttributes, type ActivityInterfaceFor } from '@temporalio/workflow';
 import { CM2_RUN_ID, CM2_STAGE, CM2_STATE } from './layout';
-import type { ActivityTimeouts, PhaseProgress, StageProgress } from './types';
+import type { ActivityTimeouts, PhaseProgress, StageProgress } from './workflowShapes';
 
 /** Every stage workflow answers this query (`temporal workflow query --name progress`). */
 export const stageProgressQuery = defineQuery<StageProgress>('progress');

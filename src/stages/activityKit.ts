@@ -12,7 +12,7 @@ import { LlmClient } from '../llm/client';
 import { canonicalJson } from '../kernel/canonicalJson';
 import { toTemporalFailure } from '../llm/temporal';
 import { ObjectRef, type ObjectStore, storeCache } from '../storage/store';
-import { LlmConfig } from '../llm/config';
+import { LlmConfig } from '../llm/llmConfig';
 import { LlmFatalError, LlmRetryableError } from '../llm/errors';
 import { recordLlmUsage } from './activityMetrics';
 

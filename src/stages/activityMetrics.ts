@@ -1,7 +1,7 @@
 /**
  * Counters added from activities, through the running activity's metric meter (the SDK tags it with the namespace,
  * task queue and activity type; without a metrics endpoint it is the SDK's no-op meter). Names and meanings:
- * src/kernel/metrics.ts.
+ * src/kernel/metricNames.ts.
  *
  * Where each is added, so that it is counted once:
  * - the RL judge and batch counters are added by `once`'s `onStored` hook, i.e. when the phase's result object is
@@ -14,9 +14,9 @@
  */
 import { Context } from '@temporalio/activity';
 import type { MetricCounter, MetricMeter } from '@temporalio/common';
-import { CM2_METRICS, type MetricSpec } from '../kernel/metrics';
+import { CM2_METRICS, type MetricSpec } from '../kernel/metricNames';
 import type { JudgeTotals } from '../kernel/counts';
-import type { Usage } from '../kernel/roles';
+import type { Usage } from '../kernel/roleContracts';
 
 /** The running activity's meter; undefined outside an activity (plain calls, tests, the CLI). */
 function activityMeter(): MetricMeter | undefined {

@@ -6,7 +6,7 @@
  */
 import type { Example } from '../kernel/schema';
 import type { ChecklistOutput } from './checklist/schema';
-import type { DataRoles } from '../kernel/roles';
+import type { DataRoles } from '../kernel/roleContracts';
 import type { Executable } from './rl/env/toolEnv';
 
 /** The generator's settings (`data.source` of kind demo, src/run/dataConfig.ts). */

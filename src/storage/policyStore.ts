@@ -15,7 +15,7 @@ import { CheckpointManifest, downloadCheckpoint, downloadHfFolder, withTempDir, 
 import { sha256, type ObjectRef, type ObjectStore } from './store';
 import { policyKey, PolicyRef } from '../run/layout';
 import { HfWeights, loadHfCheckpoint, modelFromSource, writeModelWeightsAsync } from '../model/formats/checkpoint';
-import { parseQwenConfig, type QwenConfig } from '../model/net/config';
+import { parseQwenConfig, type QwenConfig } from '../model/net/qwenConfig';
 import type { QwenModel } from '../model/net/qwen';
 import { openAdamWState, parseAdamWState, writeAdamWStateAsync, type AdamW, type AdamWState } from '../model/optim/adamw';
 import { serializeTensors, type WrittenFile } from '../model/formats/safetensorsWrite';

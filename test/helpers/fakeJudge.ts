@@ -1,7 +1,7 @@
 /** A fake LLM judge for the fake OpenAI server: answers one-item and batched judge prompts in their schemas. */
 import { createHash } from 'node:crypto';
 import { replies, type ChatBody, type FakeReply } from './fakeOpenAI';
-import { VERDICT_FIELDS } from '../../src/stages/rl/judge/prompt';
+import { VERDICT_FIELDS } from '../../src/stages/rl/judge/judgePrompt';
 
 const fields = (answer: boolean) => Object.fromEntries(VERDICT_FIELDS.map((f) => [f, f === 'answer' ? answer : 'fake analysis']));
 

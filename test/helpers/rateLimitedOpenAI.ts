@@ -15,7 +15,7 @@
 import { createHash } from 'node:crypto';
 import { canonicalJson } from '../../src/kernel/canonicalJson';
 import type { Example } from '../../src/kernel/schema';
-import { buildChecklistMessages } from '../../src/stages/checklist/prompt';
+import { buildChecklistMessages } from '../../src/stages/checklist/annotatorPrompt';
 import type { ChecklistOutput } from '../../src/stages/checklist/schema';
 import { offlineChecklist } from '../../src/demo/checklist';
 import { replies, startFakeOpenAI, type ChatBody, type FakeReply, type RecordedRequest } from './fakeOpenAI';

@@ -5,7 +5,7 @@ import { toStoredVariant, type AnnotatedExample } from '../../src/stages/checkli
 import type { Cm2Config } from '../../src/run/config';
 import { type ObjectStore } from '../../src/storage/store';
 import { runKey } from '../../src/run/layout';
-import { parseQwenConfig } from '../../src/model/net/config';
+import { parseQwenConfig } from '../../src/model/net/qwenConfig';
 import { QwenModel } from '../../src/model/net/qwen';
 import { offlineChecklist } from '../../src/demo/checklist';
 import { generateDemoDataset } from '../../src/demo/generator';

@@ -1,5 +1,5 @@
 /** Configs of the tiny parity fixtures (test/fixtures/tfjs-tiny-*), shared by scripts/make-tfjs-fixture.ts and the tests. */
-import type { QwenConfig } from '../../src/model/net/config';
+import type { QwenConfig } from '../../src/model/net/qwenConfig';
 
 const common = {
   vocab_size: 64, hidden_size: 32, intermediate_size: 48, num_hidden_layers: 2, num_attention_heads: 4, num_key_value_heads: 2,

@@ -12,7 +12,7 @@ import { connectClient } from '../../src/infra/temporal';
 import { startChecklist, startPrepare } from '../../src/cli/stages';
 import { checklistValidateCommand } from '../../src/cli/checklistCommand';
 import { FailedAnnotation } from '../../src/stages/checklist/activities';
-import { buildChecklistMessages } from '../../src/stages/checklist/prompt';
+import { buildChecklistMessages } from '../../src/stages/checklist/annotatorPrompt';
 import { AnnotatedExample, type ChecklistOutput } from '../../src/stages/checklist/schema';
 import { validateAnnotatedExample } from '../../src/stages/checklist/validate';
 import type { Example } from '../../src/kernel/schema';

@@ -27,7 +27,7 @@ import { BfclResults } from '../../src/stages/eval/bfcl/score';
 import { writeCheckpoint } from '../../src/storage/checkpoints';
 import { runKey } from '../../src/run/layout';
 import { saveHfCheckpoint } from '../../src/model/formats/checkpoint';
-import { parseQwenConfig } from '../../src/model/net/config';
+import { parseQwenConfig } from '../../src/model/net/qwenConfig';
 import { QwenModel } from '../../src/model/net/qwen';
 import { testConfig, testStore, uniqueId } from '../helpers/env';
 import { replies, startFakeOpenAI } from '../helpers/fakeOpenAI';

@@ -6,14 +6,14 @@
 import { test, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { ApplicationFailure } from '@temporalio/common';
-import { LlmConfig, type LlmRoleConfigInput } from '../../src/llm/config';
+import { LlmConfig, type LlmRoleConfigInput } from '../../src/llm/llmConfig';
 import { LlmClient, type ResponseCache } from '../../src/llm/client';
 import { toTemporalFailure, LLM_FATAL_TYPE, LLM_RETRYABLE_TYPE } from '../../src/llm/temporal';
 import { FILTER_JSON_SCHEMA } from '../../src/stages/prepare/llmFilter';
-import type { DataRoles } from '../../src/kernel/roles';
+import type { DataRoles } from '../../src/kernel/roleContracts';
 import type { Example } from '../../src/kernel/schema';
 import { replies, startFakeOpenAI, type Behaviour, type FakeOpenAI } from '../helpers/fakeOpenAI';
-import { CompressorRole, LlmFilterRole, makeDataRoles } from '../../src/stages/prepare/roles';
+import { CompressorRole, LlmFilterRole, makeDataRoles } from '../../src/stages/prepare/llmRoles';
 import { classifyLlmError, LlmFatalError, LlmRetryableError, parseRetryAfter } from '../../src/llm/errors';
 
 const servers: FakeOpenAI[] = [];

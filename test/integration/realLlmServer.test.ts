@@ -14,7 +14,7 @@ import { mkdtempSync, readFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { z } from 'zod';
-import { LlmConfig } from '../../src/llm/config';
+import { LlmConfig } from '../../src/llm/llmConfig';
 import { LlmClient } from '../../src/llm/client';
 import { FILTER_JSON_SCHEMA } from '../../src/stages/prepare/llmFilter';
 import { ToolEnvironment } from '../../src/stages/rl/env/toolEnv';

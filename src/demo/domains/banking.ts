@@ -1,7 +1,7 @@
 /** Banking domain: balances, recent transactions, transfers between accounts, currency conversion. */
 import { balanceOf, CURRENCY_CODES, exchangeRate, findAccount, transactionsOf, type Currency } from '../catalog';
 import { hash32 } from '../random';
-import { defineTools, fail, notFound, ok, round2, stringParam } from '../types';
+import { defineTools, fail, notFound, ok, round2, stringParam } from '../worldTypes';
 
 
 export const bankingTools = defineTools('banking', {

@@ -1,7 +1,7 @@
 /** Calendar domain: list a day's events, find free time, create an event. */
 import { clock, eventsOn, findDay, freeSlots, overlapping, parseClock, WORKDAY_END, WORKDAY_START } from '../catalog';
 import { hash32 } from '../random';
-import { defineTools, fail, notADay, ok, stringParam } from '../types';
+import { defineTools, fail, notADay, ok, stringParam } from '../worldTypes';
 
 const dayParam = stringParam('Day of the week, for example monday');
 const durationParam = { type: 'integer' as const, description: 'Length of the event in minutes', minimum: 15, maximum: 240, default: 60 };

@@ -9,7 +9,7 @@ import {
   PRODUCTS,
   searchProducts,
 } from '../catalog';
-import { defineTools, fail, notFound, ok, round2, stringParam } from '../types';
+import { defineTools, fail, notFound, ok, round2, stringParam } from '../worldTypes';
 
 const productIdParam = stringParam('Product id, for example p-101');
 

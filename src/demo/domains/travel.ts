@@ -1,7 +1,7 @@
 /** Travel domain: flight search, booking, and flight status. */
 import { CITY_NAMES, findCity, findDay, findFlight, flightsOn, flightStatus } from '../catalog';
 import { hash32 } from '../random';
-import { defineTools, fail, notADay, notFound, ok, stringParam } from '../types';
+import { defineTools, fail, notADay, notFound, ok, stringParam } from '../worldTypes';
 
 const flightIdParam = stringParam('Flight id, for example FL1234');
 

@@ -1,6 +1,6 @@
 /** Weather domain: current conditions and a short forecast for the catalogue's cities. */
 import { CITY_NAMES, currentWeather, findCity, forecast, toFahrenheit } from '../catalog';
-import { defineTools, notFound, ok, stringParam } from '../types';
+import { defineTools, notFound, ok, stringParam } from '../worldTypes';
 
 const cityParam = stringParam(`City name, for example ${CITY_NAMES.slice(0, 3).join(', ')}`);
 

@@ -1,6 +1,6 @@
 /** Banking dialogues: balances (single, parallel, after asking for the account), transactions, transfers, conversion. */
 import { ACCOUNT_IDS, balanceOf, CURRENCY_CODES, type Currency } from '../catalog';
-import { listText, resultOf, scenarioKit, type DraftTurn, type Scenario, type TurnContext } from './types';
+import { listText, resultOf, scenarioKit, type DraftTurn, type Scenario, type TurnContext } from './scenarioKit';
 
 interface Balance {
   account_id: string;

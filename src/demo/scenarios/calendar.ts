@@ -1,6 +1,6 @@
 /** Calendar dialogues: a day's events (one day, or two in parallel), find-a-slot-then-create (sequential), create at a time. */
 import { DAYS, NEW_EVENT_TITLES, overlapping, parseClock, clock, type Day } from '../catalog';
-import { listText, resultOf, scenarioKit, type DraftTurn, type Scenario, type TurnContext } from './types';
+import { listText, resultOf, scenarioKit, type DraftTurn, type Scenario, type TurnContext } from './scenarioKit';
 
 interface EventRow {
   event_id: string;

@@ -1,13 +1,13 @@
 /** All scenarios, plus the domain-free closing turn. */
-import type { Domain } from '../types';
+import type { Domain } from '../worldTypes';
 import { bankingScenarios } from './banking';
 import { calendarScenarios } from './calendar';
 import { shoppingScenarios } from './shopping';
 import { travelScenarios } from './travel';
-import { noToolTurn, type Scenario } from './types';
+import { noToolTurn, type Scenario } from './scenarioKit';
 import { weatherScenarios } from './weather';
 
-export * from './types';
+export * from './scenarioKit';
 
 /** "Thanks, that is all": a last turn that a correct assistant answers without any tool. */
 export const closingScenario: Scenario = {

@@ -1,7 +1,7 @@
 /** Shopping dialogues: search, search-then-order (sequential), details and orders of earlier results, order status. */
 import { existingOrders, PRODUCT_KINDS, searchProducts, type OrderFacts } from '../catalog';
-import type { ToolOutcome } from '../types';
-import { listText, resultOf, scenarioKit, type DraftTurn, type ExecutedCall, type Memory, type Scenario, type TurnContext } from './types';
+import type { ToolOutcome } from '../worldTypes';
+import { listText, resultOf, scenarioKit, type DraftTurn, type ExecutedCall, type Memory, type Scenario, type TurnContext } from './scenarioKit';
 
 interface ProductRow {
   product_id: string;

@@ -1,6 +1,6 @@
 /** Travel dialogues: flight search (one way, or both ways in parallel), search-then-book, booking from results, status. */
 import { CITY_NAMES, DAYS, flightsOn, PEOPLE, type CityName, type Day } from '../catalog';
-import { listText, resultOf, scenarioKit, type DraftTurn, type ExecutedCall, type Scenario, type TurnContext } from './types';
+import { listText, resultOf, scenarioKit, type DraftTurn, type ExecutedCall, type Scenario, type TurnContext } from './scenarioKit';
 
 interface FlightRow {
   flight_id: string;

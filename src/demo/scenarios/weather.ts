@@ -1,6 +1,6 @@
 /** Weather dialogues: current weather, comparing two cities (parallel calls), forecasts, and asking for the city. */
 import { CITY_NAMES, type CityName } from '../catalog';
-import { listText, resultOf, scenarioKit, type DraftTurn, type Scenario, type TurnContext } from './types';
+import { listText, resultOf, scenarioKit, type DraftTurn, type Scenario, type TurnContext } from './scenarioKit';
 
 interface WeatherResult {
   city: string;

@@ -8,7 +8,7 @@
  */
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { parseQwenConfig, type QwenConfig } from '../net/config';
+import { parseQwenConfig, type QwenConfig } from '../net/qwenConfig';
 import { QwenModel } from '../net/qwen';
 import { SafetensorsReader, type HeaderEntry } from './safetensors';
 import { shardsOfIndex, writeSafetensors, writeSafetensorsAsync, writeShardedSafetensors, type WrittenFile } from './safetensorsWrite';

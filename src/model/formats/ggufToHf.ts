@@ -6,7 +6,7 @@
 import { z } from 'zod';
 import { describeGgufValue, GgufFile, type GgufValue } from './gguf';
 import { HF_ARCHITECTURES } from './checkpoint';
-import { parseQwenConfig, type QwenConfig, qwenDims } from '../net/config';
+import { parseQwenConfig, type QwenConfig, qwenDims } from '../net/qwenConfig';
 import { type TensorSource } from './safetensors';
 import { paramSpecs } from '../net/params';
 

@@ -24,7 +24,7 @@ import { basename, join, resolve } from 'node:path';
 import { z } from 'zod';
 import { HF_ARCHITECTURES, HfWeights } from './checkpoint';
 import { cm2FormatSummary, formatCm2Summary, missingCm2Tokens, planCm2Format, withCm2Rows, type ChatFormat, type Cm2FormatPlan, type Cm2FormatSummary } from './cm2Format';
-import { parseQwenConfig, qwenDims, type QwenConfig, type QwenDims } from '../net/config';
+import { parseQwenConfig, qwenDims, type QwenConfig, type QwenDims } from '../net/qwenConfig';
 import { GgufFile } from './gguf';
 import { tokenizerFromGguf, type GgufTokenizer } from './ggufTokenizer';
 import { type TensorSource } from './safetensors';

@@ -6,7 +6,7 @@
  * updated buffer through its output, which also orders the two), attention over the cache's capacity with a bias
  * that masks unused and padded slots, SwiGLU MLP, LM head, and the greedy token with its log-probability.
  */
-import type { QwenDims } from './config';
+import type { QwenDims } from './qwenConfig';
 import { availableParallelism } from 'node:os';
 import { activeBackend } from './backend';
 import { forcedThreads, GraphBuilder, GraphSession } from './graph';

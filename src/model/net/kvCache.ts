@@ -5,7 +5,7 @@
  * a part shorter than the result gets empty slots after its own, which the caller masks out (keyMask 0).
  */
 import * as tf from '@tensorflow/tfjs';
-import type { QwenDims } from './config';
+import type { QwenDims } from './qwenConfig';
 import { CACHE_CHUNK, nativeCacheOf } from './nativeInference';
 import type { KVCache } from './forwardTypes';
 

@@ -4,7 +4,7 @@
  * graph (one graph run per generated token). The model owns the weights; this owns what is derived from them.
  */
 import * as tf from '@tensorflow/tfjs';
-import type { QwenDims } from './config';
+import type { QwenDims } from './qwenConfig';
 import { buildDecodeGraph, weightPlan, type DecodeGraph, type WeightPlan } from './decodeGraph';
 import type { GraphSession } from './graph';
 import { rawOps } from './native';

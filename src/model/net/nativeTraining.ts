@@ -3,7 +3,7 @@
  * chunks) and the training graphs of the whole decoder stack (trainGraph.ts), run forward and backward as a customGrad.
  */
 import * as tf from '@tensorflow/tfjs';
-import type { QwenDims } from './config';
+import type { QwenDims } from './qwenConfig';
 import { PARAM_NAMES, type LayerContext } from './layer';
 import { taping } from './native';
 import type { LayerVars } from './nativeInference';

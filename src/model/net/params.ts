@@ -1,5 +1,5 @@
 /** The parameters of a Qwen / Llama config, in a fixed order, with HF names and HF shapes; layout helpers. */
-import type { QwenDims } from './config';
+import type { QwenDims } from './qwenConfig';
 
 export type ParamKind = 'embed' | 'linear' | 'bias' | 'norm';
 export interface ParamSpec {

@@ -3,7 +3,7 @@
  * decoding) and the additive attention bias (causality and key padding) every path uses.
  */
 import * as tf from '@tensorflow/tfjs';
-import type { QwenDims } from './config';
+import type { QwenDims } from './qwenConfig';
 import { causalChunks } from './layer';
 import { matMul2d } from './ops';
 

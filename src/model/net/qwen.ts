@@ -30,7 +30,7 @@
  * matrix) and give the same numbers within float32 rounding.
  */
 import * as tf from '@tensorflow/tfjs';
-import { parseQwenConfig, qwenDims, type QwenConfig, type QwenDims } from './config';
+import { parseQwenConfig, qwenDims, type QwenConfig, type QwenDims } from './qwenConfig';
 import { greedyNll, isNative, materialize, taping, targetIndex } from './native';
 import { decoderLayer } from './layer';
 import { graphLength } from './trainGraph';

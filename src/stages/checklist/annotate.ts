@@ -10,10 +10,10 @@
  * (they contain the bad answer and the violations), and variants with identical prompts must get independent
  * samples; a retried activity re-sends the same requests and is answered from the response cache, never paid twice.
  */
-import { addUsage, zeroUsage, type Usage } from '../../kernel/roles';
+import { addUsage, zeroUsage, type Usage } from '../../kernel/roleContracts';
 import type { Example } from '../../kernel/schema';
 import type { ChatMessage, LlmAsk } from '../../llm/client';
-import { buildChecklistMessages, buildRepairMessage, CHECKLIST_JSON_SCHEMA, extractChecklistBlocks } from './prompt';
+import { buildChecklistMessages, buildRepairMessage, CHECKLIST_JSON_SCHEMA, extractChecklistBlocks } from './annotatorPrompt';
 import { toStoredVariant, type AnnotatedExample, type ChecklistOutput } from './schema';
 import { formatViolation, validateChecklist, violationsForRepair, type Violation } from './validate';
 

@@ -17,7 +17,7 @@
  */
 import { z } from 'zod';
 import { Example } from '../../kernel/schema';
-import { UsageSchema } from '../../kernel/roles';
+import { UsageSchema } from '../../kernel/roleContracts';
 
 export const EVIDENCE_FROM = [
   'user.content',

@@ -14,7 +14,7 @@
  *    each weight lies in [0, 1], no item depends on itself, dependencies have no cycles;
  *  - evidence pointers are checked against the dialogue: the pointer's turn is the item's turn, the step exists and
  *    is an assistant or tool message (never the user message at step 0), `from` fits that message's role, and the
- *    snippet occurs in the named part. The reference's labeller has to guess indices; ours sees them (prompt.ts).
+ *    snippet occurs in the named part. The reference's labeller has to guess indices; ours sees them (annotatorPrompt.ts).
  *  - A block that does not parse gets only its structure violations, but the other blocks are still checked, so
  *    one answer yields as many problems as possible and the repair loop needs fewer rounds.
  *

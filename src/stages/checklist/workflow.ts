@@ -8,7 +8,7 @@
  */
 import { setCurrentDetails } from '@temporalio/workflow';
 import type { ChecklistActivities, ChecklistReport } from './activities';
-import type { ChecklistWorkflowInput } from '../../run/types';
+import type { ChecklistWorkflowInput } from '../../run/workflowShapes';
 import { beginStage, boundedAll, endStage, stageActivities, stageProgressQuery } from '../../run/workflowUtil';
 
 /** The stage's progress query (`progress`, shared by every stage). */

@@ -8,7 +8,7 @@
 import { setCurrentDetails } from '@temporalio/workflow';
 import type { EvalActivities, EvalBfclSummary, EvalPolicy } from './activities';
 import type { EvalConfig } from '../../run/config';
-import type { ActivityTimeouts } from '../../run/types';
+import type { ActivityTimeouts } from '../../run/workflowShapes';
 import { beginStage, endStage, stageActivities } from '../../run/workflowUtil';
 
 export interface EvalWorkflowInput {

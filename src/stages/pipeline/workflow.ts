@@ -42,7 +42,7 @@ import type { sftWorkflow } from '../sft/workflow';
 import type { EvalResult, EvalWorkflowInput } from '../eval/workflow';
 import { pauseSignal, resumeSignal, stopSignal } from '../../run/control';
 import type { EvalPolicy } from '../eval/activities';
-import type { ActivityTimeouts, ChecklistWorkflowInput, PrepareWorkflowInput, SftWorkflowInput } from '../../run/types';
+import type { ActivityTimeouts, ChecklistWorkflowInput, PrepareWorkflowInput, SftWorkflowInput } from '../../run/workflowShapes';
 import { stageActivities } from '../../run/workflowUtil';
 
 export type PipelineStage = StageName;

@@ -13,18 +13,18 @@ import { ApplicationFailure } from '@temporalio/common';
 import { parseFileBytes } from './import';
 import { applyRuleFilters, DEFAULT_ENABLED_FILTERS, RULE_FILTERS } from './filters';
 import { reassembleCompressed } from './compression';
-import { addUsage, type DataRoles, type Usage, UsageSchema, zeroUsage } from '../../kernel/roles';
+import { addUsage, type DataRoles, type Usage, UsageSchema, zeroUsage } from '../../kernel/roleContracts';
 import { type DroppedRecord, type Example, type ImportError } from '../../kernel/schema';
 import { harderSampleDrop, seededSplit } from './split';
 import { computeStats } from './stats';
 import { DataSource } from '../../run/config';
-import { LlmConfig } from '../../llm/config';
+import { LlmConfig } from '../../llm/llmConfig';
 import { storeCache } from '../../storage/store';
 import { prepareKeys } from '../../run/layout';
 import type { OfflineWorld } from '../world';
 import { recordLlmUsage } from '../activityMetrics';
 import { type ActivityDeps, heartbeat, mapWithHeartbeat, once, parseInput, readShard, saveReport, shardName, ShardRef, writeShard } from '../activityKit';
-import { makeDataRoles } from './roles';
+import { makeDataRoles } from './llmRoles';
 
 // ---------- import ----------
 

@@ -1,6 +1,6 @@
 /**
  * Stage 1b — the LLM-based quality filter (spec §2.2), as pure prompt building, verdict parsing and
- * cascade bookkeeping. The call itself lives in src/llm/roles.ts; the offline stand-in in
+ * cascade bookkeeping. The call itself lives in src/llm/parseRetries.ts; the offline stand-in in
  * src/demo/offline.ts.
  *
  * The cascade: every pass asks the judge again (with a given reasoning effort) about the examples the
@@ -8,7 +8,7 @@
  * runs low, low, medium, medium, high, high, high, high.
  */
 import type { DropReason, Example } from '../../kernel/schema';
-import type { Effort, FilterVerdict } from '../../kernel/roles';
+import type { Effort, FilterVerdict } from '../../kernel/roleContracts';
 import { extractJson } from '../../kernel/jsonExtract';
 import { FilterCascade } from '../../run/config';
 import { type ChatMessage, systemThenUser, closedObject } from '../../llm/prompting';

@@ -12,7 +12,7 @@
 import { setCurrentDetails, workflowInfo } from '@temporalio/workflow';
 import type { PrepareActivities, PrepareReport, StepResult } from './activities';
 import type { ShardRef } from '../activityKit';
-import type { PrepareWorkflowInput } from '../../run/types';
+import type { PrepareWorkflowInput } from '../../run/workflowShapes';
 import { beginStage, boundedAll, endStage, phaseTracker, stageActivities, stageProgressQuery } from '../../run/workflowUtil';
 
 /** The stage's progress query (`progress`, shared by every stage). */

@@ -25,7 +25,7 @@ import { AnnotatedExample } from '../checklist/schema';
 import type { Example } from '../../kernel/schema';
 import { stepFolder, listCheckpointFolders, removeCheckpoint } from '../../storage/checkpoints';
 import { checkpointsToPrune } from '../../run/retention';
-import { isOnline } from '../../llm/config';
+import { isOnline } from '../../llm/llmConfig';
 import { ifExists } from '../../storage/store';
 import { rlKeys } from '../../run/layout';
 import { trainStep } from './trainActivity';

@@ -14,7 +14,7 @@ import { loadChatTokenizer, type ChatTokenizer } from '../../chat/tokenize';
 import { canonicalJson } from '../../kernel/canonicalJson';
 import { type JudgeTotals } from '../../kernel/counts';
 import { resolveFromRoot } from '../../infra/binaries';
-import { isOnline, type LlmConfig } from '../../llm/config';
+import { isOnline, type LlmConfig } from '../../llm/llmConfig';
 import { selectBackend } from '../../model/net/backend';
 import type { RlConfig } from '../../run/config';
 import { rlKeys } from '../../run/layout';
@@ -31,7 +31,7 @@ import { Judge, type JudgeConfig, judgeConfigOf, withJudgeDefaults } from './jud
 import { judgePending } from './judge/phase';
 import { advanceRollouts, applyTurnDecisions, initRollouts, type RolloutLimits } from './rollout';
 import { RolloutFile, type PhaseResult, type RlJudgeInput, type RlRolloutInput } from './shapes';
-import type { Rollout } from './types';
+import type { Rollout } from './rolloutSchema';
 
 export interface RlDeps extends ActivityDeps {
   /** The offline world, whose tools RL may execute instead of simulating (`rl.executableTools`, src/stages/world.ts). */

@@ -33,7 +33,7 @@ import type { QwenModel } from '../../model/net/qwen';
 import type { ChecklistVariant } from '../checklist/schema';
 import { turnSpans } from '../checklist/steps';
 import { turnDecision } from './algo/rewards';
-import type { EndReason, Rollout } from './types';
+import type { EndReason, Rollout } from './rolloutSchema';
 import { rawCallArguments, type ToolArguments } from './env/arguments';
 
 export interface RolloutLimits {

@@ -4,13 +4,13 @@
  */
 import { z } from 'zod';
 import { Granularity, RlConfig, RlHyperparameters } from '../../run/config';
-import { LlmConfig } from '../../llm/config';
+import { LlmConfig } from '../../llm/llmConfig';
 import { PolicyRef } from '../../run/layout';
 import { type JudgeTotals, zeroJudgeTotals } from '../../kernel/counts';
 import { Counts } from './algo/batch';
-import { Rollout } from './types';
+import { Rollout } from './rolloutSchema';
 import type { DataCursor } from '../../kernel/dataOrder';
-import type { ActivityTimeouts } from '../../run/types';
+import type { ActivityTimeouts } from '../../run/workflowShapes';
 
 export const RlDataInput = z.object({
   runId: z.string(),

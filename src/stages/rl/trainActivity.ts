@@ -23,7 +23,7 @@ import type { ObjectStore } from '../../storage/store';
 import { joinAdvantages, type RolloutAdvantages } from './algo/advantages';
 import { GrpoTrainer, type GrpoSequence, type GrpoStepConfig } from './grpo';
 import { AdvantagesFile, RolloutFile, type RlTrainInput, type RlTrainResult } from './shapes';
-import type { Rollout } from './types';
+import type { Rollout } from './rolloutSchema';
 
 type TrainInput = z.infer<typeof RlTrainInput>;
 

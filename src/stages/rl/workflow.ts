@@ -42,12 +42,12 @@ import { CM2_MEAN_REWARD, CM2_STATE, CM2_STEP, rlKeys } from '../../run/layout';
 import type { RlConfig, RlHyperparameters } from '../../run/config';
 import { takeBatch, type DataCursor } from '../../kernel/dataOrder';
 import { chunkRanges } from '../../kernel/chunks';
-import type { StageProgress } from '../../run/types';
+import type { StageProgress } from '../../run/workflowShapes';
 import { pauseSignal, resumeSignal, stopSignal } from '../../run/control';
 import { beginStage, endStage, stageActivities } from '../../run/workflowUtil';
 import type { PolicyRef } from '../../run/layout';
 import { addCounts, zeroJudgeTotals } from '../../kernel/counts';
-import { recordRlEval, recordRlStep } from '../../run/metrics';
+import { recordRlEval, recordRlStep } from '../../run/workflowMetrics';
 import { checkpointsToKeep, minimumKept } from '../../run/retention';
 import { validateHyperparameters } from '../../run/hyperparameters';
 

@@ -20,7 +20,7 @@ import { SftConfig } from '../../run/config';
 import { ObjectRef, type ObjectStore } from '../../storage/store';
 import { sftKeys } from '../../run/layout';
 import { selectBackend } from '../../model/net/backend';
-import { parseQwenConfig } from '../../model/net/config';
+import { parseQwenConfig } from '../../model/net/qwenConfig';
 import { QwenModel } from '../../model/net/qwen';
 import { hfConfigJson, loadHfCheckpoint } from '../../model/formats/checkpoint';
 import { applySpecialTokenInit, SPECIAL_TOKEN_SOURCES } from '../../model/net/specialTokens';

@@ -5,7 +5,7 @@
  */
 import { patched, setCurrentDetails } from '@temporalio/workflow';
 import type { SftActivities, SftEvalResult, SftReport } from './activities';
-import type { SftWorkflowInput } from '../../run/types';
+import type { SftWorkflowInput } from '../../run/workflowShapes';
 import { chunkCount } from '../../kernel/chunks';
 import { beginStage, endStage, stageActivities, stageProgressQuery } from '../../run/workflowUtil';
 

@@ -4,7 +4,7 @@ import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import { z } from 'zod';
 import { ChecklistConfig, Cm2Config, DataConfig, DataSource, loadConfig, RlHyperparameters, S3Config, SftBase } from '../../../src/run/config';
-import { LlmRoleConfig } from '../../../src/llm/config';
+import { LlmRoleConfig } from '../../../src/llm/llmConfig';
 import { configReference, readmeWithReference, REFERENCE_END, REFERENCE_START, WELL_KNOWN_ENV } from '../../../src/cli/configReference';
 import { REPO } from '../../helpers/paths';
 

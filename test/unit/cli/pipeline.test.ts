@@ -2,7 +2,7 @@
 import { describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { buildReport, type RunSources } from '../../../src/report/collect';
-import { ReportData } from '../../../src/report/types';
+import { ReportData } from '../../../src/report/reportData';
 import { addPassByFocus } from '../../../src/stages/rl/algo/rewards';
 import { summarize } from '../../../src/stages/pipeline/workflow';
 import { toStoredVariant } from '../../../src/stages/checklist/schema';

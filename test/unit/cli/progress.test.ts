@@ -7,7 +7,7 @@ import assert from 'node:assert/strict';
 import { temporal } from '@temporalio/proto';
 import { formatProgress, progressBar } from '../../../src/cli/stages';
 import { activityNotes, heartbeatText, pendingView, shortDuration, withHeartbeatCount, workflowQueueNote, type PendingView } from '../../../src/cli/watch';
-import type { StageProgress } from '../../../src/run/types';
+import type { StageProgress } from '../../../src/run/workflowShapes';
 import { phaseTracker } from '../../../src/run/workflowUtil';
 
 const progress = (over: Partial<StageProgress> = {}): StageProgress => ({ stage: 'prepare', phase: 'rule_filter', done: 2, total: 5, counts: { imported: 40 }, ...over });

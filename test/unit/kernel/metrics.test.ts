@@ -1,9 +1,9 @@
-/** The project's metric catalogue (src/kernel/metrics.ts): Prometheus-valid names, counters named `_total`, and every metric documented. */
+/** The project's metric catalogue (src/kernel/metricNames.ts): Prometheus-valid names, counters named `_total`, and every metric documented. */
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
-import { CM2_METRICS } from '../../../src/kernel/metrics';
+import { CM2_METRICS } from '../../../src/kernel/metricNames';
 import { REPO } from '../../helpers/paths';
 
 test('every cm2 metric has a Prometheus name, counters end in _total, and docs/observability.md documents each with its labels', () => {

@@ -6,8 +6,8 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { LlmClient } from '../../../src/llm/client';
-import { LlmConfig } from '../../../src/llm/config';
-import type { Usage } from '../../../src/kernel/roles';
+import { LlmConfig } from '../../../src/llm/llmConfig';
+import type { Usage } from '../../../src/kernel/roleContracts';
 import { replies, startFakeOpenAI } from '../../helpers/fakeOpenAI';
 
 test('onUsage: a paid answer with its tokens and cost, the same request again from the cache as a free hit; a throwing hook is ignored', async () => {

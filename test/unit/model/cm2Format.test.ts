@@ -26,7 +26,7 @@ import type { Example } from '../../../src/kernel/schema';
 import { SftConfig } from '../../../src/run/config';
 import { selectBackend } from '../../../src/model/net/backend';
 import { loadHfCheckpoint, saveHfCheckpoint } from '../../../src/model/formats/checkpoint';
-import { parseQwenConfig } from '../../../src/model/net/config';
+import { parseQwenConfig } from '../../../src/model/net/qwenConfig';
 import { generate } from '../../../src/model/net/generate';
 import { formatImportSummary, importGguf, importHfFolder } from '../../../src/model/formats/modelImport';
 import { QwenModel } from '../../../src/model/net/qwen';

@@ -6,7 +6,7 @@
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import * as tf from '@tensorflow/tfjs';
-import type { QwenConfig } from '../../../src/model/net/config';
+import type { QwenConfig } from '../../../src/model/net/qwenConfig';
 import { DecodeSession, decodeAsync, type DecodeRequest } from '../../../src/model/net/decodeSession';
 import { DecodePool } from '../../../src/model/net/decodePool';
 import { kvBytesPerSlot } from '../../../src/model/net/kvCache';

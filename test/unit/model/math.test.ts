@@ -2,7 +2,7 @@ import { before, test } from 'node:test';
 import assert from 'node:assert/strict';
 import * as tf from '@tensorflow/tfjs';
 import { BackendUnavailableError, selectBackend } from '../../../src/model/net/backend';
-import type { QwenConfig } from '../../../src/model/net/config';
+import type { QwenConfig } from '../../../src/model/net/qwenConfig';
 import { generate, sampleToken } from '../../../src/model/net/generate';
 import { matMul2d, scatterAddRows, useReferenceOps } from '../../../src/model/net/ops';
 import { QwenModel } from '../../../src/model/net/qwen';

@@ -9,7 +9,7 @@ import { join } from 'node:path';
 import * as tf from '@tensorflow/tfjs';
 import { readNativeStatus } from '../../../src/model/net/backend';
 import { loadHfCheckpoint } from '../../../src/model/formats/checkpoint';
-import type { QwenConfig } from '../../../src/model/net/config';
+import type { QwenConfig } from '../../../src/model/net/qwenConfig';
 import { TINY_FIXTURE_SEED, tinyFixtureConfigs } from '../../helpers/tinyFixtures';
 import { generate } from '../../../src/model/net/generate';
 import { useReferenceOps } from '../../../src/model/net/ops';

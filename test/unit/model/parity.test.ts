@@ -8,7 +8,7 @@ import { modelLogitsCommand } from '../../../src/cli/modelCommand';
 import { loadHfCheckpoint, readHfConfig, saveHfCheckpoint } from '../../../src/model/formats/checkpoint';
 import { TINY_FIXTURE_SEED, tinyFixtureConfigs } from '../../helpers/tinyFixtures';
 import { QwenModel } from '../../../src/model/net/qwen';
-import { parseQwenConfig, qwenDims } from '../../../src/model/net/config';
+import { parseQwenConfig, qwenDims } from '../../../src/model/net/qwenConfig';
 import { f16ToF32, parseSafetensors } from '../../../src/model/formats/safetensors';
 import { serializeSafetensors } from '../../../src/model/formats/safetensorsWrite';
 import { FIXTURES } from '../../helpers/paths';

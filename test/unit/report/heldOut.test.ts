@@ -7,7 +7,7 @@ import { describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { buildReport, heldOutSummary, lastEvalEpisodes, type RlRow, type RunSources } from '../../../src/report/collect';
 import { renderReport } from '../../../src/report/html';
-import { ReportData } from '../../../src/report/types';
+import { ReportData } from '../../../src/report/reportData';
 import { formatFailed, formatMeanSe, promptMeanStats } from '../../../src/kernel/heldOut';
 import { summarize } from '../../../src/stages/pipeline/workflow';
 import { heldOutLine } from '../../../src/cli/runStatus';

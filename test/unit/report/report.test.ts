@@ -4,7 +4,7 @@ import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { renderReport } from '../../../src/report/html';
 import { escapeXml, lineChart, svgOpen } from '../../../src/report/svg';
-import { ReportData, type ReportDataInput } from '../../../src/report/types';
+import { ReportData, type ReportDataInput } from '../../../src/report/reportData';
 import { barChart, groupedBarChart, stackedBarChart } from '../../../src/report/barChart';
 import { formatSeconds, formatValue, movingAverage, niceScale } from '../../../src/report/format';
 import { FIXTURES } from '../../helpers/paths';

@@ -8,7 +8,7 @@ import assert from 'node:assert/strict';
 import { Cm2Config } from '../../../src/run/config';
 import { renderReport } from '../../../src/report/html';
 import { granularitySummaries, seApart, StudyResult, studyMarkdown, studyReportData, upsertStudyBlock, type StudyPolicy } from '../../../src/report/study';
-import { ReportData } from '../../../src/report/types';
+import { ReportData } from '../../../src/report/reportData';
 
 const policy = (over: Partial<StudyPolicy> & Pick<StudyPolicy, 'label' | 'kind' | 'mean'>): StudyPolicy => ({
   runId: `s-${over.label}`,

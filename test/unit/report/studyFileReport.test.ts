@@ -3,7 +3,7 @@ import test from 'node:test';
 import { renderReport } from '../../../src/report/html';
 import { emptyStudyFile, paired, withPolicy, type StudyFilePolicy } from '../../../src/report/studyFile';
 import { studyFileReportData, studyFileSvgs } from '../../../src/report/studyFileReport';
-import { ReportData } from '../../../src/report/types';
+import { ReportData } from '../../../src/report/reportData';
 
 const prompts = ['u1', 'u2', 'u3', 'u4'];
 const policy = (kind: StudyFilePolicy['kind'], rewards: number[], extra: Partial<StudyFilePolicy> = {}): StudyFilePolicy => ({

@@ -11,7 +11,7 @@ import type { MetricCounter, MetricGauge, MetricHistogram, MetricMeter, MetricTa
 import { recordJudgePhase, recordLlmUsage, recordRlBatch } from '../../../src/stages/activityMetrics';
 import { once } from '../../../src/stages/activityKit';
 import type { ObjectStore } from '../../../src/storage/store';
-import { zeroUsage } from '../../../src/kernel/roles';
+import { zeroUsage } from '../../../src/kernel/roleContracts';
 import { zeroJudgeTotals } from '../../../src/kernel/counts';
 
 interface Added {

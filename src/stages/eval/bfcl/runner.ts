@@ -25,7 +25,7 @@ import { promptIds, type ChatTokenizer } from '../../../chat/tokenize';
 import type { Message } from '../../../kernel/schema';
 import { PLACEHOLDER_API_KEY, Semaphore, type ResponseCache } from '../../../llm/client';
 import { canonicalJson } from '../../../kernel/canonicalJson';
-import { LlmRoleConfig } from '../../../llm/config';
+import { LlmRoleConfig } from '../../../llm/llmConfig';
 import { generateAsync } from '../../../model/net/generate';
 import type { QwenModel } from '../../../model/net/qwen';
 import { answerFileName, categoryKind, discoverCategories, questionFileName, unsupportedReason } from './categories';

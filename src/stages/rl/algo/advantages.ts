@@ -41,7 +41,7 @@
  */
 import type { ChecklistVariant, StoredItem } from '../../checklist/schema';
 import { scoreOf, type RolloutScore } from './rewards';
-import type { RolloutVerdicts, Verdict } from '../types';
+import type { RolloutVerdicts, Verdict } from '../rolloutSchema';
 import { type Granularity } from '../../../run/config';
 
 /** One group member as the estimators need it. */

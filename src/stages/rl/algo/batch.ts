@@ -8,7 +8,7 @@ import type { ChecklistVariant } from '../../checklist/schema';
 import { computeAdvantages } from './advantages';
 import { promptMeanStats } from '../../../kernel/heldOut';
 import { addPassByFocus, scoreRollout } from './rewards';
-import { type Rollout } from '../types';
+import { type Rollout } from '../rolloutSchema';
 import { Granularity } from '../../../run/config';
 
 /** Rollouts by status. */

@@ -19,7 +19,7 @@
  *   `turn_control` (a majority of variants left a required item unsatisfied).
  */
 import type { ChecklistVariant, StoredItem } from '../../checklist/schema';
-import type { RolloutVerdicts, TurnVerdicts, Verdict } from '../types';
+import type { RolloutVerdicts, TurnVerdicts, Verdict } from '../rolloutSchema';
 
 /** Item c is satisfied in the turn: judged true at some step (OR over steps). */
 export function itemSatisfied(steps: Verdict[][], c: number): boolean {

@@ -1,7 +1,7 @@
 /** The tool simulator's prompt, sampling defaults and answer parsing (spec §6.3 step 5). */
 import { isPyObject, parsePyJson, pyDumps, type PyJson, pyTypeName } from '../../../kernel/pyjson';
 import { stripLoneSurrogates } from '../../../chat/toolCalls';
-import { LlmConfig, withSamplingDefaults } from '../../../llm/config';
+import { LlmConfig, withSamplingDefaults } from '../../../llm/llmConfig';
 
 /** Our wording of the paper's "Prompt for Tool Simulation" (§6.3). */
 export const SIMULATOR_SYSTEM_PROMPT = [

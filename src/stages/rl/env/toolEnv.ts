@@ -34,13 +34,13 @@
  * Sampling (§6.3: temperature 0.6, top_p 0.8, 8000 max tokens): the LLM client only sends what the role config
  * sets, so those defaults live in the config — `withSimulatorDefaults(llmConfig)` fills whichever are unset.
  */
-import type { Usage } from '../../../kernel/roles';
+import type { Usage } from '../../../kernel/roleContracts';
 import type { Example } from '../../../kernel/schema';
 import { stripLoneSurrogates } from '../../../chat/toolCalls';
 import type { LlmAsk } from '../../../llm/client';
-import { isOnline } from '../../../llm/config';
+import { isOnline } from '../../../llm/llmConfig';
 import { LlmFatalError } from '../../../llm/errors';
-import { withParseRetries } from '../../../llm/roles';
+import { withParseRetries } from '../../../llm/parseRetries';
 import { canonical, fromJs, hasOwn, isPyObject, isRecord, pyDumps, type PyJson, type PyObject, pyTypeName, toJs } from '../../../kernel/pyjson';
 import { type Checker, compileChecker, RawArguments, readArguments, type ToolArguments } from './arguments';
 import { parseSimulation, SIMULATION_JSON_SCHEMA, SIMULATOR_SYSTEM_PROMPT } from './simulator';

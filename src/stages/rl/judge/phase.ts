@@ -6,7 +6,7 @@
 import type { ChecklistVariant, StoredItem } from '../../checklist/schema';
 import { judgeViewAt, type JudgeView } from '../../checklist/check';
 import { turnSpans } from '../../checklist/steps';
-import type { Rollout, TurnVerdicts, Verdict } from '../types';
+import type { Rollout, TurnVerdicts, Verdict } from '../rolloutSchema';
 import { addCounts, type JudgeTotals, zeroJudgeTotals } from '../../../kernel/counts';
 
 export interface StepJudge {

@@ -1,9 +1,9 @@
 import { describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { annotateVariant, annotatorAsk, checklistCacheSalt, LlmChecklistAnnotator, OfflineChecklistAnnotator, type Ask } from '../../../../src/stages/checklist/annotate';
-import { buildChecklistMessages, CHECKLIST_JSON_SCHEMA, extractChecklistBlocks, renderConversation } from '../../../../src/stages/checklist/prompt';
+import { buildChecklistMessages, CHECKLIST_JSON_SCHEMA, extractChecklistBlocks, renderConversation } from '../../../../src/stages/checklist/annotatorPrompt';
 import { fromStoredVariant, type ChecklistOutput } from '../../../../src/stages/checklist/schema';
-import { zeroUsage } from '../../../../src/kernel/roles';
+import { zeroUsage } from '../../../../src/kernel/roleContracts';
 import type { ChatRequest, LlmAsk } from '../../../../src/llm/client';
 import { generateDemoDataset } from '../../../../src/demo/generator';
 import { offlineChecklist, OFFLINE_ANNOTATOR } from '../../../../src/demo/checklist';

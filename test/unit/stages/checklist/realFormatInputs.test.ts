@@ -14,10 +14,10 @@ import { partTexts } from '../../../../src/stages/checklist/steps';
 import { validateAnnotatedExample, validateChecklist, type Violation } from '../../../../src/stages/checklist/validate';
 import { applyRuleFilters, RULE_FILTER_NAMES } from '../../../../src/stages/prepare/filters';
 import { parseFileBytes, parseJsonlText } from '../../../../src/stages/prepare/import';
-import { zeroUsage } from '../../../../src/kernel/roles';
+import { zeroUsage } from '../../../../src/kernel/roleContracts';
 import type { Example } from '../../../../src/kernel/schema';
 import { judgedStepHasToolCallError } from '../../../../src/stages/rl/judge/judge';
-import { judgeAssistantFields, renderJudgeMessages } from '../../../../src/stages/rl/judge/render';
+import { judgeAssistantFields, renderJudgeMessages } from '../../../../src/stages/rl/judge/judgeView';
 import { snippetOccurs } from '../../../../src/stages/checklist/evidence';
 
 // ---------------------------------------------------------------------------------------------------------------

@@ -1,6 +1,6 @@
 import { describe, test } from 'node:test';
 import assert from 'node:assert/strict';
-import { renderChecklist, renderViolations, wrapText } from '../../../../src/stages/checklist/render';
+import { renderChecklist, renderViolations, wrapText } from '../../../../src/stages/checklist/showChecklist';
 import { toStoredVariant, type AnnotatedExample, type ChecklistItem, type ChecklistOutput } from '../../../../src/stages/checklist/schema';
 import { formatViolation, validateAnnotatedExample, validateChecklist, violationsForRepair, type Violation } from '../../../../src/stages/checklist/validate';
 import { goodExample } from '../../../fixtures/dialogues';

@@ -9,7 +9,7 @@ import { chunkExamples, mergeChunkFiles, planChunks, type BfclChunkFile } from '
 import { evaluateBfcl, ModelPolicy, ReferencePolicy } from '../../../../src/stages/eval/bfcl/runner';
 import { bfclDataDir } from '../../../../src/infra/binaries';
 import { loadChatTokenizer } from '../../../../src/chat/tokenize';
-import { parseQwenConfig } from '../../../../src/model/net/config';
+import { parseQwenConfig } from '../../../../src/model/net/qwenConfig';
 import { QwenModel } from '../../../../src/model/net/qwen';
 import { selectBackend } from '../../../../src/model/net/backend';
 import { chunkCount } from '../../../../src/kernel/chunks';

@@ -9,7 +9,7 @@ import path from 'node:path';
 import * as tf from '@tensorflow/tfjs';
 import { loadChatTokenizer } from '../../../../src/chat/tokenize';
 import { generateDemoDataset } from '../../../../src/demo/generator';
-import { parseQwenConfig } from '../../../../src/model/net/config';
+import { parseQwenConfig } from '../../../../src/model/net/qwenConfig';
 import { generate } from '../../../../src/model/net/generate';
 import { QwenModel } from '../../../../src/model/net/qwen';
 import { advanceRollouts, episodeSeed, initRollouts, type RolloutLimits, type ToolExecutor } from '../../../../src/stages/rl/rollout';

@@ -4,14 +4,14 @@ import { judgeViewAt, type JudgeView } from '../../../../src/stages/checklist/ch
 import type { StoredItem } from '../../../../src/stages/checklist/schema';
 import type { Message } from '../../../../src/kernel/schema';
 import { LlmClient } from '../../../../src/llm/client';
-import { LlmConfig, type LlmRoleConfigInput } from '../../../../src/llm/config';
+import { LlmConfig, type LlmRoleConfigInput } from '../../../../src/llm/llmConfig';
 import { JUDGE_PROMPT_VERSION, Judge, JudgeConfig, withJudgeDefaults, type VerdictCache } from '../../../../src/stages/rl/judge/judge';
 import type { StepJudge } from '../../../../src/stages/rl/judge/phase';
-import type { Verdict } from '../../../../src/stages/rl/types';
+import type { Verdict } from '../../../../src/stages/rl/rolloutSchema';
 import { replies, startFakeOpenAI, type Behaviour, type FakeOpenAI, type RecordedRequest } from '../../../helpers/fakeOpenAI';
 import { assistant, call, goodExample, tool, user } from '../../../fixtures/dialogues';
-import { JUDGE_JSON_SCHEMA, judgeBatchJsonSchema, judgeBatchPrompt, judgePrompt, parseJudgeBatchAnswer, VERDICT_FIELDS } from '../../../../src/stages/rl/judge/prompt';
-import { renderJudgeMessages } from '../../../../src/stages/rl/judge/render';
+import { JUDGE_JSON_SCHEMA, judgeBatchJsonSchema, judgeBatchPrompt, judgePrompt, parseJudgeBatchAnswer, VERDICT_FIELDS } from '../../../../src/stages/rl/judge/judgePrompt';
+import { renderJudgeMessages } from '../../../../src/stages/rl/judge/judgeView';
 import { LlmFatalError, LlmRetryableError } from '../../../../src/llm/errors';
 import { addCounts, zeroJudgeTotals } from '../../../../src/kernel/counts';
 

@@ -7,7 +7,7 @@
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import * as tf from '@tensorflow/tfjs';
-import type { QwenConfig } from '../../../../src/model/net/config';
+import type { QwenConfig } from '../../../../src/model/net/qwenConfig';
 import { DecodeSession, decodeAsync } from '../../../../src/model/net/decodeSession';
 import { QwenModel } from '../../../../src/model/net/qwen';
 import { Rng } from '../../../../src/model/net/random';

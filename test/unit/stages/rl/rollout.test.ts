@@ -7,7 +7,7 @@ import type { Example } from '../../../../src/kernel/schema';
 import { judgePending, pendingJudgements, type StepJudge } from '../../../../src/stages/rl/judge/phase';
 import { applyTurnDecisions, episodeSeed, initRollouts, mixSeed, promptMessages, type RolloutLimits } from '../../../../src/stages/rl/rollout';
 import { chunkRanges } from '../../../../src/kernel/chunks';
-import type { Rollout } from '../../../../src/stages/rl/types';
+import type { Rollout } from '../../../../src/stages/rl/rolloutSchema';
 import { zeroJudgeTotals } from '../../../../src/kernel/counts';
 import { offlineChecklist } from '../../../../src/demo/checklist';
 import { generateDemoDataset } from '../../../../src/demo/generator';

@@ -8,7 +8,7 @@ import { after, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import type { Example } from '../../../../src/kernel/schema';
 import { LlmClient } from '../../../../src/llm/client';
-import { LlmConfig } from '../../../../src/llm/config';
+import { LlmConfig } from '../../../../src/llm/llmConfig';
 import { LlmFatalError } from '../../../../src/llm/errors';
 import { ConfigError, parseConfig } from '../../../../src/run/config';
 import { rlInput } from '../../../../src/cli/stages';

@@ -7,7 +7,7 @@ import assert from 'node:assert/strict';
 import type { Example } from '../../../../src/kernel/schema';
 import { parseToolCalls } from '../../../../src/chat/toolCalls';
 import { LlmClient, type ResponseCache } from '../../../../src/llm/client';
-import { LlmConfig, type LlmRoleConfigInput } from '../../../../src/llm/config';
+import { LlmConfig, type LlmRoleConfigInput } from '../../../../src/llm/llmConfig';
 import { CITY_NAMES } from '../../../../src/demo/catalog';
 import { executeTool, toolResultText, toolSchema } from '../../../../src/demo/tools';
 import { ToolEnvironment, type ToolResult } from '../../../../src/stages/rl/env/toolEnv';

@@ -4,7 +4,7 @@ import path from 'node:path';
 import { evaluateToolCalls, firstCallTarget, generateToolCalls, scoreToolCall, summarizeToolCalls, toolCallTargets } from '../../../../src/stages/sft/evaluate';
 import { loadChatTokenizer } from '../../../../src/chat/tokenize';
 import { selectBackend } from '../../../../src/model/net/backend';
-import { parseQwenConfig } from '../../../../src/model/net/config';
+import { parseQwenConfig } from '../../../../src/model/net/qwenConfig';
 import { QwenModel } from '../../../../src/model/net/qwen';
 import { TINY_POLICY } from '../../../helpers/rlFixture';
 import { sparkline } from '../../../../src/cli/sftCommand';

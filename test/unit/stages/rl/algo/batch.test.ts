@@ -9,7 +9,7 @@ import { scoreRollout, trajectoryReward, turnRewards } from '../../../../../src/
 import { computeAdvantages } from '../../../../../src/stages/rl/algo/advantages';
 import { summarise, summariseBatch } from '../../../../../src/stages/rl/algo/batch';
 import { Granularity, RlConfig } from '../../../../../src/run/config';
-import type { Rollout, RolloutVerdicts } from '../../../../../src/stages/rl/types';
+import type { Rollout, RolloutVerdicts } from '../../../../../src/stages/rl/rolloutSchema';
 
 const item = (id: string, weight: number, deps: string[] = []): StoredItem => ({
   id, evidence: [], focus_on: id === 'a' ? 'assistant.tool_calls' : 'assistant.content.user_visible_reply', question: `${id}?`, pass_condition: `${id}`, failure_examples: [],

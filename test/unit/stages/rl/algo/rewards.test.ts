@@ -3,7 +3,7 @@ import assert from 'node:assert/strict';
 import type { ChecklistVariant, StoredItem } from '../../../../../src/stages/checklist/schema';
 import { itemSatisfied, reachedTurns, rolloutFailed, trajectoryReward, turnDecision, turnReward, turnRewards } from '../../../../../src/stages/rl/algo/rewards';
 import { computeAdvantages, stepAdvantages, trajectoryAdvantages, turnAdvantages, type GroupMember } from '../../../../../src/stages/rl/algo/advantages';
-import type { RolloutVerdicts, TurnVerdicts, Verdict } from '../../../../../src/stages/rl/types';
+import type { RolloutVerdicts, TurnVerdicts, Verdict } from '../../../../../src/stages/rl/rolloutSchema';
 
 // ---- fixtures -------------------------------------------------------------------------------------------------
 

@@ -1,5 +1,5 @@
 /**
- * The project's own metrics: names, kinds, labels and meanings, in one place (the recorders in src/run/metrics.ts and
+ * The project's own metrics: names, kinds, labels and meanings, in one place (the recorders in src/run/workflowMetrics.ts and
  * src/stages/activityMetrics.ts, and docs/observability.md, follow this list). They are emitted through
  * the Temporal SDK's metric meter, so they appear on the worker's Prometheus endpoint (`cm2 worker --metrics ADDR`)
  * next to the SDK's own `temporal_*` metrics; without an endpoint the SDK's meter is a no-op.

@@ -6,7 +6,7 @@
  */
 import type { Rng } from '../random';
 import { executeTool } from '../tools';
-import type { Domain, JsonValue, ToolOutcome } from '../types';
+import type { Domain, JsonValue, ToolOutcome } from '../worldTypes';
 import type { CityName, Day } from '../catalog';
 
 /** A tool call as the assistant made it, with the world's answer. */

@@ -7,7 +7,7 @@
  * it must never fail a workflow task.
  */
 import { metricMeter } from '@temporalio/workflow';
-import { CM2_METRICS, type MetricSpec } from '../kernel/metrics';
+import { CM2_METRICS, type MetricSpec } from '../kernel/metricNames';
 
 function setGauge(spec: MetricSpec, value: number, tags: Record<string, string>): void {
   // The SDK's gauges take non-negative values; anything else is not worth a failed workflow task.

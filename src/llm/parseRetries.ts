@@ -2,7 +2,7 @@
  * Asking a role until its answer parses, as every LLM-backed role does (the prepare stage's filter and compressor,
  * the checklist annotator, the RL judge and tool simulator).
  *
- * Error contract (see src/kernel/roles.ts): an answer that cannot be parsed after `maxParseAttempts`
+ * Error contract (see src/kernel/roleContracts.ts): an answer that cannot be parsed after `maxParseAttempts`
  * attempts is *returned* as `{ ok: false }`; transport failures *propagate* as LlmRetryableError /
  * LlmFatalError, for the activity to convert with toTemporalFailure.
  *
@@ -10,7 +10,7 @@
  * `<salt>/parse-retry-<k-1>` after), so a parse retry asks the model again instead of replaying the bad
  * answer from the cache, while a retried activity replays every attempt it already paid for.
  */
-import { addUsage, zeroUsage, type RoleOutcome } from '../kernel/roles';
+import { addUsage, zeroUsage, type RoleOutcome } from '../kernel/roleContracts';
 import type { ChatRequest, LlmAsk } from './client';
 
 type Parsed<T> = { ok: true; value: T } | { ok: false; error: string };

@@ -1,14 +1,14 @@
 /**
- * The stage 1–2 roles (src/kernel/roles.ts) on an LLM endpoint, and the per-role choice between them and the offline
+ * The stage 1–2 roles (src/kernel/roleContracts.ts) on an LLM endpoint, and the per-role choice between them and the offline
  * implementations (src/demo/offline.ts, injected).
  */
 import { buildCompressionMessages, COMPRESSION_JSON_SCHEMA, countAssistantMessages, parseCompression } from './compression';
-import { type CompressorRole as CompressorContract, type DataRoles, type Effort, type FilterVerdict, type LlmFilterRole as FilterContract, type RoleOutcome, zeroUsage } from '../../kernel/roles';
+import { type CompressorRole as CompressorContract, type DataRoles, type Effort, type FilterVerdict, type LlmFilterRole as FilterContract, type RoleOutcome, zeroUsage } from '../../kernel/roleContracts';
 import { Example } from '../../kernel/schema';
 import { buildFilterMessages, FILTER_JSON_SCHEMA, filterCacheSalt, parseFilterVerdict } from './llmFilter';
 import { LlmClient, type LlmAsk, type LlmClientOptions, type ResponseCache } from '../../llm/client';
-import { isOnline, LlmConfig } from '../../llm/config';
-import { withParseRetries } from '../../llm/roles';
+import { isOnline, LlmConfig } from '../../llm/llmConfig';
+import { withParseRetries } from '../../llm/parseRetries';
 
 /** Stage 1b judge on an LLM endpoint (spec §2.2). */
 export class LlmFilterRole implements FilterContract {

@@ -4,7 +4,7 @@
  */
 import { type JsonSchemaSpec } from '../../../llm/client';
 import { type JudgeView } from '../../checklist/check';
-import { type RenderedView, renderJudgeView } from './render';
+import { type RenderedView, renderJudgeView } from './judgeView';
 import { StoredItem } from '../../checklist/schema';
 import { extractJson } from '../../../kernel/jsonExtract';
 import { fromJs, pyDumps } from '../../../kernel/pyjson';

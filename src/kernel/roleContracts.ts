@@ -1,6 +1,6 @@
 /**
  * The LLM roles of stages 1–2, as interfaces. Two kinds of implementation exist for each role:
- * an LLM-backed one (src/llm/roles.ts: pure prompt builders + the OpenAI-compatible client) and a
+ * an LLM-backed one (src/llm/parseRetries.ts: pure prompt builders + the OpenAI-compatible client) and a
  * deterministic offline one for the demo tool world (src/demo/offline.ts). Activities only see these
  * interfaces.
  *

@@ -3,8 +3,8 @@
  * are resolved by the workers from their environment). Types only, so workflow code can import them.
  */
 import type { ChecklistConfig, DataConfig, SftConfig } from './config';
-import type { LlmConfig } from '../llm/config';
-import type { Effort } from '../kernel/roles';
+import type { LlmConfig } from '../llm/llmConfig';
+import type { Effort } from '../kernel/roleContracts';
 
 export interface ActivityTimeouts {
   /** Per attempt. */
