@@ -128,43 +128,7 @@ export class NativeTraining {
 
   /** x [B·T, hidden] through every decoder layer as one graph run, with the backward pass as another (a customGrad). */
   stackThroughGraph(graph: StackGraph, x: tf.Tensor2D, ctx: LayerContext): tf.Tensor2D {
-    const { perLayer, weights, tables, inputs: head } = this.stackFeeds(graph, ctx);
-    if (!taping()) return graph.runForward([x, ...head, ...weights], false)[0] as tf.Tensor2D;
-    if (this.lora) {
-      // Frozen weights: a customGrad over x and the factors; the backward graph gives dx and the factors' gradients.
-      const lora = this.lora;
-      const f = tf.customGrad((...args: (tf.Tensor | tf.GradSaveFunc)[]) => {
-        const save = args.pop() as tf.GradSaveFunc;
-        const xi = args[0] as tf.Tensor;
-        const [value, ...saved] = graph.runForward([xi, ...head, ...weights], true);
-        save([...saved, ...tables]);
-        return {
-          value: value!,
-          gradFunc: (dy: tf.Tensor, s: tf.Tensor[]) => {
-            const grads = graph.runBackward([dy, ...s.slice(-4), this.m.rotate, ...this.layerBackwardFeeds(weights, s, perLayer, graph.savedPerLayer, lora.factors)]);
-            tf.dispose(s);
-            return grads;
-          },
-        };
-      });
-      return f(x, ...lora.factors.flat()) as tf.Tensor2D;
-    }
-    const f = tf.customGrad((...args: (tf.Tensor | tf.GradSaveFunc)[]) => {
-      const save = args.pop() as tf.GradSaveFunc;
-      const [xi, ...ws] = args as tf.Tensor[];
-      const [value, ...saved] = graph.runForward([xi!, ...head, ...ws], true);
-      save([...saved, ...tables]); // the tables too: the tidy around the forward pass disposes what is not saved
-      return {
-        value: value!,
-        gradFunc: (dy: tf.Tensor, s: tf.Tensor[]) => {
-          const feeds = [dy, ...s.slice(-4), this.m.rotate, ...this.layerBackwardFeeds(ws, s, perLayer, graph.savedPerLayer)];
-          const grads = graph.runBackward(feeds);
-          tf.dispose(s); // the activations are no longer needed (the engine's later dispose is a no-op)
-          return grads;
-        },
-      };
-    });
-    return f(x, ...weights) as tf.Tensor2D;
+    return this.throughGraph(graph, x, ctx) as tf.Tensor2D;
   }
 
   /**
@@ -173,51 +137,52 @@ export class NativeTraining {
    * weights). `at` is targetIndex of the targets.
    */
   stackLogprobsThroughGraph(graph: StackGraph, x: tf.Tensor2D, ctx: LayerContext, norm: tf.Tensor1D, head: tf.Tensor2D, at: tf.Tensor2D): tf.Tensor1D {
+    return this.throughGraph(graph, x, ctx, { norm, head, at }) as tf.Tensor1D;
+  }
+
+  /**
+   * Both stack graphs' runs, forward and (while a gradient is recorded) backward as a customGrad. What it differentiates:
+   * with LoRA attached, x and the adapter's factors (every weight frozen); else x, the final norm's and the head's weights
+   * (with a head) and the layers' weights. The forward run's saved tensors, in named slots for the backward run: the
+   * layers' activations, the head's three (with a head), the rotary tables, then (with a head) `at` and the norm and
+   * head weights, which may be tensors derived inside the caller's tidy (the norm / T of a sampling temperature) and gone
+   * by backward time.
+   */
+  private throughGraph(graph: StackGraph, x: tf.Tensor2D, ctx: LayerContext, head?: { norm: tf.Tensor1D; head: tf.Tensor2D; at: tf.Tensor2D }): tf.Tensor {
     const { perLayer, weights, tables, inputs } = this.stackFeeds(graph, ctx);
-    if (!taping()) return graph.runForward([x, ...inputs, ...weights, norm, head, at], false)[0] as tf.Tensor1D;
-    const layers = this.m.layerVars.length;
-    if (this.lora) {
-      // Frozen weights, norm and head: a customGrad over x and the factors (see stackThroughGraph).
-      const lora = this.lora;
-      const f = tf.customGrad((...args: (tf.Tensor | tf.GradSaveFunc)[]) => {
-        const save = args.pop() as tf.GradSaveFunc;
-        const xi = args[0] as tf.Tensor;
-        const [value, ...saved] = graph.runForward([xi, ...inputs, ...weights, norm, head, at], true);
-        save([...saved, ...tables, at, norm, head]);
-        return {
-          value: value!,
-          gradFunc: (dy: tf.Tensor, s: tf.Tensor[]) => {
-            const k = graph.savedPerLayer;
-            const n = layers * k;
-            const feeds = [dy, s[n + 8]!, s[n + 9]!, s[n + 7]!, ...s.slice(n, n + 3), ...s.slice(n + 3, n + 7), this.m.rotate, ...this.layerBackwardFeeds(weights, s, perLayer, k, lora.factors)];
-            const out = graph.runBackward(feeds); // dx, then the factors' gradients
-            tf.dispose(s);
-            return out;
-          },
-        };
-      });
-      return f(x, ...lora.factors.flat()) as tf.Tensor1D;
-    }
+    const k = graph.savedPerLayer;
+    const n = this.m.layerVars.length * k;
+    const forward = (xi: tf.Tensor, ws: tf.Tensor[], normW?: tf.Tensor, headW?: tf.Tensor): tf.Tensor[] => [xi, ...inputs, ...ws, ...(head ? [normW!, headW!, head.at] : [])];
+    if (!taping()) return graph.runForward(forward(x, weights, head?.norm, head?.head), false)[0]!;
+    const lora = this.lora;
     const f = tf.customGrad((...args: (tf.Tensor | tf.GradSaveFunc)[]) => {
       const save = args.pop() as tf.GradSaveFunc;
-      const [xi, ni, hi, ...ws] = args as tf.Tensor[];
-      const [value, ...saved] = graph.runForward([xi!, ...inputs, ...ws, ni!, hi!, at], true);
-      // saved: the layers', then the head's three; the tables and `at`; the norm and head weights too, which may be
-      // tensors derived inside the caller's tidy (the norm / T of a sampling temperature) and gone by backward time.
-      save([...saved, ...tables, at, ni!, hi!]);
+      const ts = args as tf.Tensor[];
+      const [normW, headW] = head && !lora ? [ts[1]!, ts[2]!] : [head?.norm, head?.head];
+      const ws = lora ? weights : ts.slice(head ? 3 : 1);
+      const [value, ...saved] = graph.runForward(forward(ts[0]!, ws, normW, headW), true);
+      // The tables are saved too: the tidy around the forward pass disposes what is not saved.
+      save([...saved, ...tables, ...(head ? [head.at, normW!, headW!] : [])]);
       return {
         value: value!,
         gradFunc: (dy: tf.Tensor, s: tf.Tensor[]) => {
-          const k = graph.savedPerLayer;
-          const n = layers * k;
-          const feeds = [dy, s[n + 8]!, s[n + 9]!, s[n + 7]!, ...s.slice(n, n + 3), ...s.slice(n + 3, n + 7), this.m.rotate, ...this.layerBackwardFeeds(ws, s, perLayer, k)];
-          const out = graph.runBackward(feeds); // dx, the layers' gradients, the final norm's, the head's
-          tf.dispose(s);
-          return [out[0]!, ...out.slice(-2), ...out.slice(1, -2)];
+          const slots = {
+            layers: s.slice(0, n),
+            head: head ? s.slice(n, n + 3) : [],
+            tables: head ? s.slice(n + 3, n + 7) : s.slice(n, n + 4),
+            // at, norm, head
+            headInputs: head ? [s[n + 8]!, s[n + 9]!, s[n + 7]!] : [],
+          };
+          const feeds = [dy, ...slots.headInputs, ...slots.head, ...slots.tables, this.m.rotate, ...this.layerBackwardFeeds(ws, slots.layers, perLayer, k, lora?.factors)];
+          const out = graph.runBackward(feeds);
+          tf.dispose(s); // the activations are no longer needed (the engine's later dispose is a no-op)
+          // LoRA: dx, then the factors'. Else dx, the layers', then (with a head) the final norm's and the head's,
+          // put in the customGrad's input order.
+          return lora || !head ? out : [out[0]!, ...out.slice(-2), ...out.slice(1, -2)];
         },
       };
     });
-    return f(x, norm, head, ...weights) as tf.Tensor1D;
+    return lora ? f(x, ...lora.factors.flat()) : f(x, ...(head ? [head.norm, head.head] : []), ...weights);
   }
 
   dispose(): void {
