@@ -11,9 +11,11 @@
  * loading the model again (what the next activity does). Variants: `default` (glibc's malloc as it comes), `mmap`
  * (`MALLOC_MMAP_THRESHOLD_=131072`, `MALLOC_TRIM_THRESHOLD_=131072`: every block over 128 KiB is its own mapping,
  * returned to the kernel when freed, and the threshold no longer grows after large frees), `mmap:<bytes>` (another
- * fixed threshold), `arena1`, `arena2` (`MALLOC_ARENA_MAX`). The time of a micro-batch (gradient + AdamW) is printed
+ * fixed threshold), `arena1`, `arena2` (`MALLOC_ARENA_MAX`), `jemalloc`, `tcmalloc` (another allocator under the
+ * whole process, by LD_PRELOAD). The time of a micro-batch (gradient + AdamW) is printed
  * beside them: the price of the mappings. Results: bench/README.md.
  */
+import { existsSync } from 'node:fs';
 import { spawnSync } from 'node:child_process';
 import { parseArgs } from 'node:util';
 import path from 'node:path';
@@ -37,11 +39,26 @@ const { values } = parseArgs({
   },
 });
 
-const VARIANTS: Record<string, Record<string, string>> = {
+/** A shared library in the usual library folders (Debian's multiarch one first), or undefined. */
+const findLibrary = (name: string): string | undefined =>
+  ['/usr/lib/x86_64-linux-gnu', '/usr/lib/aarch64-linux-gnu', '/usr/lib64', '/usr/lib', '/usr/local/lib'].map((d) => path.join(d, name)).find((f) => existsSync(f));
+
+const VARIANTS: Record<string, Record<string, string> | (() => Record<string, string>)> = {
   default: {},
   mmap: { MALLOC_MMAP_THRESHOLD_: '131072', MALLOC_TRIM_THRESHOLD_: '131072' },
   arena1: { MALLOC_ARENA_MAX: '1' },
   arena2: { MALLOC_ARENA_MAX: '2' },
+  // Another allocator under the whole process (Debian: `apt-get install libjemalloc2` / `libtcmalloc-minimal4`).
+  jemalloc: () => {
+    const lib = findLibrary('libjemalloc.so.2');
+    if (!lib) throw new Error('jemalloc: libjemalloc.so.2 not found (Debian: apt-get install libjemalloc2)');
+    return { LD_PRELOAD: lib };
+  },
+  tcmalloc: () => {
+    const lib = findLibrary('libtcmalloc_minimal.so.4');
+    if (!lib) throw new Error('tcmalloc: libtcmalloc_minimal.so.4 not found (Debian: apt-get install libtcmalloc-minimal4)');
+    return { LD_PRELOAD: lib };
+  },
 };
 const gib = (bytes: number): string => (bytes / 2 ** 30).toFixed(2);
 
@@ -95,7 +112,8 @@ function parent(): void {
   for (const v of values.variants.split(',').map((s) => s.trim())) {
     // `mmap:<bytes>`: the same with another fixed threshold
     const m = /^mmap:(\d+)$/.exec(v);
-    const env = m ? { MALLOC_MMAP_THRESHOLD_: m[1]!, MALLOC_TRIM_THRESHOLD_: m[1]! } : VARIANTS[v];
+    const named = VARIANTS[v];
+    const env = m ? { MALLOC_MMAP_THRESHOLD_: m[1]!, MALLOC_TRIM_THRESHOLD_: m[1]! } : typeof named === 'function' ? named() : named;
     if (!env) throw new Error(`--variants: no variant ${v} (${Object.keys(VARIANTS).join(', ')}, mmap:<bytes>)`);
     const r = spawnSync(process.execPath, [...process.execArgv, process.argv[1]!, '--child', '--checkpoint', values.checkpoint, '--tokens', values.tokens, '--reps', values.reps], {
       env: { ...process.env, ...env },
