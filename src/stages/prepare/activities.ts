@@ -2,8 +2,8 @@
  * Activities of the data-preparation stage (CM2 stages 1–2): import, rule filters, LLM-filter cascade,
  * cold-start / RL split, CoT compression, harder-sample selection, report.
  *
- * Each activity validates its input, calls the stage's pure method modules (this folder) and the demo world's
- * offline roles, reads and writes S3, heartbeats, and is idempotent: its small result object is written last under
+ * Each activity validates its input, calls the stage's pure method modules (this folder; how each shard step sorts its
+ * examples: ./shardSteps.ts) and the roles (LLM-backed, or the offline world's, handed in), reads and writes S3, heartbeats, and is idempotent: its small result object is written last under
  * `.../result-*.json`, and a retry or re-run that finds it returns it without redoing the work. Within a shard, LLM
  * answers are cached by request hash as soon as they arrive, so a crash mid-shard never pays for a call twice.
  */
@@ -11,20 +11,19 @@ import { readFile } from 'node:fs/promises';
 import { z } from 'zod';
 import { ApplicationFailure } from '@temporalio/common';
 import { parseFileBytes } from './import';
-import { applyRuleFilters, DEFAULT_ENABLED_FILTERS, RULE_FILTERS } from './filters';
-import { reassembleCompressed } from './compression';
-import { addUsage, type DataRoles, type Usage, UsageSchema, zeroUsage } from '../../kernel/roleContracts';
-import { type DroppedRecord, type Example, type ImportError } from '../../kernel/schema';
-import { harderSampleDrop, seededSplit } from './split';
-import { computeStats } from './stats';
+import { DEFAULT_ENABLED_FILTERS, RULE_FILTERS } from './filters';
+import { type DataRoles, UsageSchema } from '../../kernel/roleContracts';
+import { type Example, type ImportError } from '../../kernel/schema';
+import { seededSplit } from './split';
 import { DataSource } from '../../run/config';
 import { LlmConfig } from '../../llm/llmConfig';
-import { storeCache } from '../../storage/store';
+import { storeCache, type ObjectStore } from '../../storage/store';
 import { prepareKeys } from '../../run/layout';
 import type { OfflineWorld } from '../world';
 import { recordLlmUsage } from '../activityMetrics';
 import { type ActivityDeps, heartbeat, mapWithHeartbeat, once, parseInput, readShard, saveReport, shardName, ShardRef, writeShard } from '../activityKit';
 import { makeDataRoles } from './llmRoles';
+import { countReasons, stepSummaries, sortByCompression, sortByFilter, sortByRules, sortBySelection, type Sorted } from './shardSteps';
 
 // ---------- import ----------
 
@@ -108,11 +107,22 @@ export function coldStartCount(coldStart: number, total: number): number {
 }
 
 
-const countReasons = (records: DroppedRecord[]) => {
-  const out: Record<string, number> = {};
-  for (const r of records) for (const code of new Set(r.reasons.map((x) => x.code))) out[code] = (out[code] ?? 0) + 1;
-  return out;
-};
+/** The examples of `data.source`: the offline world's dialogues, or the files' rows (malformed rows as import errors). */
+async function readSource(store: ObjectStore, world: OfflineWorld, source: z.infer<typeof ImportInput>['source']): Promise<{ examples: Example[]; errors: ImportError[] }> {
+  if (source.kind === 'demo') return { examples: world.generate({ seed: source.seed, count: source.count, brokenRate: source.brokenRate, terseRate: source.terseRate }), errors: [] };
+  const examples: Example[] = [];
+  const errors: ImportError[] = [];
+  for (const path of source.paths) {
+    heartbeat({ importing: path });
+    const bytes = path.startsWith('s3://') ? await store.getBytes(path.replace(/^s3:\/\/[^/]+\//, '')) : await readFile(path).catch((e: Error) => {
+      throw ApplicationFailure.nonRetryable(`cannot read ${path}: ${e.message}`, 'BadInput');
+    });
+    const res = await parseFileBytes(path, bytes);
+    examples.push(...res.examples);
+    errors.push(...res.errors);
+  }
+  return { examples, errors };
+}
 
 export interface PrepareDeps extends ActivityDeps {
   /** The offline world: the dialogues of `data.source.kind: demo` and the roles of a run with no endpoint (src/stages/world.ts). */
@@ -126,30 +136,26 @@ export function createPrepareActivities(deps: PrepareDeps) {
   const rolesFor = deps.roles ?? ((llm: LlmConfig) => makeDataRoles(llm, { offline: deps.world.dataRoles, cache: storeCache(store), onUsage: recordLlmUsage }));
   const dataKey = prepareKeys.data;
 
-  /** Writes dropped records of one step/shard (always, even when empty, so the layout is uniform). */
-  const writeDropped = (runId: string, step: string, index: number, records: DroppedRecord[]) =>
-    store.putJsonl(dataKey(runId, 'dropped', step, `${shardName(index)}.jsonl`), records);
+  /**
+   * One shard through one step, exactly once: `sort` splits its examples into kept and dropped (./shardSteps.ts); the
+   * dropped records (always, even when empty, so the layout is uniform), an LLM step's ledger and the kept shard (under
+   * `keptFolder`) are written, then the step's result, last.
+   */
+  const shardStep = (runId: string, step: string, shard: ShardRef, keptFolder: string, sort: (examples: Example[]) => Promise<Sorted>): Promise<StepResult> =>
+    once(store, dataKey(runId, step, `result-${shardName(shard.index)}.json`), StepResult, async () => {
+      const sorted = await sort(await readShard(store, shard));
+      if (sorted.ledger) await store.putJsonl(prepareKeys.ledger(runId, step, shardName(shard.index)), sorted.ledger);
+      await store.putJsonl(dataKey(runId, 'dropped', step, `${shardName(shard.index)}.jsonl`), sorted.dropped);
+      const kept = await writeShard(store, dataKey(runId, keptFolder, `${shardName(shard.index)}.jsonl`), shard.index, sorted.kept);
+      return { kept, dropped: sorted.dropped.length, failed: sorted.failed, reasons: countReasons(sorted.dropped), usage: sorted.usage };
+    });
 
   return {
     /** Imports the configured source into JSONL shards (`data/imported/`); malformed rows are recorded, not fatal. */
     async importSource(raw: z.input<typeof ImportInput>): Promise<ImportResult> {
       const input = parseInput(ImportInput, raw, 'importSource');
       return once(store, dataKey(input.runId, 'imported', 'result.json'), ImportResult, async () => {
-        let examples: Example[] = [];
-        const errors: ImportError[] = [];
-        if (input.source.kind === 'demo') {
-          examples = deps.world.generate({ seed: input.source.seed, count: input.source.count, brokenRate: input.source.brokenRate, terseRate: input.source.terseRate });
-        } else {
-          for (const path of input.source.paths) {
-            heartbeat({ importing: path });
-            const bytes = path.startsWith('s3://') ? await store.getBytes(path.replace(/^s3:\/\/[^/]+\//, '')) : await readFile(path).catch((e: Error) => {
-              throw ApplicationFailure.nonRetryable(`cannot read ${path}: ${e.message}`, 'BadInput');
-            });
-            const res = await parseFileBytes(path, bytes);
-            examples.push(...res.examples);
-            errors.push(...res.errors);
-          }
-        }
+        const { examples, errors } = await readSource(store, deps.world, input.source);
         const shards: ShardRef[] = [];
         for (let i = 0; i * input.shardSize < examples.length; i++) {
           shards.push(await writeShard(store, dataKey(input.runId, 'imported', `${shardName(i)}.jsonl`), i, examples.slice(i * input.shardSize, (i + 1) * input.shardSize)));
@@ -166,50 +172,17 @@ export function createPrepareActivities(deps: PrepareDeps) {
       const input = parseInput(RuleFilterInput, raw, 'ruleFilterShard');
       const unknown = (input.enabled ?? []).filter((f) => !(f in RULE_FILTERS));
       if (unknown.length) throw ApplicationFailure.nonRetryable(`unknown rule filter(s): ${unknown.join(', ')}; known: ${Object.keys(RULE_FILTERS).join(', ')}`, 'BadInput');
-      const { index } = input.shard;
-      return once(store, dataKey(input.runId, 'rule_filter', `result-${shardName(index)}.json`), StepResult, async () => {
-        const examples = await readShard(store, input.shard);
-        const kept: Example[] = [];
-        const dropped: DroppedRecord[] = [];
-        for (const ex of examples) {
-          const verdict = applyRuleFilters(ex, input.enabled ?? DEFAULT_ENABLED_FILTERS);
-          if (verdict.kept) kept.push(ex);
-          else dropped.push({ uuid: ex.uuid, stage: 'rule_filter', reasons: verdict.reasons });
-        }
-        await writeDropped(input.runId, 'rule_filter', index, dropped);
-        const keptRef = await writeShard(store, dataKey(input.runId, 'rule_filter', `${shardName(index)}.jsonl`), index, kept);
-        return { kept: keptRef, dropped: dropped.length, failed: 0, reasons: countReasons(dropped), usage: zeroUsage() };
-      });
+      return shardStep(input.runId, 'rule_filter', input.shard, 'rule_filter', async (examples) => sortByRules(examples, input.enabled ?? DEFAULT_ENABLED_FILTERS));
     },
 
     /** One pass of the LLM-filter cascade on one shard (the workflow feeds each pass the previous pass's kept set). */
     async llmFilterShard(raw: z.input<typeof LlmFilterInput>): Promise<StepResult> {
       const input = parseInput(LlmFilterInput, raw, 'llmFilterShard');
-      const { index } = input.shard;
       const step = `llm_filter_pass${input.pass}`;
-      return once(store, dataKey(input.runId, step, `result-${shardName(index)}.json`), StepResult, async () => {
-        const examples = await readShard(store, input.shard);
+      return shardStep(input.runId, step, input.shard, step, async (examples) => {
         const roles = rolesFor(input.llm);
         const outcomes = await mapWithHeartbeat(examples, input.llm.roles.filter.concurrency, (ex) => roles.filter.judge(ex, { pass: input.pass, effort: input.effort }), step);
-        const kept: Example[] = [];
-        const dropped: DroppedRecord[] = [];
-        let failed = 0;
-        let usage: Usage = zeroUsage();
-        const ledger: unknown[] = [];
-        for (const [i, ex] of examples.entries()) {
-          const out = outcomes[i]!;
-          usage = addUsage(usage, out.usage);
-          ledger.push({ uuid: ex.uuid, role: 'filter', pass: input.pass, effort: input.effort, attempts: out.attempts, usage: out.usage });
-          if (!out.ok) {
-            failed++;
-            dropped.push({ uuid: ex.uuid, stage: step, reasons: [{ code: 'llm_filter_failed', detail: out.reason }] });
-          } else if (out.value.noError) kept.push(ex);
-          else dropped.push({ uuid: ex.uuid, stage: step, reasons: [{ code: 'llm_filter', detail: out.value.reasoning }] });
-        }
-        await store.putJsonl(prepareKeys.ledger(input.runId, step, shardName(index)), ledger);
-        await writeDropped(input.runId, step, index, dropped);
-        const keptRef = await writeShard(store, dataKey(input.runId, step, `${shardName(index)}.jsonl`), index, kept);
-        return { kept: keptRef, dropped: dropped.length, failed, reasons: countReasons(dropped), usage };
+        return sortByFilter(examples, outcomes, step, input.pass, input.effort);
       });
     },
 
@@ -235,46 +208,16 @@ export function createPrepareActivities(deps: PrepareDeps) {
     /** CoT compression of one cold-start shard; examples whose compression fails are dropped with the reason. */
     async compressShard(raw: z.input<typeof CompressInput>): Promise<StepResult> {
       const input = parseInput(CompressInput, raw, 'compressShard');
-      const { index } = input.shard;
-      return once(store, dataKey(input.runId, 'compression', `result-${shardName(index)}.json`), StepResult, async () => {
-        const examples = await readShard(store, input.shard);
+      return shardStep(input.runId, 'compression', input.shard, 'cold_start', async (examples) => {
         const roles = rolesFor(input.llm);
-        const outcomes = await mapWithHeartbeat(examples, input.llm.roles.compressor.concurrency, (ex) => roles.compressor.compress(ex), 'compression');
-        const kept: Example[] = [];
-        const dropped: DroppedRecord[] = [];
-        let usage: Usage = zeroUsage();
-        const ledger: unknown[] = [];
-        for (const [i, ex] of examples.entries()) {
-          const out = outcomes[i]!;
-          usage = addUsage(usage, out.usage);
-          ledger.push({ uuid: ex.uuid, role: 'compressor', attempts: out.attempts, usage: out.usage });
-          if (out.ok) kept.push(reassembleCompressed(ex, out.value));
-          else dropped.push({ uuid: ex.uuid, stage: 'compression', reasons: [{ code: 'cot_compression_failed', detail: out.reason }] });
-        }
-        await store.putJsonl(prepareKeys.ledger(input.runId, 'compression', shardName(index)), ledger);
-        await writeDropped(input.runId, 'compression', index, dropped);
-        const keptRef = await writeShard(store, dataKey(input.runId, 'cold_start', `${shardName(index)}.jsonl`), index, kept);
-        return { kept: keptRef, dropped: dropped.length, failed: dropped.length, reasons: countReasons(dropped), usage };
+        return sortByCompression(examples, await mapWithHeartbeat(examples, input.llm.roles.compressor.concurrency, (ex) => roles.compressor.compress(ex), 'compression'));
       });
     },
 
     /** Harder-sample selection (spec §5.1) on one RL-pool shard; the draw is seeded per shard and example. */
     async selectShard(raw: z.input<typeof SelectInput>): Promise<StepResult> {
       const input = parseInput(SelectInput, raw, 'selectShard');
-      const { index } = input.shard;
-      return once(store, dataKey(input.runId, 'selection', `result-${shardName(index)}.json`), StepResult, async () => {
-        const examples = await readShard(store, input.shard);
-        const kept: Example[] = [];
-        const dropped: DroppedRecord[] = [];
-        for (const [i, ex] of examples.entries()) {
-          const decision = harderSampleDrop(computeStats(ex), { seed: input.seed, stream: index, position: i });
-          if (decision.drop) dropped.push({ uuid: ex.uuid, stage: 'selection', reasons: [{ code: 'harder_selection', detail: decision.detail }] });
-          else kept.push(ex);
-        }
-        await writeDropped(input.runId, 'selection', index, dropped);
-        const keptRef = await writeShard(store, dataKey(input.runId, 'rl', `${shardName(index)}.jsonl`), index, kept);
-        return { kept: keptRef, dropped: dropped.length, failed: 0, reasons: countReasons(dropped), usage: zeroUsage() };
-      });
+      return shardStep(input.runId, 'selection', input.shard, 'rl', async (examples) => sortBySelection(examples, input.seed, input.shard.index));
     },
 
     /**
@@ -293,19 +236,7 @@ export function createPrepareActivities(deps: PrepareDeps) {
         };
         const coldStart = await concat(input.coldStart, prepareKeys.coldStart(input.runId));
         const rl = await concat(input.rl, prepareKeys.rl(input.runId));
-        let usage = zeroUsage();
-        const steps = input.steps.map((s) => {
-          const reasons: Record<string, number> = {};
-          let stepUsage = zeroUsage();
-          for (const r of s.results) {
-            for (const [code, n] of Object.entries(r.reasons)) reasons[code] = (reasons[code] ?? 0) + n;
-            stepUsage = addUsage(stepUsage, r.usage);
-          }
-          usage = addUsage(usage, stepUsage);
-          const kept = s.results.reduce((n, r) => n + r.kept.count, 0);
-          const dropped = s.results.reduce((n, r) => n + r.dropped, 0);
-          return { name: s.name, in: kept + dropped, kept, dropped, failed: s.results.reduce((n, r) => n + r.failed, 0), reasons, usage: stepUsage };
-        });
+        const { steps, usage } = stepSummaries(input.steps);
         const report: PrepareReport = {
           runId: input.runId,
           total: input.imported.total,
