@@ -9,6 +9,7 @@
  * costs no second call. A failed example gets `checklists/failed/<uuid>.json` with its reason and last violations;
  * re-runs skip it (it was paid for) unless `retryFailed` is set.
  */
+import type { ObjectStore } from '../../storage/store';
 import { createHash } from 'node:crypto';
 import { ApplicationFailure } from '@temporalio/common';
 import { z } from 'zod';
@@ -21,6 +22,7 @@ import { isOnline, LlmConfig } from '../../llm/llmConfig';
 import { checklistKeys } from '../../run/layout';
 import type { OfflineWorld } from '../world';
 import { type ActivityDeps, cancellationSignal, heartbeat, llmClients, mapWithHeartbeat, once, parseInput, readShard, saveReport, shardName, ShardRef, writeShard } from '../activityKit';
+import { parseExampleLines, reportTotals } from './records';
 
 export const ChecklistInputArgs = z.object({ runId: z.string(), sourceKey: z.string().min(1), shardSize: z.number().int().positive() });
 export const ChecklistInputResult = z.object({
@@ -105,7 +107,36 @@ export interface ChecklistDeps extends ActivityDeps {
   annotatorFor?: (llm: LlmConfig) => ChecklistAnnotator;
 }
 
-const reasonKey = (reason: string) => reason.replace(/:.*$/s, '').slice(0, 80);
+
+type Outcome = { kind: 'already' } | { kind: 'previouslyFailed' } | { kind: 'done'; result: ExampleAnnotation };
+
+/**
+ * One example annotated at most once: skipped when its checklist is stored, or when its annotation failed before and
+ * `retryFailed` is off; else annotated, and the checklist (or the failure, with its reason) stored the moment it is done.
+ */
+async function annotateOnce(store: ObjectStore, annotator: ChecklistAnnotator, input: z.infer<typeof AnnotateShardArgs>, ex: Example): Promise<Outcome> {
+  const okKey = checklistKeys.example(input.runId, ex.uuid);
+  const failKey = checklistKeys.failedExample(input.runId, ex.uuid);
+  if (await store.exists(okKey)) return { kind: 'already' };
+  const failedBefore = await store.exists(failKey);
+  if (failedBefore && !input.retryFailed) return { kind: 'previouslyFailed' };
+  const result = await annotator.annotate(ex, { variants: input.variants, maxAttempts: input.maxAttempts });
+  if (result.ok) {
+    await store.putJson(okKey, result.annotated);
+    if (failedBefore) await store.remove(failKey);
+  } else {
+    const record: FailedAnnotation = {
+      uuid: ex.uuid,
+      reason: result.reason,
+      violations: result.violations,
+      usage: result.usage,
+      attempts: result.variants.reduce((n, v) => n + v.attempts, 0),
+      ...(result.raw !== undefined ? { raw: result.raw } : {}),
+    };
+    await store.putJson(failKey, record);
+  }
+  return { kind: 'done', result };
+}
 
 export function createChecklistActivities(deps: ChecklistDeps) {
   const { store } = deps;
@@ -128,31 +159,7 @@ export function createChecklistActivities(deps: ChecklistDeps) {
       return once(store, key(input.runId, 'input', 'result.json'), ChecklistInputResult, async () => {
         const bytes = await store.getBytes(input.sourceKey);
         const sourceSha256 = createHash('sha256').update(bytes).digest('hex');
-        const examples: Example[] = [];
-        const errors: { file: string; line: number; field: string; message: string }[] = [];
-        const seen = new Set<string>();
-        for (const [i, line] of bytes.toString('utf8').split('\n').entries()) {
-          if (!line.trim()) continue;
-          let value: unknown;
-          try {
-            value = JSON.parse(line);
-          } catch (e) {
-            errors.push({ file: input.sourceKey, line: i + 1, field: '(line)', message: `not JSON: ${(e as Error).message}` });
-            continue;
-          }
-          const parsed = Example.safeParse(value);
-          if (!parsed.success) {
-            const issue = parsed.error.issues[0];
-            errors.push({ file: input.sourceKey, line: i + 1, field: issue?.path.join('.') || '(row)', message: issue?.message ?? 'invalid' });
-            continue;
-          }
-          if (seen.has(parsed.data.uuid)) {
-            errors.push({ file: input.sourceKey, line: i + 1, field: 'uuid', message: `duplicate uuid ${parsed.data.uuid} (first occurrence kept)` });
-            continue;
-          }
-          seen.add(parsed.data.uuid);
-          examples.push(parsed.data);
-        }
+        const { examples, errors } = parseExampleLines(bytes.toString('utf8'), input.sourceKey);
         const inputErrorsKey = key(input.runId, 'input', 'errors.jsonl');
         await store.putJsonl(inputErrorsKey, errors);
         const shards: ShardRef[] = [];
@@ -175,30 +182,7 @@ export function createChecklistActivities(deps: ChecklistDeps) {
       const examples = await readShard(store, input.shard);
       const annotator = annotatorFor(input.llm);
       const concurrency = isOnline(input.llm.roles.annotator) ? input.llm.roles.annotator.concurrency : 4;
-      type Outcome = { kind: 'already' } | { kind: 'previouslyFailed' } | { kind: 'done'; result: ExampleAnnotation };
-      const outcomes = await mapWithHeartbeat<Example, Outcome>(examples, concurrency, async (ex) => {
-        const okKey = checklistKeys.example(input.runId, ex.uuid);
-        const failKey = checklistKeys.failedExample(input.runId, ex.uuid);
-        if (await store.exists(okKey)) return { kind: 'already' };
-        const failedBefore = await store.exists(failKey);
-        if (failedBefore && !input.retryFailed) return { kind: 'previouslyFailed' };
-        const result = await annotator.annotate(ex, { variants: input.variants, maxAttempts: input.maxAttempts });
-        if (result.ok) {
-          await store.putJson(okKey, result.annotated);
-          if (failedBefore) await store.remove(failKey);
-        } else {
-          const record: FailedAnnotation = {
-            uuid: ex.uuid,
-            reason: result.reason,
-            violations: result.violations,
-            usage: result.usage,
-            attempts: result.variants.reduce((n, v) => n + v.attempts, 0),
-            ...(result.raw !== undefined ? { raw: result.raw } : {}),
-          };
-          await store.putJson(failKey, record);
-        }
-        return { kind: 'done', result };
-      }, `annotate ${shardName(input.shard.index)}`);
+      const outcomes = await mapWithHeartbeat<Example, Outcome>(examples, concurrency, (ex) => annotateOnce(store, annotator, input, ex), `annotate ${shardName(input.shard.index)}`);
       let usage: Usage = zeroUsage();
       const count = { annotated: 0, failed: 0, alreadyAnnotated: 0, previouslyFailed: 0 };
       for (const o of outcomes) {
@@ -238,32 +222,11 @@ export function createChecklistActivities(deps: ChecklistDeps) {
       await store.putJsonl(annotatedKey, annotated);
       await store.putJsonl(failedKey, failed);
 
-      let usage: Usage = zeroUsage();
-      const attempts: Record<string, number> = {};
-      let turns = 0;
-      let items = 0;
-      const annotators = new Set<string>();
-      let variants = 0;
-      for (const a of annotated) {
-        if (a.annotation) {
-          usage = addUsage(usage, a.annotation.usage);
-          annotators.add(a.annotation.annotator);
-          for (const v of a.annotation.variants) attempts[String(v.attempts)] = (attempts[String(v.attempts)] ?? 0) + 1;
-        }
-        variants = Math.max(variants, a.checklists.length);
-        const first = a.checklists[0] ?? [];
-        turns += first.length;
-        items += first.reduce((n, t) => n + t.length, 0);
-      }
-      const failureReasons: Record<string, number> = {};
-      for (const f of failed) {
-        usage = addUsage(usage, f.usage);
-        failureReasons[reasonKey(f.reason)] = (failureReasons[reasonKey(f.reason)] ?? 0) + 1;
-      }
+      const { usage, attempts, turns, items, annotators, variants, failureReasons } = reportTotals(annotated, failed);
       const reportKey = checklistKeys.report(input.runId);
       const report: ChecklistReport = {
         runId: input.runId,
-        annotator: [...annotators].join(', ') || 'none',
+        annotator: annotators.join(', ') || 'none',
         total: examples.length,
         inputErrors: input.inputErrors,
         annotated: annotated.length,

@@ -30,7 +30,7 @@ import { ifExists } from '../../storage/store';
 import { rlKeys } from '../../run/layout';
 import { trainStep } from './trainActivity';
 import { heapGuard, heartbeat, once, parseInput } from '../activityKit';
-import { rlWorker, rolloutPhase, judgePhase, type RlDeps } from './episodesActivity';
+import { rlWorker, rolloutPhase, judgePhase, type RlDeps, type RlWorker } from './episodesActivity';
 export type { RlDeps } from './episodesActivity';
 import { missingSimulatorMessage, toolsNeedingSimulator } from './env/answers';
 import { countsOf, summariseBatch } from './algo/batch';
@@ -41,41 +41,44 @@ import { RlDataInput, RlData, PhaseResult, RlJudgeInput, RlRolloutInput, RlAdvan
 
 export * from './shapes';
 
+/**
+ * The RL data (./data.ts): annotated examples whose prompt fits the context (spec §6.1's length filter), the first
+ * `eval.prompts` of them held out, then `eval.validation` for searches. Invalid lines are counted by reason; a held-out
+ * set smaller than asked for is logged and in the result; fewer than `rl.minExamples` left to train on fails the stage
+ * (not retried), and so (`ConfigError`) does a tool of the data that has neither an executable nor a simulator endpoint.
+ */
+async function prepareRlData(w: RlWorker, input: z.infer<typeof RlDataInput>): Promise<RlData> {
+  const tok = w.tokenizer(input.tokenizerDir);
+  const lines = (await w.store.getText(input.sourceKey)).split('\n').filter((l) => l.trim() !== '');
+  const maxPromptTokens = input.rl.rollout.maxModelLen - input.rl.rollout.promptMargin;
+  const promptLength = (ex: AnnotatedExample) => promptIds(ex.messages.slice(0, ex.messages.findIndex((m) => m.role === 'user') + 1), ex.tools, tok).length;
+  const { kept, ...sel } = selectRlData(lines, { promptLength, maxPromptTokens, heldOut: input.rl.eval.prompts, validation: input.rl.eval.validation });
+  if (input.rl.eval.on === 'validation' && sel.validation === 0) throw ApplicationFailure.nonRetryable(`rl.eval.on: validation, but no validation prompts (rl.eval.validation ${input.rl.eval.validation}; ${kept.length} usable examples, ${sel.heldOut} held out)`, 'BadConfig');
+  if (sel.validation < sel.validationRequested) w.log(`validation prompts: ${sel.validation} of ${sel.validationRequested} asked for (rl.eval.validation; only ${kept.length} usable examples)`);
+  const short = rlDataShortfall({ ...sel, lines: lines.length }, input.rl.minExamples, input.sourceKey, maxPromptTokens);
+  if (short) throw ApplicationFailure.nonRetryable(short, 'TooFewOutputs');
+  if (sel.invalid) w.log(`${input.sourceKey}: ${sel.invalid} invalid line(s) left out: ${formatReasons(sel.invalidReasons)}`);
+  const shrunk = heldOutShrunk({ ...sel, kept });
+  if (shrunk) w.log(shrunk);
+  // No silent zeros: tools that neither an executable nor the simulator answers fail the run here (./env/answers.ts).
+  if (input.llm && !isOnline(input.llm.roles.simulator)) {
+    const unanswered = toolsNeedingSimulator(kept, new Set(w.executableNames(input.rl)));
+    if (unanswered.size) throw ApplicationFailure.nonRetryable(`${input.sourceKey}: ${missingSimulatorMessage(unanswered, kept.length)}`, 'ConfigError');
+  }
+  const key = rlKeys.folder(input.runId, 'data', 'examples.jsonl');
+  await w.store.putJsonl(key, kept);
+  return { key, train: sel.train, heldOut: sel.heldOut, ...(sel.validation ? { validation: sel.validation } : {}), tooLong: sel.tooLong, invalid: sel.invalid, invalidReasons: sel.invalidReasons, heldOutRequested: sel.heldOutRequested };
+}
+
 export function createRlActivities(deps: RlDeps) {
   const w = rlWorker(deps);
-  const { store, log, tokenizer, dataset, readRollouts, ensureBackend, policies, executableNames } = w;
+  const { store, log, tokenizer, dataset, readRollouts, ensureBackend, policies } = w;
 
   return {
-    /**
-     * The RL data (./data.ts): annotated examples whose prompt fits the context (spec §6.1's length filter), the first
-     * `eval.prompts` of them held out. Invalid lines are counted by reason; a held-out set smaller than asked for is
-     * logged and in the result; fewer than `rl.minExamples` left to train on fails the stage (not retried), and so
-     * (`ConfigError`) does a tool of the data that has neither an executable nor a simulator endpoint.
-     */
+    /** The RL data: the examples that fit, held-out and validation prompts first (prepareRlData). api queue. */
     async rlPrepareData(raw: z.input<typeof RlDataInput>): Promise<RlData> {
       const input = parseInput(RlDataInput, raw, 'rlPrepareData');
-      return once(store, rlKeys.folder(input.runId, 'data', 'result.json'), RlData, async () => {
-        const tok = tokenizer(input.tokenizerDir);
-        const lines = (await store.getText(input.sourceKey)).split('\n').filter((l) => l.trim() !== '');
-        const maxPromptTokens = input.rl.rollout.maxModelLen - input.rl.rollout.promptMargin;
-        const promptLength = (ex: AnnotatedExample) => promptIds(ex.messages.slice(0, ex.messages.findIndex((m) => m.role === 'user') + 1), ex.tools, tok).length;
-        const { kept, ...sel } = selectRlData(lines, { promptLength, maxPromptTokens, heldOut: input.rl.eval.prompts, validation: input.rl.eval.validation });
-        if (input.rl.eval.on === 'validation' && sel.validation === 0) throw ApplicationFailure.nonRetryable(`rl.eval.on: validation, but no validation prompts (rl.eval.validation ${input.rl.eval.validation}; ${kept.length} usable examples, ${sel.heldOut} held out)`, 'BadConfig');
-        if (sel.validation < sel.validationRequested) log(`validation prompts: ${sel.validation} of ${sel.validationRequested} asked for (rl.eval.validation; only ${kept.length} usable examples)`);
-        const short = rlDataShortfall({ ...sel, lines: lines.length }, input.rl.minExamples, input.sourceKey, maxPromptTokens);
-        if (short) throw ApplicationFailure.nonRetryable(short, 'TooFewOutputs');
-        if (sel.invalid) log(`${input.sourceKey}: ${sel.invalid} invalid line(s) left out: ${formatReasons(sel.invalidReasons)}`);
-        const shrunk = heldOutShrunk({ ...sel, kept });
-        if (shrunk) log(shrunk);
-        // No silent zeros: tools that neither an executable nor the simulator answers fail the run here (./env/answers.ts).
-        if (input.llm && !isOnline(input.llm.roles.simulator)) {
-          const unanswered = toolsNeedingSimulator(kept, new Set(executableNames(input.rl)));
-          if (unanswered.size) throw ApplicationFailure.nonRetryable(`${input.sourceKey}: ${missingSimulatorMessage(unanswered, kept.length)}`, 'ConfigError');
-        }
-        const key = rlKeys.folder(input.runId, 'data', 'examples.jsonl');
-        await store.putJsonl(key, kept);
-        return { key, train: sel.train, heldOut: sel.heldOut, ...(sel.validation ? { validation: sel.validation } : {}), tooLong: sel.tooLong, invalid: sel.invalid, invalidReasons: sel.invalidReasons, heldOutRequested: sel.heldOutRequested };
-      });
+      return once(store, rlKeys.folder(input.runId, 'data', 'result.json'), RlData, () => prepareRlData(w, input));
     },
 
     /** Advance every live episode by one turn (phase 0 creates them). gpu queue. */
