@@ -52,7 +52,7 @@ import { WorkflowNotFoundError, type Client, type WorkflowHandle } from '@tempor
 import { defaultPayloadConverter } from '@temporalio/common';
 import type { EvalBfclSummary, EvalPolicy } from '../src/stages/eval/activities';
 import { connect } from '../src/cli/pipelineCommand';
-import { rlInput, startChecklist, startPrepare, startRl, startStage } from '../src/cli/stages';
+import { resultOf, rlInput, startChecklist, startPrepare, startRl, startStage } from '../src/cli/stages';
 import { executableToolNames } from '../src/stages/rl/env/answers';
 import { DEFAULT_CATEGORIES } from '../src/stages/eval/bfcl/categories';
 import { projectRoot } from '../src/infra/binaries';
@@ -129,7 +129,10 @@ async function closedStatus(handle: WorkflowHandle): Promise<string | undefined>
   }
 }
 
-/** The RL run's result: taken from a finished workflow, or started (attached to when running) and awaited. */
+/**
+ * The RL run's result: taken from a finished workflow, or started (attached to when running) and awaited, through
+ * lost contact with the Temporal server (a dev server starved on a busy machine answers a long poll with an error).
+ */
 async function runRl(client: Client, p: Planned): Promise<RlResult> {
   const existing = client.workflow.getHandle(stageWorkflowId(p.runId, 'rl'));
   if ((await closedStatus(existing)) === 'COMPLETED') return (await existing.result()) as RlResult;
@@ -142,7 +145,7 @@ async function runRl(client: Client, p: Planned): Promise<RlResult> {
     );
   }, 120_000);
   try {
-    return await handle.result();
+    return await resultOf<RlResult>(handle, { note: (l) => log(`${p.label}: ${l}`) });
   } finally {
     clearInterval(timer);
   }
@@ -167,7 +170,7 @@ async function adoptRun(client: Client, p: Planned, runId: string): Promise<RlRe
   const got = { ...trainingSettings({ ...input.rl, executableTools: executableToolNames(input.rl.executableTools, true, WORLD_TOOL_NAMES) }), sourceKey: input.sourceKey, policyPrefix: input.policyPrefix };
   if (canonicalJson(want) !== canonicalJson(got)) throw new Error(`--adopt ${p.label}=${runId}: its RL settings differ from the study's:\n  run:   ${canonicalJson(got)}\n  study: ${canonicalJson(want)}`);
   log(`${p.label}: adopted run ${runId}`);
-  return (await handle.result()) as RlResult;
+  return await resultOf<RlResult>(handle, { note: log });
 }
 
 async function runBfcl(client: Client, cfg: Cm2Config, id: string, policies: EvalWorkflowInput['policies'], categories: string[], limit: number): Promise<EvalBfclSummary[]> {
@@ -188,7 +191,7 @@ async function runBfcl(client: Client, cfg: Cm2Config, id: string, policies: Eva
     activity: cfg.temporal.activity,
   };
   const handle = await startStage(client, { ...cfg, run: { id } }, evalWorkflow, 'eval', [input], 'CM2 study BFCL');
-  return (await handle.result()).bfcl;
+  return (await resultOf<EvalResult>(handle, { note: (l) => log(`BFCL: ${l}`) })).bfcl;
 }
 
 async function policyOf(store: ObjectStore, p: Planned, result: RlResult | undefined): Promise<StudyPolicy> {
@@ -419,8 +422,8 @@ async function ensureFrom(client: Client, store: ObjectStore, base: Cm2Config, c
     if (base.rl.sourceKey) throw new Error(`rl.sourceKey ${base.rl.sourceKey}: not in S3, and the study cannot make it (it makes runs/${from}/checklists/annotated.jsonl only)`);
     const cfg: Cm2Config = { ...base, run: { id: from } };
     log(`${from}: no annotated examples in S3; making them again (prepare, checklist)`);
-    await (await startPrepare(client, cfg)).result();
-    await (await startChecklist(client, cfg)).result();
+    await resultOf(await startPrepare(client, cfg), { note: log });
+    await resultOf(await startChecklist(client, cfg), { note: log });
   }
   if (!needSft || (await store.exists(`${ctx.sftPrefix}/config.json`))) return;
   const adapter = args['sft-adapter'] ? path.resolve(projectRoot, args['sft-adapter']) : '';
