@@ -50,7 +50,7 @@ import path from 'node:path';
 import { parseArgs } from 'node:util';
 import { WorkflowNotFoundError, type Client, type WorkflowHandle } from '@temporalio/client';
 import { defaultPayloadConverter } from '@temporalio/common';
-import type { EvalBfclSummary, EvalPolicy } from '../src/stages/eval/activities';
+import type { EvalBfclSummary, EvalPolicy } from '../src/stages/eval/shapes';
 import { connect } from '../src/cli/pipelineCommand';
 import { resultOf, rlInput, startChecklist, startPrepare, startRl, startStage } from '../src/cli/stages';
 import { executableToolNames } from '../src/stages/rl/env/answers';
@@ -73,7 +73,7 @@ import { emptyStudyFile, parseStudyFile, promptRewards, studyFileMarkdown, study
 import { firstStepCounts } from '../src/report/firstStep';
 import { RolloutFile } from '../src/stages/rl/shapes';
 import type { Example } from '../src/kernel/schema';
-import { importBaseIfMissing } from '../src/stages/sft/activities';
+import { importBaseIfMissing } from '../src/stages/sft/importActivity';
 import { modelMergeCommand } from '../src/cli/modelCommand';
 import { selectBackend } from '../src/model/net/backend';
 

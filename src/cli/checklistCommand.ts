@@ -8,7 +8,7 @@
 import { readFileSync } from 'node:fs';
 import type { Cm2Config } from '../run/config';
 import { ObjectStore } from '../storage/store';
-import { FailedAnnotation } from '../stages/checklist/activities';
+import { FailedAnnotation } from '../stages/checklist/shapes';
 import { AnnotatedExample } from '../stages/checklist/schema';
 import { renderChecklist } from '../stages/checklist/showChecklist';
 import { formatViolation, validateAnnotatedExample } from '../stages/checklist/validate';

@@ -13,7 +13,8 @@
  */
 import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
-import { loadStoredModel, type EvalPolicy } from '../stages/eval/activities';
+import { loadStoredModel } from '../stages/eval/activities';
+import { type EvalPolicy } from '../stages/eval/shapes';
 import { loadChatTokenizer } from '../chat/tokenize';
 import { DEFAULT_CATEGORIES, parseCategoryList } from '../stages/eval/bfcl/categories';
 import { BfclDataError, BfclInputError, parseAnswers } from '../stages/eval/bfcl/data';

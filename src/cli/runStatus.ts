@@ -10,7 +10,7 @@ import { ifExists, ObjectStore } from '../storage/store';
 import { type PipelineInput, type PipelineStatus, pipelineStatusQuery, summarize } from '../stages/pipeline/workflow';
 import { type RlResult } from '../stages/rl/workflow';
 import { pipelineKeys, pipelineWorkflowId, STAGES, stageWorkflowId } from '../run/layout';
-import { StageMarker } from '../stages/pipeline/activities';
+import { StageMarker } from '../stages/pipeline/shapes';
 import { type StageProgress } from '../run/workflowShapes';
 import { failureText } from './watch';
 import { formatProgress } from './stages';

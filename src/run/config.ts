@@ -231,6 +231,13 @@ export const RlConfig = z.object({
   startToCloseTimeout: z.string().default('2h').describe('Per attempt of a rollout or train activity.'),
 });
 export type RlConfig = z.infer<typeof RlConfig>;
+/**
+ * The run's fixed RL settings, as every RL activity gets them: `rl` without `hp`. The live hyperparameters (`cm2 rl
+ * set` changes them between steps) travel on their own, as `hp` or `granularity`, so no activity can read the starting
+ * value by mistake. Inputs recorded with `rl.hp` still parse (the key is dropped).
+ */
+export const RlSettings = RlConfig.omit({ hp: true });
+export type RlSettings = z.infer<typeof RlSettings>;
 
 /** The evaluation stage of a run: BFCL accuracy of the SFT and RL policies (the `cm2 eval bfcl` harness as an activity). */
 export const EvalConfig = z.object({

@@ -11,7 +11,7 @@ import path from 'node:path';
 import { connectClient } from '../../src/infra/temporal';
 import { startChecklist, startPrepare } from '../../src/cli/stages';
 import { checklistValidateCommand } from '../../src/cli/checklistCommand';
-import { FailedAnnotation } from '../../src/stages/checklist/activities';
+import { FailedAnnotation } from '../../src/stages/checklist/shapes';
 import { buildChecklistMessages } from '../../src/stages/checklist/annotatorPrompt';
 import { AnnotatedExample, type ChecklistOutput } from '../../src/stages/checklist/schema';
 import { validateAnnotatedExample } from '../../src/stages/checklist/validate';

@@ -15,7 +15,7 @@ import { allGone, eventually, startDemo } from '../helpers/demoProcess';
 import { cm2, tinyPipeline } from '../helpers/pipelineFixture';
 import { writeConfigFile } from '../helpers/processes';
 import { sftKeys, stageWorkflowId } from '../../src/run/layout';
-import { SftTrainResult } from '../../src/stages/sft/activities';
+import { SftTrainResult } from '../../src/stages/sft/shapes';
 
 const Status = z.object({ stages: z.array(z.object({ name: z.string(), state: z.string(), summary: z.record(z.string(), z.union([z.number(), z.string()])) })) });
 

@@ -10,7 +10,7 @@ import { ApplicationFailure } from '@temporalio/common';
 import { connectClient } from '../../src/infra/temporal';
 import { startChecklist } from '../../src/cli/stages';
 import { rootCauseText } from '../../src/cli/watch';
-import { ChecklistReport } from '../../src/stages/checklist/activities';
+import { ChecklistReport } from '../../src/stages/checklist/shapes';
 import { toStoredVariant } from '../../src/stages/checklist/schema';
 import { createRlActivities } from '../../src/stages/rl/activities';
 import { checklistKeys, runKey } from '../../src/run/layout';

@@ -7,7 +7,7 @@ import assert from 'node:assert/strict';
 import { createHash } from 'node:crypto';
 import { connectClient } from '../../src/infra/temporal';
 import { startPrepare } from '../../src/cli/stages';
-import type { PrepareReport } from '../../src/stages/prepare/activities';
+import type { PrepareReport } from '../../src/stages/prepare/shapes';
 import type { DroppedRecord, Example } from '../../src/kernel/schema';
 import { runKey, stageWorkflowId } from '../../src/run/layout';
 import { startWorkers } from '../../src/workers';

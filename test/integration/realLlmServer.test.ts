@@ -22,7 +22,7 @@ import { parseSimulation, SIMULATOR_SAMPLING } from '../../src/stages/rl/env/sim
 import { generateDemoDataset } from '../../src/demo/generator';
 import { connectClient } from '../../src/infra/temporal';
 import { startChecklist, startPrepare, startRl } from '../../src/cli/stages';
-import { FailedAnnotation } from '../../src/stages/checklist/activities';
+import { FailedAnnotation } from '../../src/stages/checklist/shapes';
 import { checklistKeys, runKey } from '../../src/run/layout';
 import { startWorkers } from '../../src/workers';
 import { testConfig, testStore, uniqueId } from '../helpers/env';

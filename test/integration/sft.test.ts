@@ -8,7 +8,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import assert from 'node:assert/strict';
 import * as tf from '@tensorflow/tfjs';
-import { runSft } from '../../src/stages/sft/activities';
+import { runSft } from '../../src/stages/sft/trainActivity';
 import { selectBackend } from '../../src/model/net/backend';
 import { startSft, sftInput } from '../../src/cli/stages';
 import { connectClient } from '../../src/infra/temporal';

@@ -7,7 +7,8 @@
  * activity, or a worker killed mid-shard never sends an annotated example to the annotator again.
  */
 import { setCurrentDetails } from '@temporalio/workflow';
-import type { ChecklistActivities, ChecklistReport } from './activities';
+import type { ChecklistActivities } from './activities';
+import type { ChecklistReport } from './shapes';
 import type { ChecklistWorkflowInput } from '../../run/workflowShapes';
 import { beginStage, boundedAll, endStage, stageActivities, stageProgressQuery } from '../../run/workflowUtil';
 

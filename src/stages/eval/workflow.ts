@@ -6,7 +6,8 @@
  * `runs/<id>/eval/bfcl/<label>.json`; chunks and results are idempotent, so a re-run redoes nothing finished.
  */
 import { setCurrentDetails } from '@temporalio/workflow';
-import type { EvalActivities, EvalBfclSummary, EvalPolicy } from './activities';
+import type { EvalActivities } from './activities';
+import type { EvalBfclSummary, EvalPolicy } from './shapes';
 import type { EvalConfig } from '../../run/config';
 import type { ActivityTimeouts } from '../../run/workflowShapes';
 import { beginStage, endStage, stageActivities } from '../../run/workflowUtil';

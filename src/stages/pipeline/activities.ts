@@ -11,35 +11,7 @@ import { pipelineKeys } from '../../run/layout';
 import { collectReport, type StageInfo } from '../../report/collect';
 import { renderReport } from '../../report/html';
 import { type ActivityDeps, parseInput } from '../activityKit';
-
-const Stage = z.enum(['prepare', 'checklist', 'sft', 'rl', 'eval']);
-
-export const StageMarker = z.object({
-  stage: Stage,
-  result: z.unknown(),
-  startedAt: z.number(),
-  closedAt: z.number(),
-});
-export type StageMarker = z.infer<typeof StageMarker>;
-
-export const StageMarkerInput = z.object({ runId: z.string().min(1), stage: Stage });
-export const RecordStageInput = StageMarker.extend({ runId: z.string().min(1) });
-
-export const PipelineReportInput = z.object({
-  runId: z.string().min(1),
-  status: z.object({
-    state: z.string(),
-    stages: z.array(z.object({
-      name: z.string(),
-      state: z.string(),
-      workflowId: z.string(),
-      startedAt: z.number().optional(),
-      closedAt: z.number().optional(),
-      error: z.string().optional(),
-    })),
-  }),
-  uiUrl: z.string().optional(),
-});
+import { StageMarker, StageMarkerInput, RecordStageInput, PipelineReportInput } from './shapes';
 
 export function createPipelineActivities({ store }: ActivityDeps) {
   return {

@@ -33,7 +33,8 @@ import {
   type ChildWorkflowHandle,
   type Workflow,
 } from '@temporalio/workflow';
-import type { PipelineActivities, StageMarker } from './activities';
+import type { PipelineActivities } from './activities';
+import type { StageMarker } from './shapes';
 import { CM2_RUN_ID, CM2_STAGE, CM2_STATE, sftKeys, type StageName, STAGES, stageWorkflowId, stageWorkflowType } from '../../run/layout';
 import type { checklistWorkflow } from '../checklist/workflow';
 import type { prepareWorkflow } from '../prepare/workflow';
@@ -41,7 +42,7 @@ import type { rlWorkflow, RlResult, RlWorkflowInput } from '../rl/workflow';
 import type { sftWorkflow } from '../sft/workflow';
 import type { EvalResult, EvalWorkflowInput } from '../eval/workflow';
 import { pauseSignal, resumeSignal, stopSignal } from '../../run/control';
-import type { EvalPolicy } from '../eval/activities';
+import type { EvalPolicy } from '../eval/shapes';
 import type { ActivityTimeouts, ChecklistWorkflowInput, PrepareWorkflowInput, SftWorkflowInput } from '../../run/workflowShapes';
 import { stageActivities } from '../../run/workflowUtil';
 

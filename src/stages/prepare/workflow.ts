@@ -10,7 +10,8 @@
  * of the whole workflow with the same run id redoes nothing that was finished.
  */
 import { setCurrentDetails, workflowInfo } from '@temporalio/workflow';
-import type { PrepareActivities, PrepareReport, StepResult } from './activities';
+import type { PrepareActivities } from './activities';
+import type { PrepareReport, StepResult } from './shapes';
 import type { ShardRef } from '../activityKit';
 import type { PrepareWorkflowInput } from '../../run/workflowShapes';
 import { beginStage, boundedAll, endStage, phaseTracker, stageActivities, stageProgressQuery } from '../../run/workflowUtil';

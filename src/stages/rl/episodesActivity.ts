@@ -16,7 +16,7 @@ import { type JudgeTotals } from '../../kernel/counts';
 import { resolveFromRoot } from '../../infra/binaries';
 import { isOnline, type LlmConfig } from '../../llm/llmConfig';
 import { selectBackend } from '../../model/net/backend';
-import type { RlConfig } from '../../run/config';
+import type { RlSettings } from '../../run/config';
 import { rlKeys } from '../../run/layout';
 import { PolicyCache } from '../../storage/policyStore';
 import { storeVerdictCache, type ObjectStore } from '../../storage/store';
@@ -54,7 +54,7 @@ export interface RlWorker {
   policies: PolicyCache;
   tokenizer(dir: string): ChatTokenizer;
   dataset(key: string): Promise<Dataset>;
-  environment(d: Dataset, rl: RlConfig, llm: LlmConfig): ToolEnvironment;
+  environment(d: Dataset, rl: RlSettings, llm: LlmConfig): ToolEnvironment;
   readRollouts(key: string): Promise<Rollout[]>;
   ensureBackend(): Promise<string>;
   llmClient: ReturnType<typeof llmClients>;
@@ -63,7 +63,7 @@ export interface RlWorker {
    * source (src/cli/stages.ts `rlInput`); a bare `true` comes only from inputs recorded before that, when it meant the
    * demo world's tools.
    */
-  executableNames(rl: RlConfig): string[];
+  executableNames(rl: RlSettings): string[];
 }
 
 export function rlWorker(deps: RlDeps): RlWorker {
@@ -72,7 +72,7 @@ export function rlWorker(deps: RlDeps): RlWorker {
   const datasets = new Map<string, Dataset>();
   const tokenizers = new Map<string, ChatTokenizer>();
   const llmClient = llmClients(store);
-  const executableNames = (rl: RlConfig): string[] => executableToolNames(rl.executableTools, true, deps.world.toolNames);
+  const executableNames = (rl: RlSettings): string[] => executableToolNames(rl.executableTools, true, deps.world.toolNames);
   let backend: Promise<string> | undefined;
   return {
     store,

@@ -1,13 +1,6 @@
 /**
- * GRPO policy update (spec §6.8): PPO-clip surrogate with optional dual clip, KL to a frozen reference policy with
- * the low-variance estimator, token-mean aggregation over policy tokens only.
- *
- * Per policy token with log-probabilities logp (current), old (sampling policy), ref (reference) and advantage A:
- *   ratio = exp(clamp(logp − old, −20, 20))
- *   pg    = max(−A·ratio, −A·clip(ratio, 1−εlow, 1+εhigh))            (PPO clip)
- *   pg    = min(pg, −A·c)  where A < 0                                   (dual clip, c = clipRatioC > 1)
- *   kl    = clamp(exp(ref − logp) − (ref − logp) − 1, −10, 10)          (VeRL `low_var_kl`)
- *   loss  = Σ_tokens (pg + β·kl) / N_tokens                              (token-mean over the whole update batch)
+ * GRPO policy update (spec §6.8): the trainer around the loss of `./algo/loss.ts` (micro-batches, packing, gradient
+ * accumulation, clipping, AdamW).
  *
  * Decisions:
  * - Token-mean is exact over the whole update batch: each micro-batch contributes Σ/N with N the policy-token
@@ -20,64 +13,18 @@
  *   sampling path and the training path into spurious off-policy corrections.
  * - One-step-off asynchronous RL (issue 16) is off-policy by one update: `old` is then the behaviour policy's
  *   log-probabilities recomputed on the training path (a forward pass of its checkpoint), for the same reason.
- * - Pure tensor math (`policyLossTerms`) is separate from the trainer so tests can pin it on small tensors.
  */
 import * as tf from '@tensorflow/tfjs';
 import { AdamW, type AdamWState } from '../../model/optim/adamw';
 import { accumulateGradients, yieldToEventLoop } from '../../model/optim/accumulate';
 import { applyUpdate, fullTrainable, type TrainableSet } from '../../model/net/trainable';
 import type { PackedRows } from '../../model/net/forwardTypes';
+import { policyLossTerms, type GrpoLossConfig } from './algo/loss';
 
 /** What the update needs of a policy (QwenModel satisfies it). */
 export interface PolicyModel {
   namedVariables(): Map<string, tf.Variable>;
   tokenLogprobs(ids: number[][], targets: number[][], keyMask?: number[][], temperature?: number, pack?: PackedRows): tf.Tensor2D;
-}
-
-export interface GrpoLossConfig {
-  clipLow: number;
-  clipHigh: number;
-  /** Dual-clip constant c (> 1); undefined disables dual clip. */
-  clipRatioC?: number;
-  /** KL coefficient β; 0 skips the reference forward pass entirely. */
-  klCoef: number;
-}
-
-export const DEFAULT_GRPO_LOSS: GrpoLossConfig = { clipLow: 0.2, clipHigh: 0.2, clipRatioC: 3, klCoef: 1e-4 };
-
-/**
- * Per-token loss terms ([B, T] tensors in, sums out). `mask` is 1 on policy tokens. Returns the sums over masked
- * tokens of the policy-gradient term and of the KL term, and the number of clipped tokens (for metrics).
- */
-export function policyLossTerms(
-  logp: tf.Tensor2D,
-  old: tf.Tensor2D,
-  ref: tf.Tensor2D | undefined,
-  adv: tf.Tensor2D,
-  mask: tf.Tensor2D,
-  cfg: GrpoLossConfig,
-): { pgSum: tf.Scalar; klSum: tf.Scalar; clipped: tf.Scalar } {
-  return tf.tidy(() => {
-    const ratio = tf.exp(tf.clipByValue(tf.sub(logp, old), -20, 20));
-    const negA = tf.neg(adv);
-    const pg1 = tf.mul(negA, ratio);
-    const pg2 = tf.mul(negA, tf.clipByValue(ratio, 1 - cfg.clipLow, 1 + cfg.clipHigh));
-    let pg = tf.maximum(pg1, pg2);
-    const clippedMask = tf.cast(tf.greater(pg2, pg1), 'float32');
-    if (cfg.clipRatioC !== undefined) {
-      const pg3 = tf.mul(negA, cfg.clipRatioC);
-      pg = tf.where(tf.less(adv, 0), tf.minimum(pg, pg3), pg);
-    }
-    const pgSum = tf.sum(tf.mul(pg, mask)) as tf.Scalar;
-    let klSum: tf.Scalar = tf.scalar(0);
-    if (ref) {
-      const d = tf.sub(ref, logp);
-      const kl = tf.clipByValue(tf.sub(tf.sub(tf.exp(d), d), 1), -10, 10);
-      klSum = tf.sum(tf.mul(kl, mask)) as tf.Scalar;
-    }
-    const clipped = tf.sum(tf.mul(clippedMask, mask)) as tf.Scalar;
-    return { pgSum, klSum, clipped };
-  });
 }
 
 /** One training sequence: tokens, policy-token spans with their advantage. */

@@ -3,7 +3,7 @@
  * language can serve the same task queues. The activities are in ./activities.ts.
  */
 import { z } from 'zod';
-import { Granularity, RlConfig, RlHyperparameters } from '../../run/config';
+import { Granularity, RlConfig, RlHyperparameters, RlSettings } from '../../run/config';
 import { LlmConfig } from '../../llm/llmConfig';
 import { PolicyRef } from '../../run/layout';
 import { type JudgeTotals, zeroJudgeTotals } from '../../kernel/counts';
@@ -16,7 +16,7 @@ export const RlDataInput = z.object({
   runId: z.string(),
   sourceKey: z.string().min(1),
   tokenizerDir: z.string(),
-  rl: RlConfig,
+  rl: RlSettings,
   /** To check that every tool of the data has an answer (./env/answers.ts); absent in inputs recorded before that check. */
   llm: LlmConfig.optional(),
 });
@@ -54,7 +54,7 @@ export const RlJudgeInput = z.object({
   folder: z.string(),
   phase: z.number().int().nonnegative(),
   dataKey: z.string(),
-  rl: RlConfig,
+  rl: RlSettings,
   llm: LlmConfig,
 });
 
@@ -129,7 +129,7 @@ export const RlTrainInput = z.object({
   rolloutsKey: z.string(),
   advantagesKey: z.string(),
   tokenizerDir: z.string(),
-  rl: RlConfig,
+  rl: RlSettings,
   hp: RlHyperparameters,
   /** Small state carried into the checkpoint (data cursor, hyperparameters). */
   state: z.record(z.string(), z.unknown()),

@@ -39,7 +39,7 @@ import {
 import type { PhaseResult, RlActivities, RlAdvantagesResult, RlData, RlTrainResult } from './activities';
 import type { RlBatch, RlEvalPoint, RlLoopState, RlResult, RlStatus, RlWorkflowInput } from './shapes';
 import { CM2_MEAN_REWARD, CM2_STATE, CM2_STEP, rlKeys } from '../../run/layout';
-import type { RlConfig, RlHyperparameters } from '../../run/config';
+import type { RlConfig, RlHyperparameters, RlSettings } from '../../run/config';
 import { takeBatch, type DataCursor } from '../../kernel/dataOrder';
 import { chunkRanges } from '../../kernel/chunks';
 import type { StageProgress } from '../../run/workflowShapes';
@@ -142,6 +142,8 @@ function showCommitted(progress: StageProgress, runId: string, stepNo: number, h
 interface Loop {
   input: RlWorkflowInput;
   rl: RlConfig;
+  /** What activities get of `rl`: all but `hp`, whose live value goes with the calls that use it. */
+  settings: RlSettings;
   gpu: ActivityInterfaceFor<RlActivities>;
   api: ActivityInterfaceFor<RlActivities>;
   /** `rl.rollout.chunkPrompts`: prompts per chunk of a fanned-out batch; 0 = one chain for the whole batch. */
@@ -150,9 +152,16 @@ interface Loop {
 
 type EpisodeInit = { indices: number[]; groupSize: number; groupOffset?: number };
 
+/** The RL config without its starting hyperparameters (`RlSettings`). */
+function settingsOf(rl: RlConfig): RlSettings {
+  const settings: Partial<RlConfig> = { ...rl };
+  delete settings.hp;
+  return settings as RlSettings;
+}
+
 /** Rollouts then judge, turn by turn, until every episode is done. Returns the last phase and the time per kind. */
 async function runEpisodes(loop: Loop, data: RlData, folder: string, policy: PolicyRef, init: EpisodeInit, seed: number, temperature?: number, episodeSeeds = false) {
-  const { input, rl, gpu, api } = loop;
+  const { input, settings: rl, gpu, api } = loop;
   const perEpisode = episodeSeeds ? { episodeSeeds: true } : {};
   const time = { rollout: 0, judge: 0 };
   let judgeStats = zeroJudgeTotals();
@@ -231,7 +240,7 @@ async function evaluatePolicy(loop: Loop, data: RlData, step: number, policy: Po
   // one held-out episode per prompt in chunks of one prompt would generate one sequence at a time.
   const evalChunk = loop.chunkPrompts * Math.max(1, Math.floor(rl.groupSize / rl.eval.samples));
   const ep = await collectBatch(loop, data, folder, policy, { indices, groupSize: rl.eval.samples }, rl.seed + 7919, rl.eval.temperature, evalChunk);
-  const adv: RlAdvantagesResult = await api.rlAdvantages({ runId: input.runId, folder, phase: ep.lastPhase, dataKey: data.key, rl, granularity: 'trajectory', ...rolloutsOf(loop, ep) });
+  const adv: RlAdvantagesResult = await api.rlAdvantages({ runId: input.runId, folder, phase: ep.lastPhase, dataKey: data.key, rl: loop.settings, granularity: 'trajectory', ...rolloutsOf(loop, ep) });
   const point: RlEvalPoint = {
     step,
     rewardMean: adv.rewardMean,
@@ -313,7 +322,7 @@ export async function rlWorkflow(input: RlWorkflowInput): Promise<RlResult> {
   if (state.paused) setRunState('paused');
   if (!input.state) {
     progress.phase = 'data';
-    state.data = await api.rlPrepareData({ runId: input.runId, sourceKey: input.sourceKey, tokenizerDir: input.tokenizerDir, rl, llm: input.llm });
+    state.data = await api.rlPrepareData({ runId: input.runId, sourceKey: input.sourceKey, tokenizerDir: input.tokenizerDir, rl: settingsOf(rl), llm: input.llm });
   }
   progress.total = rl.steps;
   progress.done = state.step;
@@ -323,7 +332,7 @@ export async function rlWorkflow(input: RlWorkflowInput): Promise<RlResult> {
     setCurrentDetails(`**RL step ${state.step + 1}/${rl.steps}: ${name}**\n\n${details}`);
   };
 
-  const loop: Loop = { input, rl, gpu, api, chunkPrompts: rl.rollout.chunkPrompts ?? 0 };
+  const loop: Loop = { input, rl, settings: settingsOf(rl), gpu, api, chunkPrompts: rl.rollout.chunkPrompts ?? 0 };
   const evaluate = async (): Promise<void> => {
     if (state.evals.some((e) => e.step === state.step)) return;
     const done = await evaluatePolicy(loop, state.data, state.step, state.policy, phase);
@@ -374,7 +383,7 @@ export async function rlWorkflow(input: RlWorkflowInput): Promise<RlResult> {
     const hp = patched('rl-hp-at-advantages') ? state.hp : hpAtStart;
     hpFixedFor = stepNo;
     phase('advantages', hp.granularity);
-    const adv = await api.rlAdvantages({ runId: input.runId, folder, phase: ep.lastPhase, dataKey: state.data.key, rl, granularity: hp.granularity, ...rolloutsOf(loop, ep) });
+    const adv = await api.rlAdvantages({ runId: input.runId, folder, phase: ep.lastPhase, dataKey: state.data.key, rl: loop.settings, granularity: hp.granularity, ...rolloutsOf(loop, ep) });
     // Staleness stays at one step: the next step's rollouts start only now, with the policy this step updates.
     if (oneStepOff && stepNo < rl.steps && !state.stopRequested) prefetch(stepNo + 1, next, state.policy);
     phase('train', `GRPO update (lr ${hp.lr}, KL ${hp.klCoef}, ${hp.granularity})${oneStepOff ? '; next step\'s rollouts in parallel' : ''}`);
@@ -387,7 +396,7 @@ export async function rlWorkflow(input: RlWorkflowInput): Promise<RlResult> {
       ...(oneStepOff ? { behaviour: ep.behaviour } : {}),
       advantagesKey: adv.key,
       tokenizerDir: input.tokenizerDir,
-      rl,
+      rl: loop.settings,
       hp,
       state: { cursor: next, step: stepNo },
     });

@@ -4,7 +4,8 @@
  * a new attempt resumes from its last checkpoint, so a killed worker costs at most `checkpointEvery` steps.
  */
 import { patched, setCurrentDetails } from '@temporalio/workflow';
-import type { SftActivities, SftEvalResult, SftReport } from './activities';
+import type { SftActivities } from './activities';
+import type { SftEvalResult, SftReport } from './shapes';
 import type { SftWorkflowInput } from '../../run/workflowShapes';
 import { chunkCount } from '../../kernel/chunks';
 import { beginStage, endStage, stageActivities, stageProgressQuery } from '../../run/workflowUtil';

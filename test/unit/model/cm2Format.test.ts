@@ -19,7 +19,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import * as tf from '@tensorflow/tfjs';
 import { Tokenizer } from '@huggingface/tokenizers';
-import { baseModel } from '../../../src/stages/sft/activities';
+import { baseModel } from '../../../src/stages/sft/trainActivity';
 import { CHAT_TEMPLATE, renderChat } from '../../../src/chat/template';
 import { chatSegments, loadChatTokenizer, promptIds, tokenizeForTraining, type ChatDialogue, type ChatTokenizer } from '../../../src/chat/tokenize';
 import type { Example } from '../../../src/kernel/schema';

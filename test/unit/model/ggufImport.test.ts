@@ -14,7 +14,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import * as tf from '@tensorflow/tfjs';
 import { Tokenizer } from '@huggingface/tokenizers';
-import { importBaseIfMissing, IMPORT_MARKER } from '../../../src/stages/sft/activities';
+import { importBaseIfMissing, IMPORT_MARKER } from '../../../src/stages/sft/importActivity';
 import { SftConfig } from '../../../src/run/config';
 import { selectBackend } from '../../../src/model/net/backend';
 import { loadHfCheckpoint } from '../../../src/model/formats/checkpoint';

@@ -42,8 +42,11 @@ function importsOf(file: string): Import[] {
 const all = files(src).map((f) => ({ rel: path.relative(src, f).replace(/\\/g, '/'), imports: importsOf(f), lines: readFileSync(f, 'utf8').split('\n').length }));
 const under = (rel: string, ...dirs: string[]) => dirs.some((d) => rel === d || rel.startsWith(`${d}/`));
 const isWorkflow = (rel: string) => /^stages\/[^/]+\/workflow\.ts$/.test(rel) || rel === 'workflows/index.ts';
-/** A stage's activities: `activities.ts`, an activity's body as a plain function (`<name>Activity.ts`), the shared kit. */
-const isActivities = (rel: string) => /^stages\/[^/]+\/(activities|\w+Activity)\.ts$/.test(rel) || rel === 'stages/activityKit.ts';
+/**
+ * A stage's activities: `activities.ts`, their inputs and outputs (`shapes.ts`), an activity's body as a plain function
+ * (`<name>Activity.ts`), the shared kit.
+ */
+const isActivities = (rel: string) => /^stages\/[^/]+\/(activities|shapes|\w+Activity)\.ts$/.test(rel) || rel === 'stages/activityKit.ts';
 
 function violations(check: (file: (typeof all)[number], imp: Import) => string | undefined): string[] {
   const out: string[] = [];

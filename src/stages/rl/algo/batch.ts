@@ -3,7 +3,7 @@
  * prompt, spec section 6.5), the advantage rows the trainer joins on by rollout id, and the batch's metrics.
  */
 import { z } from 'zod';
-import type { RlConfig } from '../../../run/config';
+import type { RlSettings } from '../../../run/config';
 import type { ChecklistVariant } from '../../checklist/schema';
 import { computeAdvantages } from './advantages';
 import { promptMeanStats } from '../../../kernel/heldOut';
@@ -29,7 +29,7 @@ export const std = (xs: readonly number[]) => {
 export const tally = (xs: readonly string[]) => xs.reduce<Record<string, number>>((acc, x) => ((acc[x] = (acc[x] ?? 0) + 1), acc), {});
 
 /** Trajectory rewards of every rollout and the advantages at every granularity (grouped by prompt). */
-export function summarise(rollouts: readonly Rollout[], checklists: ReadonlyMap<string, ChecklistVariant[]>, rl: RlConfig) {
+export function summarise(rollouts: readonly Rollout[], checklists: ReadonlyMap<string, ChecklistVariant[]>, rl: RlSettings) {
   // Each rollout's rewards once; the estimators of every granularity take them from here.
   const scores = rollouts.map((r) => scoreRollout(checklists.get(r.uuid)!, r.verdicts ?? [], r.refTurns, r.toolFailed));
   const rewards = scores.map((s) => s.reward);
@@ -63,7 +63,7 @@ export function summarise(rollouts: readonly Rollout[], checklists: ReadonlyMap<
  * What `rlAdvantages` records of a batch: its advantage rows at `granularity`, keyed by rollout id (the trainer joins
  * on the id, never by position), and its metrics.
  */
-export function summariseBatch(rollouts: readonly Rollout[], checklists: ReadonlyMap<string, ChecklistVariant[]>, rl: RlConfig, granularity: Granularity) {
+export function summariseBatch(rollouts: readonly Rollout[], checklists: ReadonlyMap<string, ChecklistVariant[]>, rl: RlSettings, granularity: Granularity) {
   const summary = summarise(rollouts, checklists, rl);
   const chosen = summary.byGranularity[granularity]!;
   const rows = rollouts.map((r, i) => ({ id: r.id, advantages: chosen.perRollout[i]!, reward: summary.rewards[i]! }));

@@ -63,7 +63,7 @@ import { attemptSalt } from '../../../llm/parseRetries';
 import type { Verdict } from '../rolloutSchema';
 import { batchItemIds, isPlainObject, JUDGE_JSON_SCHEMA, judgeBatchJsonSchema, judgeBatchPrompt, judgePrompt, parseJudgeAnswer, parseJudgeBatchAnswer } from './judgePrompt';
 import { type RenderedView, renderJudgeView } from './judgeView';
-import { RlConfig } from '../../../run/config';
+import type { RlSettings } from '../../../run/config';
 import { type JudgeTotals, zeroJudgeTotals } from '../../../kernel/counts';
 import { LlmFatalError } from '../../../llm/errors';
 
@@ -366,6 +366,6 @@ export class Judge {
 }
 
 /** The judge settings of an RL config. */
-export function judgeConfigOf(rl: RlConfig): JudgeConfig {
+export function judgeConfigOf(rl: RlSettings): JudgeConfig {
   return JudgeConfig.parse({ batchItems: rl.judge.batchItems, samples: rl.judge.samples, attempts: rl.judge.attempts, offlineChecks: rl.judge.offlineChecks });
 }
