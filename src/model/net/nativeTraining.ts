@@ -98,7 +98,7 @@ export class NativeTraining {
     return this.stackGraphs;
   }
 
-  stackGraph(B: number, T: number, head?: HeadDims): StackGraph | null {
+  stackGraph(B: number, T: number, head: HeadDims): StackGraph | null {
     const cache = this.stackGraphCache();
     if (!cache) return null;
     try {
@@ -126,63 +126,44 @@ export class NativeTraining {
     return this.m.layerVars.flatMap((_, i) => [...ws.slice(i * perLayer, (i + 1) * perLayer), ...saved.slice(i * k, (i + 1) * k), ...(factors?.[i] ?? [])]);
   }
 
-  /** x [B·T, hidden] through every decoder layer as one graph run, with the backward pass as another (a customGrad). */
-  stackThroughGraph(graph: StackGraph, x: tf.Tensor2D, ctx: LayerContext): tf.Tensor2D {
-    return this.throughGraph(graph, x, ctx) as tf.Tensor2D;
-  }
-
   /**
    * x [B·T, hidden] through every decoder layer, the final norm and the head to log p(target) [B·T] as one graph run,
-   * with the backward pass as another (a customGrad over x, the final norm's weight, the head's weight and the layers'
-   * weights). `at` is targetIndex of the targets.
+   * and (while a gradient is recorded) the backward pass as another, a customGrad. What it differentiates: with LoRA
+   * attached, x and the adapter's factors (every weight frozen); else x, the final norm's weight, the head's weight and
+   * the layers' weights. `at` is targetIndex of the targets. The forward run's saved tensors go to the backward run in
+   * named slots: the layers' activations, the head's three, the rotary tables, then `at` and the norm and head weights,
+   * which may be tensors derived inside the caller's tidy (the norm / T of a sampling temperature) and gone by backward
+   * time.
    */
   stackLogprobsThroughGraph(graph: StackGraph, x: tf.Tensor2D, ctx: LayerContext, norm: tf.Tensor1D, head: tf.Tensor2D, at: tf.Tensor2D): tf.Tensor1D {
-    return this.throughGraph(graph, x, ctx, { norm, head, at }) as tf.Tensor1D;
-  }
-
-  /**
-   * Both stack graphs' runs, forward and (while a gradient is recorded) backward as a customGrad. What it differentiates:
-   * with LoRA attached, x and the adapter's factors (every weight frozen); else x, the final norm's and the head's weights
-   * (with a head) and the layers' weights. The forward run's saved tensors, in named slots for the backward run: the
-   * layers' activations, the head's three (with a head), the rotary tables, then (with a head) `at` and the norm and
-   * head weights, which may be tensors derived inside the caller's tidy (the norm / T of a sampling temperature) and gone
-   * by backward time.
-   */
-  private throughGraph(graph: StackGraph, x: tf.Tensor2D, ctx: LayerContext, head?: { norm: tf.Tensor1D; head: tf.Tensor2D; at: tf.Tensor2D }): tf.Tensor {
     const { perLayer, weights, tables, inputs } = this.stackFeeds(graph, ctx);
     const k = graph.savedPerLayer;
     const n = this.m.layerVars.length * k;
-    const forward = (xi: tf.Tensor, ws: tf.Tensor[], normW?: tf.Tensor, headW?: tf.Tensor): tf.Tensor[] => [xi, ...inputs, ...ws, ...(head ? [normW!, headW!, head.at] : [])];
-    if (!taping()) return graph.runForward(forward(x, weights, head?.norm, head?.head), false)[0]!;
+    const forward = (xi: tf.Tensor, ws: tf.Tensor[], normW: tf.Tensor, headW: tf.Tensor): tf.Tensor[] => [xi, ...inputs, ...ws, normW, headW, at];
+    if (!taping()) return graph.runForward(forward(x, weights, norm, head), false)[0]! as tf.Tensor1D;
     const lora = this.lora;
     const f = tf.customGrad((...args: (tf.Tensor | tf.GradSaveFunc)[]) => {
       const save = args.pop() as tf.GradSaveFunc;
       const ts = args as tf.Tensor[];
-      const [normW, headW] = head && !lora ? [ts[1]!, ts[2]!] : [head?.norm, head?.head];
-      const ws = lora ? weights : ts.slice(head ? 3 : 1);
+      const [normW, headW] = lora ? [norm, head] : [ts[1]!, ts[2]!];
+      const ws = lora ? weights : ts.slice(3);
       const [value, ...saved] = graph.runForward(forward(ts[0]!, ws, normW, headW), true);
       // The tables are saved too: the tidy around the forward pass disposes what is not saved.
-      save([...saved, ...tables, ...(head ? [head.at, normW!, headW!] : [])]);
+      save([...saved, ...tables, at, normW, headW]);
       return {
         value: value!,
         gradFunc: (dy: tf.Tensor, s: tf.Tensor[]) => {
-          const slots = {
-            layers: s.slice(0, n),
-            head: head ? s.slice(n, n + 3) : [],
-            tables: head ? s.slice(n + 3, n + 7) : s.slice(n, n + 4),
-            // at, norm, head
-            headInputs: head ? [s[n + 8]!, s[n + 9]!, s[n + 7]!] : [],
-          };
-          const feeds = [dy, ...slots.headInputs, ...slots.head, ...slots.tables, this.m.rotate, ...this.layerBackwardFeeds(ws, slots.layers, perLayer, k, lora?.factors)];
+          const slots = { layers: s.slice(0, n), head: s.slice(n, n + 3), tables: s.slice(n + 3, n + 7), at: s[n + 7]!, norm: s[n + 8]!, headW: s[n + 9]! };
+          const feeds = [dy, slots.norm, slots.headW, slots.at, ...slots.head, ...slots.tables, this.m.rotate, ...this.layerBackwardFeeds(ws, slots.layers, perLayer, k, lora?.factors)];
           const out = graph.runBackward(feeds);
           tf.dispose(s); // the activations are no longer needed (the engine's later dispose is a no-op)
-          // LoRA: dx, then the factors'. Else dx, the layers', then (with a head) the final norm's and the head's,
-          // put in the customGrad's input order.
-          return lora || !head ? out : [out[0]!, ...out.slice(-2), ...out.slice(1, -2)];
+          // LoRA: dx, then the factors'. Else dx, the layers', the final norm's and the head's, put in the customGrad's
+          // input order.
+          return lora ? out : [out[0]!, ...out.slice(-2), ...out.slice(1, -2)];
         },
       };
     });
-    return lora ? f(x, ...lora.factors.flat()) : f(x, ...(head ? [head.norm, head.head] : []), ...weights);
+    return (lora ? f(x, ...lora.factors.flat()) : f(x, norm, head, ...weights)) as tf.Tensor1D;
   }
 
   dispose(): void {

@@ -354,26 +354,16 @@ export class QwenModel {
   }
 
   /**
-   * The decoder stack's output [B·T, hidden] on native TensorFlow (before the final norm): as one graph run forward
-   * and one backward (trainGraph.ts) when graphs are on, with the sequences right-padded to graphLength(T) so that a
-   * few graphs serve every length (causal attention: the padding changes no real position's result or gradient);
-   * else layer by layer, one customGrad each (layer.ts).
+   * The decoder stack's output [B·T, hidden] on native TensorFlow (before the final norm), layer by layer, one
+   * customGrad each (layer.ts). Training on native TensorFlow goes through the stack graph with the head instead
+   * (`graphLogprobs`); this path serves a forward pass under a tape and training with graphs off (CM2_TF_GRAPH=0).
    */
   private nativeStack(ids: number[][], positions?: number[][], keyMask?: number[][], segments?: number[][]): tf.Tensor2D {
-    const d = this.dims;
-    const B = ids.length;
-    const T = ids[0]!.length;
-    const useGraph = this.training.stackGraphCache() !== null;
-    const Tg = useGraph ? graphLength(T) : T;
-    const pad = (row: number[]): number[] => (Tg === T ? row : [...row, ...new Array<number>(Tg - T).fill(0)]);
-    const ctx = this.training.layerContext(B, Tg, positions?.map(pad), keyMask?.map(pad), segments?.map(pad));
-    let x = embeddingLookup(this.w<tf.Rank.R2>('model.embed_tokens.weight'), ids.flatMap(pad));
-    const graph = useGraph ? this.training.stackGraph(B, Tg) : null;
-    if (!graph && this.training.loraAttached) throw new Error('LoRA training on frozen weights needs the training graph, which could not be built');
-    if (graph) x = this.training.stackThroughGraph(graph, x, ctx);
-    else for (const L of this.layerVars) x = decoderLayer(x, L, ctx);
-    if (Tg === T) return x;
-    return tf.reshape(tf.slice(tf.reshape(x, [B, Tg, d.hidden]), [0, 0, 0], [B, T, d.hidden]), [B * T, d.hidden]);
+    if (this.training.loraAttached) throw new Error('LoRA training on frozen weights needs the training graph (loss, tokenLogprobs), which could not be built');
+    const ctx = this.training.layerContext(ids.length, ids[0]!.length, positions, keyMask, segments);
+    let x = embeddingLookup(this.w<tf.Rank.R2>('model.embed_tokens.weight'), ids.flat());
+    for (const L of this.layerVars) x = decoderLayer(x, L, ctx);
+    return x;
   }
 
   /** Decoding with a concatenated KV cache on wasm / cpu (inference only). */

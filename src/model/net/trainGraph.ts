@@ -6,19 +6,20 @@
  * inter-op pool, applies its graph optimizations and pays no per-op call from JavaScript; bench/model-throughput.ts
  * measures what it buys.
  *
- * A graph is built for one (B, T) and the layers' optional weights, and cached by the model (StackGraphCache):
- * - forward: feeds x [B·T, hidden], the RoPE tables, rotate_half, the attention bias chunks, then every layer's
- *   weights (PARAM_NAMES order, present ones only); fetches 'x_out' and, when a gradient follows, every layer's saved
- *   tensors (layerForward's list).
- * - backward: feeds dy, the RoPE tables, rotate_half, then per layer its weights and its saved tensors; fetches dx
- *   and every layer's weight gradients.
- * With the head (`withHead`, what loss and tokenLogprobs use), the forward graph goes on through the final norm, the LM
- * head and the log-probability of each row's target: it also feeds the final norm's weight, the head's weight
- * (tied: the embedding [V, hidden], else [hidden, V]) and the (row, target) index [N, 2], and fetches 'logp' [N] in
- * place of 'x_out' (plus the head's saved tensors: the normed rows, their 1/rms and the softmax). The backward graph
- * then starts from dlogp [N] (fed first, with those weights, the index and the head's saved tensors) and also fetches
- * the gradients of the final norm and of the head's weight. In one run the head's matmuls overlap the layers' work on
- * TensorFlow's inter-op pool, and its ~25 eager ops per step become graph nodes (bench/README.md).
+ * A graph is built for one (B, T) and the layers' optional weights, and cached by the model (StackGraphCache). It is
+ * what loss and tokenLogprobs train through: the layers, then the final norm, the LM head and the log-probability of
+ * each row's target.
+ * - forward: feeds x [B·T, hidden], the RoPE tables, rotate_half, the attention bias chunks, every layer's weights
+ *   (PARAM_NAMES order, present ones only), the final norm's weight, the head's weight (tied: the embedding
+ *   [V, hidden], else [hidden, V]) and the (row, target) index [N, 2]; fetches 'logp' [N] and, when a gradient
+ *   follows, every layer's saved tensors (layerForward's list) and the head's (the normed rows, their 1/rms, the
+ *   softmax).
+ * - backward: feeds dlogp [N], the final norm's and the head's weights, the index and the head's saved tensors, the
+ *   RoPE tables, rotate_half, then per layer its weights and its saved tensors; fetches dx, every layer's weight
+ *   gradients and those of the final norm and the head's weight.
+ * In one run the head's matmuls overlap the layers' work on TensorFlow's inter-op pool, and its ~25 eager ops per step
+ * become graph nodes (bench/README.md). (A graph ending at the stack's output, without the head, served only a forward
+ * pass under a gradient tape, which no training path takes; it is gone: that pass runs layer by layer.)
  */
 import { availableParallelism } from 'node:os';
 import type * as tf from '@tensorflow/tfjs';
@@ -171,22 +172,68 @@ export interface StackLora {
 /** Names of the head's saved tensors in the forward graph (fetched after the layers' ones). */
 const HEAD_SAVED = ['h_xr', 'h_r', 'h_p'] as const;
 
-/** Forward and backward graphs of the whole decoder stack for one batch shape (with the head, or ending at x_out). */
+/**
+ * The head on top of the stack's output x in the forward graph: the final norm, the LM head, the log-probability of each
+ * row's target. Returns the 'logp' node and the head's saved tensors (HEAD_SAVED).
+ */
+function headForward(gf: GraphBuilder, of: TensorOps<GraphTensor>, x: GraphTensor, head: HeadDims, N: number, hidden: number, eps: number): { logp: string; saved: string[] } {
+  // log p(target) = z_t − max z + log max softmax(z) (exact; max softmax ≥ 1/V), as native.ts softmaxTargetLogprobs
+  const { vocab: V, tied } = head;
+  const wNorm = gf.placeholder('final_norm', 'float32', [hidden]);
+  const wHead = gf.placeholder('head_w', 'float32', tied ? [V, hidden] : [hidden, V]);
+  const at = gf.placeholder('target_at', 'int32', [N, 2]);
+  const r = invRms(of, x, eps);
+  const xr = of.mul(x, r);
+  const xf = of.mul(xr, { name: wNorm, shape: [hidden] });
+  const logits = gf.node('MatMul', [xf.name, wHead], { ...F, transpose_a: { b: false }, transpose_b: { b: tied } });
+  const probs = gf.node('Softmax', [logits], F);
+  const axis1 = gf.constant([1], [], 'int32', 'axis');
+  const rowMax = (t: string): string => gf.node('Max', [t, axis1], { ...F, Tidx: I32, keep_dims: { b: false } });
+  const zt = gf.node('GatherNd', [logits, at], { Tparams: { type: 'float32' }, Tindices: I32 });
+  const logp = gf.node('AddV2', [gf.node('Sub', [zt, rowMax(logits)], F), gf.node('Log', [rowMax(probs)], F)], F);
+  return { logp: gf.node('Identity', [logp], F, 'logp'), saved: [xr.name, r.name, probs].map((t, k) => gf.node('Identity', [t], F, HEAD_SAVED[k])) };
+}
+
+/**
+ * The head's backward in the backward graph, from dlogp to the stack output's gradient dy, with the gradients of the
+ * final norm and the head's weight (none with LoRA: they are frozen).
+ */
+function headBackward(gb: GraphBuilder, ob: TensorOps<GraphTensor>, head: HeadDims, N: number, hidden: number, lora: boolean): { dy: GraphTensor; grads: string[] } {
+  // dlogits = dlogp·(onehot(target) − softmax), then back through the head's matmul and the final norm
+  const { vocab: V, tied } = head;
+  const dlogp = gb.placeholder('dlogp', 'float32', [N]);
+  const wNorm: GraphTensor = { name: gb.placeholder('final_norm', 'float32', [hidden]), shape: [hidden] };
+  const wHead = gb.placeholder('head_w', 'float32', tied ? [V, hidden] : [hidden, V]);
+  const at = gb.placeholder('target_at', 'int32', [N, 2]);
+  const xr: GraphTensor = { name: gb.placeholder(HEAD_SAVED[0], 'float32', [N, hidden]), shape: [N, hidden] };
+  const r: GraphTensor = { name: gb.placeholder(HEAD_SAVED[1], 'float32', [N, 1]), shape: [N, 1] };
+  const probs = gb.placeholder(HEAD_SAVED[2], 'float32', [N, V]);
+  const scaled = gb.node('Mul', [probs, ob.reshape(ob.neg({ name: dlogp, shape: [N] }), [N, 1]).name], F);
+  const dLogits = gb.node('TensorScatterAdd', [scaled, at, dlogp], { ...F, Tindices: I32 });
+  const xf = ob.mul(xr, wNorm);
+  const mm = (a: string, b: string, ta: boolean, tb: boolean): string => gb.node('MatMul', [a, b], { ...F, transpose_a: { b: ta }, transpose_b: { b: tb } });
+  const dxf: GraphTensor = { name: tied ? mm(dLogits, wHead, false, false) : mm(dLogits, wHead, false, true), shape: [N, hidden] };
+  const dW = tied ? mm(dLogits, xf.name, true, false) : mm(xf.name, dLogits, true, false);
+  const grads = lora ? [] : [gb.node('Identity', [ob.sum(ob.mul(dxf, xr), 0).name], F, 'd_final_norm'), gb.node('Identity', [dW], F, 'd_head_w')];
+  return { dy: unitNormBackward(ob, ob.mul(dxf, wNorm), xr, r), grads };
+}
+
+/** Forward and backward graphs of the whole decoder stack and the head for one batch shape. */
 export class StackGraph {
   readonly forward: GraphSession;
   readonly backward: GraphSession;
-  /** fetch names of the forward graph: 'x_out', then every layer's saved tensors */
+  /** fetch names of the forward graph's saved tensors: every layer's, then the head's */
   private readonly savedNames: string[];
   private readonly backwardOutputs: string[];
 
-  /** the forward graph's first output: 'logp' with the head, else 'x_out' */
+  /** the forward graph's first output: 'logp' */
   readonly output: string;
 
   constructor(
     readonly dims: StackDims,
     readonly B: number,
     readonly T: number,
-    readonly head?: HeadDims,
+    readonly head: HeadDims,
     readonly lora?: StackLora,
   ) {
     const N = B * T;
@@ -220,54 +267,16 @@ export class StackGraph {
       this.savedNames.push(...saved.map((t, k) => gf.node('Identity', [t.name], F, `s${i}_${k}`)));
       x = value;
     }
-    if (head) {
-      // log p(target) = z_t − max z + log max softmax(z) (exact; max softmax ≥ 1/V), as native.ts softmaxTargetLogprobs
-      const { vocab: V, tied } = head;
-      const wNorm = gf.placeholder('final_norm', 'float32', [hidden]);
-      const wHead = gf.placeholder('head_w', 'float32', tied ? [V, hidden] : [hidden, V]);
-      const at = gf.placeholder('target_at', 'int32', [N, 2]);
-      const r = invRms(of, x, dims.eps);
-      const xr = of.mul(x, r);
-      const xf = of.mul(xr, { name: wNorm, shape: [hidden] });
-      const logits = gf.node('MatMul', [xf.name, wHead], { ...F, transpose_a: { b: false }, transpose_b: { b: tied } });
-      const probs = gf.node('Softmax', [logits], F);
-      const axis1 = gf.constant([1], [], 'int32', 'axis');
-      const rowMax = (t: string): string => gf.node('Max', [t, axis1], { ...F, Tidx: I32, keep_dims: { b: false } });
-      const zt = gf.node('GatherNd', [logits, at], { Tparams: { type: 'float32' }, Tindices: I32 });
-      const logp = gf.node('AddV2', [gf.node('Sub', [zt, rowMax(logits)], F), gf.node('Log', [rowMax(probs)], F)], F);
-      this.output = gf.node('Identity', [logp], F, 'logp');
-      [xr.name, r.name, probs].forEach((t, k) => this.savedNames.push(gf.node('Identity', [t], F, HEAD_SAVED[k])));
-    } else {
-      this.output = gf.node('Identity', [x.name], F, 'x_out');
-    }
+    const top = headForward(gf, of, x, head, N, hidden, dims.eps);
+    this.output = top.logp;
+    this.savedNames.push(...top.saved);
     this.forward = new GraphSession(gf, [this.output, ...this.savedNames]);
 
-    // Backward: from dy through the layers in reverse; saved tensors come back as placeholders.
+    // Backward: from dlogp through the head, then the layers in reverse; saved tensors come back as placeholders.
     const gb = new GraphBuilder();
     const ob = graphOps(gb);
-    let dy: GraphTensor;
-    const headGrads: string[] = [];
-    if (head) {
-      // dlogits = dlogp·(onehot(target) − softmax), then back through the head's matmul and the final norm
-      const { vocab: V, tied } = head;
-      const dlogp = gb.placeholder('dlogp', 'float32', [N]);
-      const wNorm: GraphTensor = { name: gb.placeholder('final_norm', 'float32', [hidden]), shape: [hidden] };
-      const wHead = gb.placeholder('head_w', 'float32', tied ? [V, hidden] : [hidden, V]);
-      const at = gb.placeholder('target_at', 'int32', [N, 2]);
-      const xr: GraphTensor = { name: gb.placeholder(HEAD_SAVED[0], 'float32', [N, hidden]), shape: [N, hidden] };
-      const r: GraphTensor = { name: gb.placeholder(HEAD_SAVED[1], 'float32', [N, 1]), shape: [N, 1] };
-      const probs = gb.placeholder(HEAD_SAVED[2], 'float32', [N, V]);
-      const scaled = gb.node('Mul', [probs, ob.reshape(ob.neg({ name: dlogp, shape: [N] }), [N, 1]).name], F);
-      const dLogits = gb.node('TensorScatterAdd', [scaled, at, dlogp], { ...F, Tindices: I32 });
-      const xf = ob.mul(xr, wNorm);
-      const mm = (a: string, b: string, ta: boolean, tb: boolean): string => gb.node('MatMul', [a, b], { ...F, transpose_a: { b: ta }, transpose_b: { b: tb } });
-      const dxf: GraphTensor = { name: tied ? mm(dLogits, wHead, false, false) : mm(dLogits, wHead, false, true), shape: [N, hidden] };
-      const dW = tied ? mm(dLogits, xf.name, true, false) : mm(xf.name, dLogits, true, false);
-      if (!lora) headGrads.push(gb.node('Identity', [ob.sum(ob.mul(dxf, xr), 0).name], F, 'd_final_norm'), gb.node('Identity', [dW], F, 'd_head_w'));
-      dy = unitNormBackward(ob, ob.mul(dxf, wNorm), xr, r);
-    } else {
-      dy = { name: gb.placeholder('dy', 'float32', [N, hidden]), shape: [N, hidden] };
-    }
+    const fromHead = headBackward(gb, ob, head, N, hidden, lora !== undefined);
+    let dy = fromHead.dy;
     const ctxB = ctxOf(gb, false);
     const perLayer = Array.from({ length: layers }, (_, i) => ({
       w: weightsOf(gb, i),
@@ -290,23 +299,23 @@ export class StackGraph {
       dy = dx;
     }
     const dx = gb.node('Identity', [dy.name], F, 'dx');
-    this.backwardOutputs = [dx, ...grads.flat(), ...headGrads];
+    this.backwardOutputs = [dx, ...grads.flat(), ...fromHead.grads];
     this.backward = new GraphSession(gb, this.backwardOutputs, { intraOpThreads: backwardThreads(process.env, availableParallelism(), lora !== undefined) });
   }
 
   /**
-   * The forward graph's outputs: x_out (with the head: logp), then, when `withSaved`, every layer's saved tensors (and
-   * the head's three). Feeds: x, the tables, rotate_half, the bias chunks, every layer's weights (and with the head:
-   * the final norm's weight, the head's weight, the target index).
+   * The forward graph's outputs: logp, then, when `withSaved`, every layer's saved tensors and the head's three. Feeds:
+   * x, the tables, rotate_half, the bias chunks, every layer's weights, the final norm's weight, the head's weight, the
+   * target index.
    */
   runForward(feeds: tf.Tensor[], withSaved: boolean): tf.Tensor[] {
     return this.forward.run(feeds, withSaved ? [this.output, ...this.savedNames] : [this.output]);
   }
 
   /**
-   * dx, then each layer's weight gradients (layer order, PARAM_NAMES order), then with the head the final norm's and
-   * the head weight's. Feeds: with the head dlogp, the final norm's weight, the head's weight, the target index and the
-   * head's saved tensors, else dy; then the tables, rotate_half, and per layer its weights and saved tensors.
+   * dx, then each layer's weight gradients (layer order, PARAM_NAMES order), then the final norm's and the head
+   * weight's. Feeds: dlogp, the final norm's weight, the head's weight, the target index and the head's saved tensors;
+   * then the tables, rotate_half, and per layer its weights and saved tensors.
    * With `lora`: dx, then per layer each site's dA and dB (no weight gradient, none of the head's); per layer its
    * weights, saved tensors, then each site's A and B.
    */
@@ -316,7 +325,7 @@ export class StackGraph {
 
   /** How many saved tensors each layer has (the forward outputs after the first, layer by layer, before the head's). */
   get savedPerLayer(): number {
-    return (this.savedNames.length - (this.head ? HEAD_SAVED.length : 0)) / this.dims.layers;
+    return (this.savedNames.length - HEAD_SAVED.length) / this.dims.layers;
   }
 
   dispose(): void {
@@ -345,9 +354,9 @@ export class StackGraphCache {
     private readonly capacity = 32,
   ) {}
 
-  /** The graph for (B, T), with the head when `head` is given (cached apart from the one without). */
-  get(B: number, T: number, head?: HeadDims, lora?: StackLora): StackGraph {
-    const key = `${B}x${T}${head ? 'h' : ''}${lora ? `/lora:${lora.key}` : ''}`;
+  /** The graph for (B, T) (the head's dimensions are the model's: the same for every graph of the cache). */
+  get(B: number, T: number, head: HeadDims, lora?: StackLora): StackGraph {
+    const key = `${B}x${T}${lora ? `/lora:${lora.key}` : ''}`;
     let graph = this.graphs.get(key);
     if (graph) this.graphs.delete(key);
     else graph = new StackGraph(this.dims, B, T, head, lora);
