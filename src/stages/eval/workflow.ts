@@ -49,7 +49,7 @@ export async function evalWorkflow(input: EvalWorkflowInput): Promise<EvalResult
       generation: { maxNewTokens: input.bfcl.maxNewTokens, batchSize: input.bfcl.batchSize },
     };
     let r: EvalBfclSummary;
-    // Inputs from before `eval.bfcl.chunkSize` existed (every recorded history) keep one activity per policy.
+    // No `chunkSize` (an input recorded before it existed, run/patches.ts): one activity per policy.
     if (chunkSize === undefined) r = await acts.evalBfcl(args);
     else {
       // In chunks of `chunkSize` examples, spread over every gpu worker; one policy at a time, so that a worker

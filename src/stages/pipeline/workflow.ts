@@ -45,6 +45,7 @@ import { pauseSignal, resumeSignal, stopSignal } from '../../run/control';
 import type { EvalPolicy } from '../eval/shapes';
 import type { ActivityTimeouts, ChecklistWorkflowInput, PrepareWorkflowInput, SftWorkflowInput } from '../../run/workflowShapes';
 import { stageActivities } from '../../run/workflowUtil';
+import { PATCH } from '../../run/patches';
 
 export type PipelineStage = StageName;
 
@@ -298,7 +299,7 @@ export async function cm2Pipeline(input: PipelineInput): Promise<PipelineResult>
    */
   const heldOut = (summary: Record<string, number | string>) => {
     applyHeldOut(status, summary);
-    if (patched('pipeline-heldout-memo')) upsertMemo({ heldOut: { ...status.heldOut } });
+    if (patched(PATCH.pipelineHeldOutMemo)) upsertMemo({ heldOut: { ...status.heldOut } });
   };
 
   // The policies the evaluation stage scores: the SFT output and the final RL policy (from results or markers).

@@ -50,6 +50,7 @@ import { addCounts, zeroJudgeTotals } from '../../kernel/counts';
 import { recordRlEval, recordRlStep } from '../../run/workflowMetrics';
 import { checkpointsToKeep, minimumKept } from '../../run/retention';
 import { validateHyperparameters } from '../../run/hyperparameters';
+import { PATCH } from '../../run/patches';
 
 export type { RlBatch, RlEvalPoint, RlLoopState, RlResult, RlStatus, RlWorkflowInput } from './shapes';
 
@@ -151,6 +152,17 @@ interface Loop {
 }
 
 type EpisodeInit = { indices: number[]; groupSize: number; groupOffset?: number };
+
+/** The RL config as an input recorded by an earlier version holds it: without the fields added since. */
+type RecordedRl = Omit<RlConfig, 'keepCheckpoints' | 'eval'> & { keepCheckpoints?: number; eval: Omit<RlConfig['eval'], 'atStart'> & { atStart?: boolean } };
+
+/**
+ * The RL config as this code reads it (run/patches.ts): what inputs recorded before a field existed lack gets the value
+ * that means what those runs did (`eval.atStart`: evaluate at step 0; `keepCheckpoints`: keep every checkpoint).
+ */
+function recordedDefaults(rl: RecordedRl): RlConfig {
+  return { ...rl, eval: { ...rl.eval, atStart: rl.eval.atStart ?? true }, keepCheckpoints: rl.keepCheckpoints ?? 0 };
+}
 
 /** The RL config without its starting hyperparameters (`RlSettings`). */
 function settingsOf(rl: RlConfig): RlSettings {
@@ -309,7 +321,7 @@ export function stepRow(
 
 export async function rlWorkflow(input: RlWorkflowInput): Promise<RlResult> {
   const progress = beginStage('rl', input.runId);
-  const { rl } = input;
+  const rl = recordedDefaults(input.rl);
   const gpu = stageActivities<RlActivities>(input.taskQueues.gpu, input.activity, rl.startToCloseTimeout);
   const api = stageActivities<RlActivities>(input.taskQueues.api, input.activity);
   const initialPolicy: PolicyRef = { kind: 'hf', prefix: input.policyPrefix };
@@ -362,8 +374,7 @@ export async function rlWorkflow(input: RlWorkflowInput): Promise<RlResult> {
       setRunState(state.stopRequested ? 'stopping' : 'running');
       if (state.stopRequested) break;
     }
-    // `atStart` is absent from inputs recorded before it existed: evaluating at step 0 is the default.
-    if (state.step % rl.eval.every === 0 && (state.step > 0 || rl.eval.atStart !== false)) await evaluate();
+    if (state.step % rl.eval.every === 0 && (state.step > 0 || rl.eval.atStart)) await evaluate();
     const started = Date.now();
     // Histories recorded before 'rl-hp-at-advantages' fixed a step's hyperparameters here, before its rollouts, so an
     // update accepted during the rollouts waited a step more than the reply said.
@@ -380,7 +391,7 @@ export async function rlWorkflow(input: RlWorkflowInput): Promise<RlResult> {
     const rolloutWait = (Date.now() - waitStarted) / 1000;
     delete inFlight.next;
     delete state.prefetched;
-    const hp = patched('rl-hp-at-advantages') ? state.hp : hpAtStart;
+    const hp = patched(PATCH.rlHpAtAdvantages) ? state.hp : hpAtStart;
     hpFixedFor = stepNo;
     phase('advantages', hp.granularity);
     const adv = await api.rlAdvantages({ runId: input.runId, folder, phase: ep.lastPhase, dataKey: state.data.key, rl: loop.settings, granularity: hp.granularity, ...rolloutsOf(loop, ep) });
@@ -410,9 +421,9 @@ export async function rlWorkflow(input: RlWorkflowInput): Promise<RlResult> {
     await api.rlRecordStep({ runId: input.runId, step: stepNo, row });
     state = { ...state, step: stepNo, cursor: next, policy: train.policy, last: row };
     showCommitted(progress, input.runId, stepNo, hp, adv);
-    // Retention, from the committed state. Inputs recorded before `keepCheckpoints` existed lack it: no command.
-    // One-step-off: the rollouts in flight come from the policy this step started from; step n+1's update needs it.
-    const keep = rl.keepCheckpoints ? checkpointsKept(rl, state, prefetched() ? [stepNo - 1] : []) : undefined;
+    // Retention, from the committed state (0: keep every checkpoint, no command). One-step-off: the rollouts in flight
+    // come from the policy this step started from; step n+1's update needs it.
+    const keep = rl.keepCheckpoints > 0 ? checkpointsKept(rl, state, prefetched() ? [stepNo - 1] : []) : undefined;
     if (keep) await api.rlPruneCheckpoints({ runId: input.runId, step: stepNo, keep });
     stepsThisRun++;
     if (state.step < rl.steps && !state.stopRequested && (stepsThisRun >= rl.continueAsNewEvery || workflowInfo().continueAsNewSuggested)) {

@@ -9,6 +9,7 @@ import type { SftEvalResult, SftReport } from './shapes';
 import type { SftWorkflowInput } from '../../run/workflowShapes';
 import { chunkCount } from '../../kernel/chunks';
 import { beginStage, endStage, stageActivities, stageProgressQuery } from '../../run/workflowUtil';
+import { PATCH } from '../../run/patches';
 
 /** The stage's progress query (`progress`, shared by every stage). */
 export const sftProgressQuery = stageProgressQuery;
@@ -25,7 +26,7 @@ export async function sftWorkflow(input: SftWorkflowInput): Promise<SftReport> {
     const { prompts, chunkSize } = input.sft.eval;
     if (prompts === 0) return undefined;
     const args = { runId: input.runId, sft: input.sft, evalSourceKey: input.evalSourceKey, which, ...(finalPrefix ? { finalPrefix } : {}) };
-    // Inputs from before `sft.eval.chunkSize` existed (every recorded history) keep the one-activity check.
+    // No `chunkSize` (an input recorded before it existed, run/patches.ts): the one-activity check.
     if (chunkSize === undefined) {
       phase(`eval_${which}`, `greedy generations on ${prompts} held-out prompts`);
       return record(which, await acts.sftEvaluate(args));
@@ -47,7 +48,7 @@ export async function sftWorkflow(input: SftWorkflowInput): Promise<SftReport> {
   };
 
   // A base checkpoint the gpu worker may lack is imported there first (a patch: runs started before this step replay without it).
-  if (input.sft.base.kind === 'hf' && input.sft.base.importFrom && patched('sft-import-base')) {
+  if (input.sft.base.kind === 'hf' && input.sft.base.importFrom && patched(PATCH.sftImportBase)) {
     phase('import', `the base model from ${input.sft.base.importFrom} into ${input.sft.base.dir} (skipped when the worker has it)`);
     const imported = await acts.sftImportBase({ runId: input.runId, sft: input.sft });
     if (imported.imported) progress.counts['imported_base'] = 1;
