@@ -4,7 +4,9 @@
  *
  * - `api` queue (`cm2-api`): LLM-bound and I/O-bound activities (prepare, checklist, the RL judge, advantages and
  *   metrics, the pipeline's markers and report, the merges of chunked SFT and BFCL evaluations).
- * - `gpu` queue (`cm2-gpu`): model work (SFT, rollouts, GRPO updates, the SFT format check and BFCL in chunks).
+ * - `gpu` queue (`cm2-gpu`): model work (rollouts, the SFT base import, the SFT format check and BFCL in chunks).
+ * - `train` queue (`temporal.taskQueues.train`, default: the gpu queue): the training activities, `rlTrain` and
+ *   `sftTrain`, which another engine's workers can serve instead (issue 32).
  * - `workflows` queue: no activities (src/workflows/ is its bundle).
  */
 import { createChecklistActivities } from '../stages/checklist/activities';
@@ -20,6 +22,7 @@ import { demoWorld } from '../demo/world';
 export interface ActivityRegistry {
   api: Record<string, (...args: never[]) => Promise<unknown>>;
   gpu: Record<string, (...args: never[]) => Promise<unknown>>;
+  train: Record<string, (...args: never[]) => Promise<unknown>>;
 }
 
 export function activitiesByQueue(store: ObjectStore, world: OfflineWorld = demoWorld): ActivityRegistry {
@@ -27,7 +30,7 @@ export function activitiesByQueue(store: ObjectStore, world: OfflineWorld = demo
   const { rlRollout, rlTrain, ...rlApi } = createRlActivities({ store, world });
   // The SFT format check and BFCL run in chunks on the gpu queue; their merges (S3 only) on the api queue (and BFCL's
   // on the gpu queue too, for evaluation inputs that name no api queue).
-  const { sftEvaluateMerge, ...sftGpu } = createSftActivities({ store });
+  const { sftEvaluateMerge, sftTrain, ...sftGpu } = createSftActivities({ store });
   const evals = createEvalActivities({ store });
   return {
     api: {
@@ -38,6 +41,8 @@ export function activitiesByQueue(store: ObjectStore, world: OfflineWorld = demo
       sftEvaluateMerge,
       evalBfclMerge: evals.evalBfclMerge,
     },
-    gpu: { ...sftGpu, rlRollout, rlTrain, ...evals },
+    gpu: { ...sftGpu, rlRollout, ...evals },
+    // One RL activities object: a process serving both queues shares the policy cache between rollouts and updates.
+    train: { rlTrain, sftTrain },
   };
 }

@@ -44,6 +44,13 @@ export function startStage<W extends Workflow>(client: Client, cfg: Cm2Config, w
 /** Where a stage's activities run and their timeouts: part of every stage's workflow input. */
 const activityPlacement = (cfg: Cm2Config) => ({ taskQueues: { api: cfg.temporal.taskQueues.api, gpu: cfg.temporal.taskQueues.gpu }, activity: cfg.temporal.activity });
 
+/** The same for a stage that trains: `train` when `temporal.taskQueues.train` names a queue (absent: the gpu queue). */
+const trainingPlacement = (cfg: Cm2Config) => {
+  const { train } = cfg.temporal.taskQueues;
+  const placed = activityPlacement(cfg);
+  return train ? { ...placed, taskQueues: { ...placed.taskQueues, train } } : placed;
+};
+
 /** The workflow input of the prepare stage: the config's data and LLM sections, resolved; no secrets. */
 export function prepareInput(cfg: Cm2Config): PrepareWorkflowInput {
   return {
@@ -73,7 +80,7 @@ export function sftInput(cfg: Cm2Config): SftWorkflowInput {
     sft: cfg.sft,
     sourceKey: cfg.sft.sourceKey ?? prepareKeys.coldStart(cfg.run.id),
     evalSourceKey: cfg.sft.evalSourceKey ?? prepareKeys.rl(cfg.run.id),
-    ...activityPlacement(cfg),
+    ...trainingPlacement(cfg),
   };
 }
 
@@ -94,7 +101,7 @@ export function rlInput(cfg: Cm2Config): RlWorkflowInput {
     tokenizerDir: cfg.sft.tokenizerDir,
     sourceKey: cfg.rl.sourceKey ?? checklistKeys.annotated(cfg.run.id),
     policyPrefix: cfg.rl.policyPrefix ?? sftKeys.final(cfg.run.id),
-    ...activityPlacement(cfg),
+    ...trainingPlacement(cfg),
   };
 }
 

@@ -8,7 +8,7 @@
 import { ConfigError, formatIssues, type Cm2Config } from '../run/config';
 import { MetricsBindAddress } from '../run/telemetryConfig';
 import { describeMetrics, installMetricsRuntime, processTracing, shutdownTracing } from '../infra/telemetry';
-import { ALL_QUEUES, type QueueKind, startWorkers } from '../workers';
+import { ALL_QUEUES, queueName, type QueueKind, startWorkers } from '../workers';
 import { describeConnection, temporalConnectionOptions } from '../infra/temporal';
 import { codecFromEnv } from '../infra/codec';
 
@@ -51,7 +51,7 @@ export async function workerCommand(cfg: Cm2Config, queueList: string, opts: Wor
       setTimeout(() => process.exit(1), 30_000).unref();
     });
   }
-  const names = queues.map((q) => (q === 'workflows' ? cfg.temporal.taskQueues.workflows : q === 'api' ? cfg.temporal.taskQueues.api : cfg.temporal.taskQueues.gpu));
+  const names = [...new Set(queues.map((q) => queueName(cfg, q)))];
   const codec = codecFromEnv();
   const security = `${describeConnection(temporalConnectionOptions(cfg.temporal))}, payloads ${codec ? `encrypted with key ${codec.encryptingKeyId}` : 'not encrypted'}`;
   console.log(`cm2 worker polling ${names.join(', ')} on ${cfg.temporal.address} (namespace ${cfg.temporal.namespace}, ${security}, pid ${process.pid})`);

@@ -6,7 +6,12 @@ export const TaskQueues = z.object({
   workflows: z.string().default('cm2-workflows').describe('Task queue of the workflow workers (orchestration only).'),
   api: z.string().default('cm2-api').describe('Task queue of the api workers: LLM calls and data I/O.'),
   gpu: z.string().default('cm2-gpu').describe('Task queue of the gpu workers: model training and generation.'),
+  train: z.string().min(1).optional()
+    .describe('Task queue of the training activities (`rlTrain`, `sftTrain`): the engine that trains a run is whichever workers poll it (`cm2 worker --queues train`). Default: the gpu queue, so the gpu workers train.'),
 });
+
+/** Where the training activities go: `taskQueues.train`, else the gpu queue. */
+export const trainQueueOf = (queues: { gpu: string; train?: string | undefined }): string => queues.train ?? queues.gpu;
 
 /**
  * TLS to the Temporal frontend. Paths only: certificate and key *data* come from `TEMPORAL_TLS_CLIENT_CERT_DATA`,
@@ -27,7 +32,7 @@ export const TemporalTls = z.object({
 export const TemporalConfig = z.object({
   address: z.string().default('127.0.0.1:7233').describe('Temporal frontend address, `host:port`.'),
   namespace: z.string().default('default').describe('Temporal namespace of every workflow of the run.'),
-  taskQueues: TaskQueues.prefault({}).describe('Task queue names, one per worker kind (`cm2 worker --queues workflows,api,gpu`).'),
+  taskQueues: TaskQueues.prefault({}).describe('Task queue names, one per worker kind (`cm2 worker --queues workflows,api,gpu,train`).'),
   uiUrl: z.string().default('http://127.0.0.1:8233').describe('Web UI base URL, printed by the CLI.'),
   tls: TemporalTls.prefault({})
     .describe('TLS to the Temporal frontend (self-hosted with mTLS, or Temporal Cloud); the `TEMPORAL_TLS*` variables of the `temporal` CLI set it too.'),

@@ -42,7 +42,8 @@ export interface SftWorkflowInput {
   sourceKey: string;
   /** JSONL of held-out dialogues for the format check (default: the RL split). */
   evalSourceKey: string;
-  taskQueues: { api: string; gpu: string };
+  /** `train`: where `sftTrain` goes (absent: the gpu queue). */
+  taskQueues: { api: string; gpu: string; train?: string };
   activity: ActivityTimeouts;
 }
 

@@ -4,6 +4,8 @@
  * - `workflows` queue: every workflow (src/workflows/, the bundle's entry; light: no GPU, no LLM calls).
  * - `api` queue (`cm2-api`): LLM-bound and I/O-bound stage activities (src/activities/), many concurrent slots.
  * - `gpu` queue (`cm2-gpu`): model work (SFT, rollouts, training steps; src/activities/), one slot per accelerator.
+ * - `train` queue (`temporal.taskQueues.train`): the training activities alone, when it is a queue of its own; by
+ *   default it is the gpu queue, whose workers then train too.
  *
  * One process can serve any subset (`cm2 worker --queues api,gpu`), so users scale out by starting more
  * processes per queue.
@@ -12,6 +14,7 @@ import path from 'node:path';
 import { NativeConnection, Worker, type WorkerOptions } from '@temporalio/worker';
 import { activitiesByQueue } from '../activities';
 import type { Cm2Config } from '../run/config';
+import { trainQueueOf } from '../run/temporalConfig';
 import type { Tracing } from '../infra/telemetry';
 import { ObjectStore } from '../storage/store';
 import { connectionError, dataConverter, temporalConnectionOptions } from '../infra/temporal';
@@ -26,8 +29,14 @@ export async function connectWorkers(cfg: Cm2Config, env: NodeJS.ProcessEnv = pr
   }
 }
 
-export type QueueKind = 'workflows' | 'api' | 'gpu';
-export const ALL_QUEUES: QueueKind[] = ['workflows', 'api', 'gpu'];
+export type QueueKind = 'workflows' | 'api' | 'gpu' | 'train';
+export const ALL_QUEUES: QueueKind[] = ['workflows', 'api', 'gpu', 'train'];
+
+/** The queue name each kind polls (`train`: the gpu queue unless `temporal.taskQueues.train` names another). */
+export function queueName(cfg: Cm2Config, kind: QueueKind): string {
+  const q = cfg.temporal.taskQueues;
+  return kind === 'train' ? trainQueueOf(q) : q[kind];
+}
 
 export interface RunningWorkers {
   workers: Worker[];
@@ -46,6 +55,11 @@ export interface WorkerOptionsOverride {
 }
 
 export async function startWorkers(cfg: Cm2Config, queues: QueueKind[] = ALL_QUEUES, opts: WorkerOptionsOverride = {}): Promise<RunningWorkers> {
+  // Training on the gpu queue (the default) cannot be served alone: the gpu queue's other tasks would reach this worker.
+  const trainOnGpu = queueName(cfg, 'train') === queueName(cfg, 'gpu');
+  if (trainOnGpu && queues.includes('train') && !queues.includes('gpu')) {
+    throw new Error(`--queues train: the training activities go to the gpu queue (${queueName(cfg, 'gpu')}) unless temporal.taskQueues.train names a queue of their own; set it (and start the gpu workers with the same config) to serve training alone`);
+  }
   const connection = await connectWorkers(cfg);
   const store = ObjectStore.fromConfig(cfg.s3);
   await store.ensureBucket();
@@ -77,14 +91,24 @@ export async function startWorkers(cfg: Cm2Config, queues: QueueKind[] = ALL_QUE
       maxConcurrentActivityTaskExecutions: opts.apiConcurrency ?? 8,
     }));
   }
-  // Model work (SFT, rollouts, train steps) lands on the gpu queue, one slot per accelerator.
-  const gpuActivities = activities.gpu;
+  // Model work (SFT, rollouts, train steps) lands on the gpu queue, one slot per accelerator; the training activities
+  // too unless the train queue is one of its own.
+  const gpuActivities = trainOnGpu ? { ...activities.gpu, ...activities.train } : activities.gpu;
   if (queues.includes('gpu') && Object.keys(gpuActivities).length > 0) {
     workers.push(await Worker.create({
       ...common,
       connection,
-      taskQueue: cfg.temporal.taskQueues.gpu,
+      taskQueue: queueName(cfg, 'gpu'),
       activities: gpuActivities,
+      maxConcurrentActivityTaskExecutions: 1,
+    }));
+  }
+  if (queues.includes('train') && !trainOnGpu) {
+    workers.push(await Worker.create({
+      ...common,
+      connection,
+      taskQueue: queueName(cfg, 'train'),
+      activities: activities.train,
       maxConcurrentActivityTaskExecutions: 1,
     }));
   }

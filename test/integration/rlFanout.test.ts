@@ -11,9 +11,9 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { z } from 'zod';
-import type { temporal } from '@temporalio/proto';
 import { startRl } from '../../src/cli/stages';
 import { connectClient } from '../../src/infra/temporal';
+import { activityStarts } from '../helpers/activityHistory';
 import { type ObjectStore } from '../../src/storage/store';
 import { rlKeys, runKey, stageWorkflowId } from '../../src/run/layout';
 import type { Cm2Config } from '../../src/run/config';
@@ -34,44 +34,6 @@ const Row = z.looseObject({
 const rows = async (store: ObjectStore, runId: string) =>
   (await store.getText(runKey(runId, 'rl', 'metrics.jsonl'))).split('\n').filter(Boolean).map((l) => Row.parse(JSON.parse(l)));
 const RolloutsFile = z.object({ rollouts: z.array(z.looseObject({ id: z.string(), group: z.number(), tokens: z.array(z.number()) })) });
-
-/** Every activity execution of a workflow id (all runs of a continue-as-new chain): type, worker identity, input. */
-async function activityStarts(cfg: Cm2Config, workflowId: string) {
-  const client = await connectClient(cfg);
-  const out: { type: string; identity: string; input: Record<string, unknown>; scheduledAt: number; closedAt: number }[] = [];
-  const seenRuns = new Set<string>();
-  // Walk the continue-as-new chain from its first run.
-  const latest = await client.workflow.getHandle(workflowId).describe();
-  let runId: string | undefined = latest.raw.workflowExecutionInfo?.firstRunId || latest.runId;
-  let order = 0;
-  while (runId && !seenRuns.has(runId)) {
-    seenRuns.add(runId);
-    const history = await client.workflow.getHandle(workflowId, runId).fetchHistory();
-    const scheduled = new Map<number, { type: string; input: Record<string, unknown>; at: number }>();
-    const started = new Map<number, string>();
-    let next: string | undefined;
-    for (const e of history.events ?? []) {
-      order++;
-      const id = Number(e.eventId);
-      const s = e.activityTaskScheduledEventAttributes;
-      if (s) {
-        const data = s.input?.payloads?.[0]?.data;
-        scheduled.set(id, { type: s.activityType?.name ?? '', input: data ? (JSON.parse(Buffer.from(data).toString()) as Record<string, unknown>) : {}, at: order });
-      }
-      const st = e.activityTaskStartedEventAttributes;
-      if (st) started.set(Number(st.scheduledEventId), st.identity ?? '');
-      const closed = (e.activityTaskCompletedEventAttributes ?? e.activityTaskFailedEventAttributes) as temporal.api.history.v1.IActivityTaskCompletedEventAttributes | null | undefined;
-      if (closed) {
-        const sch = scheduled.get(Number(closed.scheduledEventId));
-        if (sch) out.push({ type: sch.type, identity: started.get(Number(closed.scheduledEventId)) ?? '', input: sch.input, scheduledAt: sch.at, closedAt: order });
-      }
-      const can = e.workflowExecutionContinuedAsNewEventAttributes;
-      if (can) next = can.newExecutionRunId ?? undefined;
-    }
-    runId = next;
-  }
-  return out;
-}
 
 async function runRl(cfg: Cm2Config, gpuWorkers: number, during?: (handle: Awaited<ReturnType<typeof startRl>>, workers: ChildWorker[]) => Promise<void>) {
   const file = writeConfigFile(cfg);

@@ -216,7 +216,8 @@ export interface RlWorkflowInput {
   sourceKey: string;
   /** The initial (and KL reference) policy in HF layout: the SFT output. */
   policyPrefix: string;
-  taskQueues: { api: string; gpu: string };
+  /** `train`: where `rlTrain` goes (absent: the gpu queue). */
+  taskQueues: { api: string; gpu: string; train?: string };
   activity: ActivityTimeouts;
   /** Carried across continue-as-new. */
   state?: RlLoopState;

@@ -324,6 +324,7 @@ export async function rlWorkflow(input: RlWorkflowInput): Promise<RlResult> {
   const rl = recordedDefaults(input.rl);
   const gpu = stageActivities<RlActivities>(input.taskQueues.gpu, input.activity, rl.startToCloseTimeout);
   const api = stageActivities<RlActivities>(input.taskQueues.api, input.activity);
+  const trainer = stageActivities<RlActivities>(input.taskQueues.train ?? input.taskQueues.gpu, input.activity, rl.startToCloseTimeout);
   const initialPolicy: PolicyRef = { kind: 'hf', prefix: input.policyPrefix };
 
   // Handlers are registered before the first await, so signals, updates and queries work from the start.
@@ -398,7 +399,7 @@ export async function rlWorkflow(input: RlWorkflowInput): Promise<RlResult> {
     // Staleness stays at one step: the next step's rollouts start only now, with the policy this step updates.
     if (oneStepOff && stepNo < rl.steps && !state.stopRequested) prefetch(stepNo + 1, next, state.policy);
     phase('train', `GRPO update (lr ${hp.lr}, KL ${hp.klCoef}, ${hp.granularity})${oneStepOff ? '; next step\'s rollouts in parallel' : ''}`);
-    const train = await gpu.rlTrain({
+    const train = await trainer.rlTrain({
       runId: input.runId,
       step: stepNo,
       policy: state.policy,

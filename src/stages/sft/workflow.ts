@@ -18,6 +18,7 @@ export async function sftWorkflow(input: SftWorkflowInput): Promise<SftReport> {
   const progress = beginStage('sft', input.runId);
   const acts = stageActivities<SftActivities>(input.taskQueues.gpu, input.activity, input.sft.startToCloseTimeout);
   const apiActs = stageActivities<SftActivities>(input.taskQueues.api, input.activity);
+  const trainer = stageActivities<SftActivities>(input.taskQueues.train ?? input.taskQueues.gpu, input.activity, input.sft.startToCloseTimeout);
   const phase = (name: string, details: string) => {
     progress.phase = name;
     setCurrentDetails(`**${name}**: ${details}`);
@@ -55,7 +56,7 @@ export async function sftWorkflow(input: SftWorkflowInput): Promise<SftReport> {
   }
   const base = await evaluate('base');
   phase('train', 'cold-start SFT on the gpu queue (progress in the activity heartbeat)');
-  const train = await acts.sftTrain({ runId: input.runId, sft: input.sft, sourceKey: input.sourceKey });
+  const train = await trainer.sftTrain({ runId: input.runId, sft: input.sft, sourceKey: input.sourceKey });
   progress.counts['steps'] = train.steps;
   const sft = await evaluate('sft', train.finalPrefix);
   phase('report', 'writing the report');
