@@ -75,6 +75,12 @@ export function endStage(): void {
 }
 
 /**
+ * ApplicationFailure types that fail a stage activity at once instead of being retried: bad input, bad config and fatal
+ * LLM errors. A worker in another language raises these types too (src/activities/contracts.ts exports them).
+ */
+export const NON_RETRYABLE_TYPES = ['BadInput', 'BadShard', 'BadConfig', 'ConfigError', 'LlmFatalError', 'BackendUnavailableError'] as const;
+
+/**
  * The activities of a stage on one task queue. Endpoint outages are waited out (unlimited attempts, backoff capped
  * by `maxRetryInterval`); bad input, bad config and fatal LLM errors fail at once.
  */
@@ -87,7 +93,7 @@ export function stageActivities<A extends object>(taskQueue: string, timeouts: A
       initialInterval: '1s',
       backoffCoefficient: 2,
       maximumInterval: timeouts.maxRetryInterval,
-      nonRetryableErrorTypes: ['BadInput', 'BadShard', 'BadConfig', 'ConfigError', 'LlmFatalError', 'BackendUnavailableError'],
+      nonRetryableErrorTypes: [...NON_RETRYABLE_TYPES],
     },
   });
 }
