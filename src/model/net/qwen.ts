@@ -150,6 +150,16 @@ export class QwenModel {
     }
   }
 
+  /**
+   * Values shaped like parameter `name` in the model's own layout (a variable, an optimizer moment, a gradient) in HF
+   * layout: a Linear weight's [in, out] transposed to [out, in], anything else as it is.
+   */
+  toHfLayout(name: string, data: Float32Array): Float32Array {
+    const spec = this.specs.find((s) => s.name === name);
+    if (!spec) throw new Error(`no parameter ${name}`);
+    return spec.kind === 'linear' ? transposeData(data, spec.shape[1]!, spec.shape[0]!) : data;
+  }
+
   private toInternal(spec: ParamSpec, data: Float32Array): tf.Tensor {
     if (spec.kind === 'linear') {
       const [out, inp] = spec.shape as [number, number];

@@ -1,0 +1,119 @@
+/**
+ * The GRPO update's golden fixture (issue 32 item 3): what one update of the tfjs trainer (src/stages/rl/grpo.ts) does
+ * to a tiny model written by transformers (test/fixtures/hf-tiny-qwen3: untied head, QK-norm; hf-tiny-llama-tied), so
+ * that every trainer — both tfjs backends, the PyTorch worker (python/cm2_torch) — is checked against the same numbers.
+ *
+ * The batch is made for the clips to fire: a behaviour policy (one-step-off) that differs from the policy being updated,
+ * sampling temperature 0.7, advantages of both signs and one of zero, a span that starts at token 0 (not trained: token
+ * 0 has no prediction), several micro-batches, a KL term to a third policy, weight decay; the update is made twice, with
+ * the gradient clip off and on (a max norm of 1 against a gradient norm of ~5; a much smaller one makes Adam's first step
+ * g/(|g| + eps) ill-conditioned for the smallest gradients, which float rounding then decides).
+ *
+ *   npx tsx scripts/make-grpo-golden.ts      (→ test/fixtures/grpo-golden/<model>/)
+ *
+ * Files per model (HF names; Linear weights, their gradients and their moments in HF layout [out, in]):
+ *   policy.safetensors, behaviour.safetensors, reference.safetensors   the three policies' weights
+ *   case.json      the batch (tokens, spans with advantages), the update's settings, per case the metrics
+ *   expected.safetensors   logp.{policy,behaviour,reference} [B, T] at the temperature over the collated batch; per case
+ *                  (`noclip`, `clip`): `<case>.grad.<name>` (the pre-clip gradient, from AdamW's first moment:
+ *                  m = (1 − β1)·g after one step, exact with the clip off), `<case>.weight.<name>`, `<case>.m.<name>`,
+ *                  `<case>.v.<name>` after the update.
+ */
+import { mkdirSync, writeFileSync } from 'node:fs';
+import path from 'node:path';
+import { loadHfCheckpoint } from '../src/model/formats/checkpoint';
+import { serializeSafetensors } from '../src/model/formats/safetensorsWrite';
+import { selectBackend } from '../src/model/net/backend';
+import type { QwenModel } from '../src/model/net/qwen';
+import { collateGrpo, GrpoTrainer, type GrpoSequence, type GrpoStepConfig } from '../src/stages/rl/grpo';
+import { projectRoot } from '../src/infra/binaries';
+
+const OUT = path.join(projectRoot, 'test', 'fixtures', 'grpo-golden');
+export const GOLDEN_MODELS = ['hf-tiny-qwen3', 'hf-tiny-llama-tied'] as const;
+
+/** A deterministic uniform generator (mulberry32). */
+function rng(seed: number): () => number {
+  let a = seed >>> 0;
+  return () => {
+    a = (a + 0x6d2b79f5) >>> 0;
+    let t = a;
+    t = Math.imul(t ^ (t >>> 15), t | 1);
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+  };
+}
+
+/** The batch: six sequences over ids 3..63, spans of policy tokens with advantages of both signs, one of zero. */
+export function goldenBatch(): GrpoSequence[] {
+  const r = rng(7);
+  const seq = (n: number) => Array.from({ length: n }, () => 3 + Math.floor(r() * 61));
+  return [
+    { tokens: seq(14), spans: [{ start: 0, end: 3, advantage: 0.8 }, { start: 8, end: 14, advantage: 0.8 }] },
+    { tokens: seq(11), spans: [{ start: 5, end: 11, advantage: -1.1 }] },
+    { tokens: seq(17), spans: [{ start: 6, end: 10, advantage: 1.5 }, { start: 12, end: 17, advantage: 1.5 }] },
+    { tokens: seq(9), spans: [{ start: 4, end: 9, advantage: 0 }] },
+    { tokens: seq(16), spans: [{ start: 7, end: 16, advantage: -0.4 }] },
+    { tokens: seq(12), spans: [{ start: 3, end: 12, advantage: 2.0 }] },
+  ];
+}
+
+/** The update's settings (both cases; `maxGradNorm` is set per case). */
+export const GOLDEN_STEP: Omit<GrpoStepConfig, 'maxGradNorm'> & { weightDecay: number } = {
+  lr: 1e-2, klCoef: 0.05, clipLow: 0.2, clipHigh: 0.28, clipRatioC: 3, temperature: 0.7, microBatch: 2, padId: 0, pack: false, weightDecay: 0.1,
+};
+export const GOLDEN_CASES = { noclip: 1e9, clip: 1 } as const;
+
+function perturbed(dir: string, scale: number, seed: number): QwenModel {
+  const m = loadHfCheckpoint(dir);
+  const r = rng(seed);
+  const gauss = () => Math.sqrt(-2 * Math.log(1 - r())) * Math.cos(2 * Math.PI * r());
+  const w = new Map<string, Float32Array>();
+  for (const [name, t] of m.namedWeights()) w.set(name, t.data.map((x) => x + scale * gauss()));
+  m.assignWeights(w);
+  return m;
+}
+
+async function main(): Promise<void> {
+  await selectBackend('cpu');
+  for (const name of GOLDEN_MODELS) {
+    const dir = path.join(projectRoot, 'test', 'fixtures', name);
+    const out = path.join(OUT, name.replace(/^hf-/, ''));
+    mkdirSync(out, { recursive: true });
+    const batch = goldenBatch();
+    const expected = new Map<string, { shape: number[]; data: Float32Array }>();
+    const policy0 = loadHfCheckpoint(dir);
+    const behaviour = perturbed(dir, 0.02, 11);
+    const reference = perturbed(dir, 0.02, 12);
+    for (const [label, m] of [['policy', policy0], ['behaviour', behaviour], ['reference', reference]] as const) {
+      writeFileSync(path.join(out, `${label}.safetensors`), serializeSafetensors(m.namedWeights()));
+      const c = collateGrpo(batch, GOLDEN_STEP.padId);
+      const lp = m.tokenLogprobs(c.ids, c.targets, undefined, GOLDEN_STEP.temperature);
+      expected.set(`logp.${label}`, { shape: [...lp.shape], data: lp.dataSync() as Float32Array });
+      lp.dispose();
+    }
+    const metrics: Record<string, unknown> = {};
+    for (const [caseName, maxGradNorm] of Object.entries(GOLDEN_CASES)) {
+      const policy = loadHfCheckpoint(dir);
+      const trainer = new GrpoTrainer(policy, reference, GOLDEN_STEP.weightDecay);
+      const { weightDecay: _wd, ...step } = GOLDEN_STEP;
+      const r = await trainer.step(batch, { ...step, maxGradNorm }, undefined, behaviour);
+      metrics[caseName] = { loss: r.loss, pgLoss: r.pgLoss, kl: r.kl, clipFrac: r.clipFrac, gradNorm: r.gradNorm, policyTokens: r.policyTokens, sequences: r.sequences, activeSequences: r.activeSequences };
+      const state = trainer.optimizer.state();
+      for (const [n, t] of policy.namedWeights()) {
+        expected.set(`${caseName}.weight.${n}`, t);
+        const m = policy.toHfLayout(n, state.m.get(n)!);
+        expected.set(`${caseName}.m.${n}`, { shape: t.shape, data: m });
+        expected.set(`${caseName}.v.${n}`, { shape: t.shape, data: policy.toHfLayout(n, state.v.get(n)!) });
+        if (caseName === 'noclip') expected.set(`${caseName}.grad.${n}`, { shape: t.shape, data: m.map((x) => x / 0.1) });
+      }
+      trainer.optimizer.dispose();
+      policy.dispose();
+    }
+    writeFileSync(path.join(out, 'expected.safetensors'), serializeSafetensors(expected));
+    writeFileSync(path.join(out, 'case.json'), `${JSON.stringify({ model: name, batch, step: GOLDEN_STEP, cases: GOLDEN_CASES, beta1: 0.9, beta2: 0.999, eps: 1e-8, metrics }, null, 2)}\n`);
+    console.log(`${out}: ${JSON.stringify(metrics)}`);
+    for (const m of [policy0, behaviour, reference]) m.dispose();
+  }
+}
+
+if (require.main === module) void main();
