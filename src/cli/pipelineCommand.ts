@@ -271,14 +271,24 @@ export function heldOutOfMemo(memo: Record<string, unknown> | undefined): string
 
 export async function controlCommand(cfg: Cm2Config, runId: string, action: 'pause' | 'unpause' | 'stop'): Promise<void> {
   const { client } = await connect(cfg);
+  const signal = action === 'pause' ? pauseSignal : action === 'unpause' ? resumeSignal : stopSignal;
   const d = await describeWorkflow(client, pipelineWorkflowId(runId));
   if (!d || d.status.name !== 'RUNNING') {
+    // A run started stage by stage (`cm2 rl run`, a study's pieces) has no pipeline workflow: its RL workflow takes the
+    // same signals.
+    const rlId = stageWorkflowId(runId, 'rl');
+    const rl = d ? undefined : await describeWorkflow(client, rlId);
+    if (rl?.status.name === 'RUNNING') {
+      await client.workflow.getHandle(rlId).signal(signal);
+      console.log(`run ${runId} (no pipeline workflow): ${action === 'pause' ? 'pause requested; its RL workflow pauses between steps' : action === 'unpause' ? 'its RL workflow runs again' : 'stop requested; its RL workflow stops after the step in flight'}`);
+      return;
+    }
     console.error(`run ${runId} is not running${d ? ` (${d.status.name.toLowerCase()})` : ''}${action !== 'unpause' ? '' : `; \`cm2 resume ${runId}\` starts it again`}`);
     process.exitCode = 1;
     return;
   }
   const handle = client.workflow.getHandle(pipelineWorkflowId(runId));
-  await handle.signal(action === 'pause' ? pauseSignal : action === 'unpause' ? resumeSignal : stopSignal);
+  await handle.signal(signal);
   console.log(
     action === 'pause'
       ? `run ${runId}: pause requested (RL pauses between steps; other stages finish their current work, the next stage waits)`

@@ -10,6 +10,7 @@ import { execFileSync } from 'node:child_process';
 import { z } from 'zod';
 import { WorkflowFailedError, WorkflowNotFoundError } from '@temporalio/client';
 import { startRl } from '../../src/cli/stages';
+import { controlCommand } from '../../src/cli/pipelineCommand';
 import { ConfigError } from '../../src/run/config';
 import { CheckpointManifest, stepFolder } from '../../src/storage/checkpoints';
 import { connectClient } from '../../src/infra/temporal';
@@ -97,10 +98,23 @@ test('RL workflow: steps across continue-as-new, checkpoints and metrics; steere
     await writeRlFixture(cfg2, store);
     const h2 = await startRl(client, cfg2);
     while (status2() < 1) await sleep(300);
+    // `cm2 pause|unpause RUN` reach the RL workflow of a run started stage by stage (no pipeline workflow).
+    await controlCommand(cfg2, cfg2.run.id, 'pause');
+    while (!paused2()) await sleep(300);
+    await controlCommand(cfg2, cfg2.run.id, 'unpause');
+    while (paused2()) await sleep(300);
+    assert.notEqual(process.exitCode, 1);
     temporal('workflow', 'signal', '--workflow-id', h2.workflowId, '--name', 'stop');
     const r2 = await h2.result();
     assert.equal(r2.stopped, true);
     assert.ok(r2.steps < 50);
+    function paused2(): boolean {
+      try {
+        return JSON.parse(temporal('workflow', 'query', '--workflow-id', h2.workflowId, '--name', 'rlStatus', '--output', 'json')).queryResult[0].paused as boolean;
+      } catch {
+        return false;
+      }
+    }
     function status2(): number {
       try {
         return JSON.parse(temporal('workflow', 'query', '--workflow-id', h2.workflowId, '--name', 'rlStatus', '--output', 'json')).queryResult[0].step as number;
