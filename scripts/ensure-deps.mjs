@@ -6,35 +6,16 @@
 // second caller waits for it and then re-checks instead of installing again. A lock left by a killed process is taken
 // over after 10 minutes or when its owner's pid is gone.
 import { execSync } from 'node:child_process';
-import { existsSync, mkdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { existsSync, rmSync, statSync } from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { alive } from './setup-util.mjs';
+import { acquireLock } from './setup-util.mjs';
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 const marker = path.join(root, 'node_modules', '.package-lock.json');
 const lock = path.join(root, 'package-lock.json');
 const lockDir = path.join(root, '.npm-install.lock');
 const stale = () => !existsSync(marker) || (existsSync(lock) && statSync(lock).mtimeMs > statSync(marker).mtimeMs + 1000);
-
-function acquire() {
-  for (;;) {
-    try {
-      mkdirSync(lockDir);
-      writeFileSync(path.join(lockDir, 'pid'), String(process.pid));
-      return;
-    } catch (e) {
-      if (e.code !== 'EEXIST') throw e;
-      let owner = 0;
-      try {
-        owner = Number(readFileSync(path.join(lockDir, 'pid'), 'utf8'));
-      } catch { /* being written */ }
-      const age = Date.now() - statSync(lockDir, { throwIfNoEntry: false })?.mtimeMs;
-      if ((owner > 0 && !alive(owner)) || age > 10 * 60_000) rmSync(lockDir, { recursive: true, force: true });
-      else execSync('sleep 1');
-    }
-  }
-}
 
 // A fresh machine's longest step, the MinIO build (about 10 minutes on 2 cores), starts first, in the background, so it
 // overlaps the npm install and the TensorFlow fetch; `cm2 demo` and the test runner wait for it with progress lines.
@@ -51,7 +32,7 @@ if (!process.argv.includes('--no-servers') && process.env.CM2_NO_SERVER_BUILD !=
 }
 
 if (stale()) {
-  acquire();
+  acquireLock(lockDir, { staleMs: 10 * 60_000 });
   try {
     if (stale()) {
       console.log('installing npm dependencies (npm ci, once per checkout)...');

@@ -12,7 +12,7 @@ import { createHash } from 'node:crypto';
 import { existsSync, mkdirSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { alive, cacheRoot, python, run } from './setup-util.mjs';
+import { acquireLock, cacheRoot, python, run } from './setup-util.mjs';
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 export const REQUIREMENTS = path.join(root, 'python', 'cm2_torch', 'requirements.txt');
@@ -31,10 +31,6 @@ export function torchPython(env = process.env) {
   return existsSync(path.join(venv, '.complete')) && existsSync(py) ? py : undefined;
 }
 
-function sleepSync(ms) {
-  Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, ms);
-}
-
 /** Makes the environment if it is missing; returns its python. */
 export function ensureTorch(env = process.env, log = (l) => console.error(l)) {
   const done = torchPython(env);
@@ -42,23 +38,7 @@ export function ensureTorch(env = process.env, log = (l) => console.error(l)) {
   const venv = torchVenv(env);
   mkdirSync(path.dirname(venv), { recursive: true });
   const lock = `${venv}.lock`;
-  for (;;) {
-    try {
-      mkdirSync(lock);
-      writeFileSync(path.join(lock, 'pid'), String(process.pid));
-      break;
-    } catch (e) {
-      if (e.code !== 'EEXIST') throw e;
-      let owner = 0;
-      try {
-        owner = Number(readFileSync(path.join(lock, 'pid'), 'utf8'));
-      } catch { /* being written */ }
-      if (owner > 0 && !alive(owner)) rmSync(lock, { recursive: true, force: true });
-      else sleepSync(2000);
-      const now = torchPython(env);
-      if (now) return now;
-    }
-  }
+  if (!acquireLock(lock, { pollMs: 2000, ready: () => torchPython(env) !== undefined })) return torchPython(env);
   try {
     const already = torchPython(env);
     if (already) return already;

@@ -1,6 +1,7 @@
 // Helpers shared by the set-up scripts (ensure-deps.mjs, ensure-servers.mjs, and those that fetch from PyPI into the project cache: ensure-native.mjs,
 // ensure-smollm2.mjs, ensure-llama-server.mjs). Plain Node, no npm dependencies.
 import { spawnSync } from 'node:child_process';
+import { mkdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { homedir } from 'node:os';
 import path from 'node:path';
 
@@ -37,3 +38,30 @@ export function alive(pid) {
     return e.code === 'EPERM';
   }
 }
+
+/**
+ * Takes an install lock: a folder created atomically (`mkdir`), holding the owner's pid. A second caller waits for it,
+ * polling every `pollMs`; a lock whose owner is gone, or older than `staleMs`, is taken over. `ready()`, when given, is
+ * asked while waiting: true means the other installer finished what this caller wanted, and no lock is taken (returns
+ * false). Returns true when the lock is held; release it with `rmSync(dir, { recursive: true, force: true })`.
+ */
+export function acquireLock(dir, { staleMs = Infinity, pollMs = 1000, ready } = {}) {
+  for (;;) {
+    try {
+      mkdirSync(dir);
+      writeFileSync(`${dir}/pid`, String(process.pid));
+      return true;
+    } catch (e) {
+      if (e.code !== 'EEXIST') throw e;
+      let owner = 0;
+      try {
+        owner = Number(readFileSync(`${dir}/pid`, 'utf8'));
+      } catch { /* being written */ }
+      const age = Date.now() - (statSync(dir, { throwIfNoEntry: false })?.mtimeMs ?? Date.now());
+      if ((owner > 0 && !alive(owner)) || age > staleMs) rmSync(dir, { recursive: true, force: true });
+      else Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, pollMs);
+      if (ready?.()) return false;
+    }
+  }
+}
+
