@@ -322,6 +322,7 @@ export function stepRow(
 export async function rlWorkflow(input: RlWorkflowInput): Promise<RlResult> {
   const progress = beginStage('rl', input.runId);
   const rl = recordedDefaults(input.rl);
+  const settings = settingsOf(rl);
   const gpu = stageActivities<RlActivities>(input.taskQueues.gpu, input.activity, rl.startToCloseTimeout);
   const api = stageActivities<RlActivities>(input.taskQueues.api, input.activity);
   const trainer = stageActivities<RlActivities>(input.taskQueues.train ?? input.taskQueues.gpu, input.activity, rl.startToCloseTimeout);
@@ -335,7 +336,7 @@ export async function rlWorkflow(input: RlWorkflowInput): Promise<RlResult> {
   if (state.paused) setRunState('paused');
   if (!input.state) {
     progress.phase = 'data';
-    state.data = await api.rlPrepareData({ runId: input.runId, sourceKey: input.sourceKey, tokenizerDir: input.tokenizerDir, rl: settingsOf(rl), llm: input.llm });
+    state.data = await api.rlPrepareData({ runId: input.runId, sourceKey: input.sourceKey, tokenizerDir: input.tokenizerDir, rl: settings, llm: input.llm });
   }
   progress.total = rl.steps;
   progress.done = state.step;
@@ -345,7 +346,7 @@ export async function rlWorkflow(input: RlWorkflowInput): Promise<RlResult> {
     setCurrentDetails(`**RL step ${state.step + 1}/${rl.steps}: ${name}**\n\n${details}`);
   };
 
-  const loop: Loop = { input, rl, settings: settingsOf(rl), gpu, api, chunkPrompts: rl.rollout.chunkPrompts ?? 0 };
+  const loop: Loop = { input, rl, settings, gpu, api, chunkPrompts: rl.rollout.chunkPrompts ?? 0 };
   const evaluate = async (): Promise<void> => {
     if (state.evals.some((e) => e.step === state.step)) return;
     const done = await evaluatePolicy(loop, state.data, state.step, state.policy, phase);
