@@ -53,6 +53,7 @@ class GrpoStepConfig:
     kl_coef: float = 1e-4
     temperature: float = 1.0
     micro_batch_tokens: Optional[int] = None
+    autocast: Optional[torch.dtype] = None  # e.g. torch.bfloat16 on a GPU: matmuls in that type, log-probabilities in float32
 
 
 @dataclass
@@ -112,12 +113,29 @@ def loss_terms(logp: torch.Tensor, old: torch.Tensor, ref: Optional[torch.Tensor
     return pg_sum, kl_sum, (clipped * mask).sum()
 
 
-def token_logprobs(model: torch.nn.Module, ids: torch.Tensor, targets: torch.Tensor, temperature: float) -> torch.Tensor:
-    """log softmax(logits / T)[target] per position, [B, T], float32."""
+def token_logprobs(model: torch.nn.Module, ids: torch.Tensor, targets: torch.Tensor, temperature: float, autocast: Optional[torch.dtype] = None) -> torch.Tensor:
+    """log softmax(logits / T)[target] per position, [B, T], float32 (as target logit - logsumexp: one float32 copy of
+    the logits is kept for the backward pass, not two)."""
     device = next(model.parameters()).device
-    logits = model(input_ids=ids.to(device)).logits.float()
-    logp = torch.log_softmax(logits / temperature, dim=-1)
-    return logp.gather(-1, targets.to(device).unsqueeze(-1)).squeeze(-1)
+    with torch.autocast(device.type, dtype=autocast, enabled=autocast is not None):
+        logits = model(input_ids=ids.to(device)).logits
+    z = logits.float() / temperature
+    return z.gather(-1, targets.to(device).unsqueeze(-1)).squeeze(-1) - torch.logsumexp(z, dim=-1)
+
+
+def global_grad_norm(params: Sequence[torch.Tensor]) -> float:
+    """The 2-norm of all gradients together. A gradient FSDP2 holds as a DTensor shard counts its local part, and the
+    squares are summed over the ranks, so every rank gets the norm of the whole model."""
+    sq = torch.zeros((), dtype=torch.float64, device=params[0].grad.device)
+    sharded = False
+    for p in params:
+        g = p.grad.detach()
+        if hasattr(g, "to_local"):
+            g, sharded = g.to_local(), True
+        sq = sq + g.double().pow(2).sum()
+    if sharded and torch.distributed.is_available() and torch.distributed.is_initialized():
+        torch.distributed.all_reduce(sq)
+    return float(sq.sqrt())
 
 
 def micro_batches(seqs: Sequence[GrpoSequence], micro_batch: int, max_positions: Optional[int], pad_id: int) -> list[Rows]:
@@ -168,9 +186,9 @@ def grpo_step(policy: torch.nn.Module, reference: Optional[torch.nn.Module], opt
         device = next(policy.parameters()).device
         mask, adv = rows.mask.to(device), rows.adv.to(device)
         with torch.no_grad():
-            ref = token_logprobs(reference, rows.ids, rows.targets, cfg.temperature) if use_ref else None
-            beh = token_logprobs(behaviour, rows.ids, rows.targets, cfg.temperature) if behaviour is not None else None
-        logp = token_logprobs(policy, rows.ids, rows.targets, cfg.temperature)
+            ref = token_logprobs(reference, rows.ids, rows.targets, cfg.temperature, cfg.autocast) if use_ref else None
+            beh = token_logprobs(behaviour, rows.ids, rows.targets, cfg.temperature, cfg.autocast) if behaviour is not None else None
+        logp = token_logprobs(policy, rows.ids, rows.targets, cfg.temperature, cfg.autocast)
         old = beh if beh is not None else logp.detach()
         pg_sum, kl_sum, clipped = loss_terms(logp, old, ref, adv, mask, cfg)
         ((pg_sum + cfg.kl_coef * kl_sum) / n).backward()
@@ -180,7 +198,7 @@ def grpo_step(policy: torch.nn.Module, reference: Optional[torch.nn.Module], opt
     params = [p for g in optimizer.param_groups for p in g["params"] if p.grad is not None]
     grad_norm = 0.0
     if params:
-        grad_norm = float(torch.linalg.vector_norm(torch.stack([torch.linalg.vector_norm(p.grad.detach().double()) for p in params])))
+        grad_norm = global_grad_norm(params)
         if cfg.max_grad_norm > 0 and grad_norm > cfg.max_grad_norm:
             scale = cfg.max_grad_norm / (grad_norm + 1e-6)
             for p in params:

@@ -1,0 +1,113 @@
+"""The golden fixture of the GRPO update (test/fixtures/grpo-golden, made by scripts/make-grpo-golden.ts from
+transformers' own tiny Qwen3 and Llama) checked on any device: per-token log-probabilities of the three policies at the
+temperature, the update's metrics, the pre-clip gradients, the weights and AdamW moments after the update with the
+clip off and on. `tests/test_golden.py` runs it on the CPU; `gpu_check.py` on CUDA (plain and under FSDP2).
+
+Each comparison yields the worst ratio |actual - expected| / (atol + rtol |expected|) over its values: at most 1 passes.
+"""
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass
+from typing import Callable, Optional
+
+import torch
+from safetensors.torch import load_file
+from transformers import AutoConfig, AutoModelForCausalLM
+
+from .grpo import GrpoSequence, GrpoStepConfig, adamw, collate, grpo_step, token_logprobs
+
+ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", ".."))
+GOLDEN = os.path.join(ROOT, "test", "fixtures", "grpo-golden")
+CASES = ("tiny-qwen3", "tiny-llama-tied")
+
+# (atol, rtol) per kind of value
+TOLERANCES = {"logp": (2e-5, 2e-5), "metric": (1e-5, 1e-4), "weight": (1e-5, 1e-4), "m": (1e-6, 1e-3), "v": (1e-8, 2e-3), "grad": (1e-6, 1e-3)}
+
+
+def load_model(config_dir: str, weights: str, device: torch.device | str = "cpu") -> torch.nn.Module:
+    """A transformers model from the config transformers wrote and weights in HF layout (a tied head may be absent)."""
+    config = AutoConfig.from_pretrained(config_dir)
+    model = AutoModelForCausalLM.from_config(config, dtype=torch.float32, attn_implementation="eager")
+    state = load_file(weights)
+    missing, unexpected = model.load_state_dict(state, strict=False)
+    tied = bool(getattr(config, "tie_word_embeddings", False))
+    if unexpected or not set(missing) <= ({"lm_head.weight"} if tied else set()):
+        raise ValueError(f"{weights}: missing {sorted(missing)}, unexpected {sorted(unexpected)}")
+    if tied:
+        model.tie_weights()
+    return model.to(device)
+
+
+@dataclass
+class Deviation:
+    what: str
+    ratio: float  # worst |a - e| / (atol + rtol |e|); <= 1 passes
+    index: int
+    actual: float
+    expected: float
+
+
+def deviation(actual: torch.Tensor, expected: torch.Tensor, kind: str, what: str) -> Deviation:
+    atol, rtol = TOLERANCES[kind]
+    a, e = actual.detach().double().cpu().flatten(), expected.double().cpu().flatten()
+    if a.numel() != e.numel():
+        return Deviation(f"{what} (size {a.numel()} != {e.numel()})", float("inf"), -1, float("nan"), float("nan"))
+    r = (a - e).abs() / (atol + rtol * e.abs())
+    i = int(torch.argmax(r)) if r.numel() else 0
+    return Deviation(what, float(r[i]) if r.numel() else 0.0, i, float(a[i]) if a.numel() else 0.0, float(e[i]) if e.numel() else 0.0)
+
+
+def full(t: torch.Tensor) -> torch.Tensor:
+    """A plain tensor of a parameter, gradient or optimizer state that FSDP2 may hold as a DTensor shard."""
+    return t.full_tensor() if hasattr(t, "full_tensor") else t
+
+
+def check_case(name: str, device: torch.device | str = "cpu", wrap: Optional[Callable[[torch.nn.Module], torch.nn.Module]] = None) -> list[Deviation]:
+    """Every comparison of one golden case; `wrap` (e.g. FSDP2's fully_shard) is applied to the trained policy."""
+    torch.manual_seed(0)
+    d = os.path.join(GOLDEN, name)
+    with open(os.path.join(d, "case.json")) as f:
+        case = json.load(f)
+    config_dir = os.path.join(ROOT, "test", "fixtures", case["model"])
+    expected = load_file(os.path.join(d, "expected.safetensors"))
+    batch = [GrpoSequence.from_json(s) for s in case["batch"]]
+    st = case["step"]
+
+    def cfg(max_norm: float) -> GrpoStepConfig:
+        return GrpoStepConfig(lr=st["lr"], max_grad_norm=max_norm, micro_batch=st["microBatch"], pad_id=st["padId"], clip_low=st["clipLow"],
+                              clip_high=st["clipHigh"], clip_ratio_c=st["clipRatioC"], kl_coef=st["klCoef"], temperature=st["temperature"])
+
+    out: list[Deviation] = []
+    behaviour = load_model(config_dir, os.path.join(d, "behaviour.safetensors"), device).eval()
+    reference = load_model(config_dir, os.path.join(d, "reference.safetensors"), device).eval()
+    rows = collate(batch, st["padId"])
+    for label, weights in [("policy", "policy.safetensors"), ("behaviour", "behaviour.safetensors"), ("reference", "reference.safetensors")]:
+        m = load_model(config_dir, os.path.join(d, weights), device).eval()
+        with torch.no_grad():
+            lp = token_logprobs(m, rows.ids, rows.targets, st["temperature"])
+        out.append(deviation(lp, expected[f"logp.{label}"], "logp", f"logp.{label}"))
+    for case_name, max_norm in case["cases"].items():
+        policy = load_model(config_dir, os.path.join(d, "policy.safetensors"), device).train()
+        if wrap is not None:
+            policy = wrap(policy)
+        named = dict(policy.named_parameters())
+        opt = adamw(list(named.values()), st["weightDecay"])
+        r = grpo_step(policy, reference, opt, batch, cfg(max_norm), behaviour=behaviour)
+        want = case["metrics"][case_name]
+        got = {"loss": r.loss, "pgLoss": r.pg_loss, "kl": r.kl, "clipFrac": r.clip_frac, "gradNorm": r.grad_norm}
+        for k, v in got.items():
+            out.append(deviation(torch.tensor([v]), torch.tensor([want[k]]), "metric", f"{case_name}.{k}"))
+        counts = [r.policy_tokens, r.sequences, r.active_sequences]
+        want_counts = [want["policyTokens"], want["sequences"], want["activeSequences"]]
+        out.append(Deviation(f"{case_name}.counts", 0.0 if counts == want_counts else float("inf"), 0, float(sum(counts)), float(sum(want_counts))))
+        for n, p in named.items():
+            key = n.replace("_fsdp_wrapped_module.", "")
+            out.append(deviation(full(p), expected[f"{case_name}.weight.{key}"], "weight", f"{case_name}.weight.{key}"))
+            s = opt.state[p]
+            out.append(deviation(full(s["exp_avg"]), expected[f"{case_name}.m.{key}"], "m", f"{case_name}.m.{key}"))
+            out.append(deviation(full(s["exp_avg_sq"]), expected[f"{case_name}.v.{key}"], "v", f"{case_name}.v.{key}"))
+            if case_name == "noclip":
+                out.append(deviation(full(p.grad), expected[f"{case_name}.grad.{key}"], "grad", f"{case_name}.grad.{key}"))
+    return out
