@@ -10,7 +10,10 @@
  * produced. Values JSON Schema cannot state (none at present) would be left open rather than refused.
  */
 import { z } from 'zod';
-import { RlTrainInput, RlTrainResult } from '../stages/rl/shapes';
+import { AdvantagesFile, RlTrainInput, RlTrainResult, RolloutFile } from '../stages/rl/shapes';
+import { CheckpointManifest } from '../storage/checkpoints';
+import { S3Config } from '../run/s3Config';
+import { TemporalConfig } from '../run/temporalConfig';
 import { SftTrainInput, SftTrainResult } from '../stages/sft/shapes';
 import { NON_RETRYABLE_TYPES } from '../run/workflowUtil';
 
@@ -29,7 +32,14 @@ export interface ActivityContracts {
   /** ApplicationFailure types a stage activity fails with at once (the workflows do not retry them). */
   nonRetryableErrorTypes: string[];
   activities: Record<string, { input: unknown; result: unknown }>;
+  /** The files those activities read and write in S3, as the TypeScript side writes them. */
+  files: Record<string, unknown>;
+  /** The config sections a worker needs (connection, queues, bucket), with every default filled in. */
+  defaults: { temporal: { address: string; namespace: string; taskQueues: Record<string, string | undefined> }; s3: Record<string, unknown> };
 }
+
+/** The files of the train queue's activities: the batch they read, the checkpoint manifest they write. */
+export const TRAIN_FILES = { rollouts: RolloutFile, advantages: AdvantagesFile, checkpointManifest: CheckpointManifest } as const;
 
 export function trainContracts(): ActivityContracts {
   const schema = (s: z.ZodType, io: 'input' | 'output') => z.toJSONSchema(s, { io, unrepresentable: 'any', target: 'draft-2020-12' });
@@ -37,8 +47,12 @@ export function trainContracts(): ActivityContracts {
     format: 1,
     nonRetryableErrorTypes: [...NON_RETRYABLE_TYPES],
     activities: Object.fromEntries(Object.entries(TRAIN_ACTIVITIES).map(([name, c]) => [name, { input: schema(c.input, 'input'), result: schema(c.result, 'output') }])),
+    files: Object.fromEntries(Object.entries(TRAIN_FILES).map(([name, s]) => [name, schema(s, 'output')])),
+    defaults: { temporal: pick(TemporalConfig.parse({}), ['address', 'namespace', 'taskQueues', 'apiKeyEnv']), s3: S3Config.parse({}) },
   };
 }
+
+const pick = <T extends object, K extends keyof T>(o: T, keys: K[]): Pick<T, K> => Object.fromEntries(keys.map((k) => [k, o[k]])) as Pick<T, K>;
 
 /** The file's text: stable key order (as generated), two-space indent, a final newline. */
 export const contractsText = (c: ActivityContracts = trainContracts()): string => `${JSON.stringify(c, null, 2)}\n`;

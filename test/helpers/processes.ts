@@ -28,8 +28,23 @@ export interface ChildWorker {
  * `startTimeoutMs` (default 60 s) bounds the start (a workflows worker bundles the workflow code first: slow on a busy machine).
  */
 export async function startChildWorker(configFile: string, queues = 'workflows,api,gpu', env: NodeJS.ProcessEnv = {}, args: string[] = [], opts: { logFile?: string; startTimeoutMs?: number } = {}): Promise<ChildWorker> {
+  return spawnWorker(process.execPath, [path.join(root, 'bin', 'cm2.js'), 'worker', '--config', configFile, '--queues', queues, ...args], env, 'cm2 worker polling', `cm2 worker --queues ${queues}`, opts);
+}
+
+/**
+ * The PyTorch worker of the train queue (python/cm2_torch: `python -m cm2_torch.worker -c FILE`) in the environment of
+ * scripts/ensure-torch.mjs (`python`: its interpreter), on the CPU, float32.
+ */
+export async function startTorchWorker(python: string, configFile: string, env: NodeJS.ProcessEnv = {}, opts: { logFile?: string; startTimeoutMs?: number } = {}): Promise<ChildWorker> {
+  const pkg = path.join(root, 'python', 'cm2_torch');
+  return spawnWorker(python, ['-m', 'cm2_torch.worker', '-c', configFile, '--device', 'cpu'], {
+    PYTHONPATH: pkg, PYTHONUNBUFFERED: '1', OMP_NUM_THREADS: process.env['OMP_NUM_THREADS'] ?? '2', ...env,
+  }, 'cm2_torch worker polling', 'cm2_torch worker', { startTimeoutMs: 120_000, ...opts });
+}
+
+async function spawnWorker(cmd: string, argv: string[], env: NodeJS.ProcessEnv, ready: string, label: string, opts: { logFile?: string; startTimeoutMs?: number }): Promise<ChildWorker> {
   const { logFile, startTimeoutMs = 60_000 } = opts;
-  const proc = spawn(process.execPath, [path.join(root, 'bin', 'cm2.js'), 'worker', '--config', configFile, '--queues', queues, ...args], {
+  const proc = spawn(cmd, argv, {
     env: { ...process.env, ...env },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
@@ -38,7 +53,7 @@ export async function startChildWorker(configFile: string, queues = 'workflows,a
   let out = '';
   const file = logFile ? createWriteStream(logFile, { flags: 'a' }) : undefined;
   file?.on('error', () => undefined);
-  file?.write(`--- ${new Date().toISOString()} cm2 worker --queues ${queues} started, pid ${proc.pid}\n`);
+  file?.write(`--- ${new Date().toISOString()} ${label} started, pid ${proc.pid}\n`);
   proc.stdout!.on('data', (d: Buffer) => {
     out += d.toString();
     file?.write(d);
@@ -51,7 +66,7 @@ export async function startChildWorker(configFile: string, queues = 'workflows,a
   await new Promise<void>((resolve, reject) => {
     const timer = setTimeout(() => reject(new Error(`worker did not start within ${startTimeoutMs / 1000}s:\n${out}`)), startTimeoutMs);
     const check = () => {
-      if (out.includes('cm2 worker polling')) {
+      if (out.includes(ready)) {
         clearTimeout(timer);
         resolve();
       }

@@ -63,6 +63,7 @@ class Rows:
     mask: torch.Tensor
     adv: torch.Tensor
     tokens: int
+    sampled: Optional[torch.Tensor] = None  # the sampler's log-probability where known, NaN elsewhere
 
 
 def collate(batch: Sequence[GrpoSequence], pad_id: int) -> Rows:
@@ -72,20 +73,27 @@ def collate(batch: Sequence[GrpoSequence], pad_id: int) -> Rows:
     targets = torch.full((len(batch), T), pad_id, dtype=torch.long)
     mask = torch.zeros((len(batch), T), dtype=torch.float32)
     adv = torch.zeros((len(batch), T), dtype=torch.float32)
+    sampled = torch.full((len(batch), T), float("nan"), dtype=torch.float32)
     tokens = 0
     for b, seq in enumerate(batch):
         n = len(seq.tokens)
         if n > 1:
             ids[b, : n - 1] = torch.tensor(seq.tokens[:-1])
             targets[b, : n - 1] = torch.tensor(seq.tokens[1:])
+        # the sampler's log-probabilities: one per span token (spans in order), used only when the count matches
+        own = seq.sampled if seq.sampled is not None and len(seq.sampled) == sum(max(0, sp.end - sp.start) for sp in seq.spans) else None
+        j = 0
         for span in seq.spans:
             for k in range(span.start, span.end):
+                j += 1
                 if k < 1 or k >= n:
                     continue
                 mask[b, k - 1] = 1.0
                 adv[b, k - 1] = span.advantage
+                if own is not None:
+                    sampled[b, k - 1] = float(own[j - 1])
                 tokens += 1
-    return Rows(ids, targets, mask, adv, tokens)
+    return Rows(ids, targets, mask, adv, tokens, sampled)
 
 
 def policy_tokens(seq: GrpoSequence) -> int:
@@ -167,11 +175,14 @@ class StepMetrics:
     policy_tokens: int
     sequences: int
     active_sequences: int
+    # |sampler - trainer| log-probability over the tokens whose sampler value is known (trainer: the policy that
+    # sampled, i.e. the behaviour policy one step off, else the policy before the update): mean, max, count
+    logprob_gap: Optional[dict] = None
     extra: dict = field(default_factory=dict)
 
 
 def grpo_step(policy: torch.nn.Module, reference: Optional[torch.nn.Module], optimizer: torch.optim.Optimizer, batch: Sequence[GrpoSequence],
-              cfg: GrpoStepConfig, behaviour: Optional[torch.nn.Module] = None) -> StepMetrics:
+              cfg: GrpoStepConfig, behaviour: Optional[torch.nn.Module] = None, on_micro=None) -> StepMetrics:
     """One optimizer step of `policy` on `batch` (`optimizer` holds exactly the trained parameters)."""
     with_tokens = [s for s in batch if any(sp.end > sp.start for sp in s.spans)]
     total = sum(policy_tokens(s) for s in with_tokens)
@@ -179,8 +190,12 @@ def grpo_step(policy: torch.nn.Module, reference: Optional[torch.nn.Module], opt
     seqs = with_tokens if use_ref else [s for s in with_tokens if any(sp.advantage != 0 for sp in s.spans)]
     n = max(total, 1)
     pg_total = kl_total = clipped_total = 0.0
+    gap_sum, gap_max, gap_tokens = 0.0, 0.0, 0
     optimizer.zero_grad(set_to_none=True)
-    for rows in micro_batches(seqs, cfg.micro_batch, cfg.micro_batch_tokens, cfg.pad_id):
+    parts = micro_batches(seqs, cfg.micro_batch, cfg.micro_batch_tokens, cfg.pad_id)
+    for i, rows in enumerate(parts):
+        if on_micro is not None:
+            on_micro(i, len(parts))
         if rows.tokens == 0:
             continue
         device = next(policy.parameters()).device
@@ -190,6 +205,13 @@ def grpo_step(policy: torch.nn.Module, reference: Optional[torch.nn.Module], opt
             beh = token_logprobs(behaviour, rows.ids, rows.targets, cfg.temperature, cfg.autocast) if behaviour is not None else None
         logp = token_logprobs(policy, rows.ids, rows.targets, cfg.temperature, cfg.autocast)
         old = beh if beh is not None else logp.detach()
+        if rows.sampled is not None:
+            known = ~torch.isnan(rows.sampled)
+            if bool(known.any()):
+                d = (old.detach().cpu()[known] - rows.sampled[known]).abs().double()
+                gap_sum += float(d.sum())
+                gap_max = max(gap_max, float(d.max()))
+                gap_tokens += int(known.sum())
         pg_sum, kl_sum, clipped = loss_terms(logp, old, ref, adv, mask, cfg)
         ((pg_sum + cfg.kl_coef * kl_sum) / n).backward()
         pg_total += pg_sum.item()
@@ -209,6 +231,7 @@ def grpo_step(policy: torch.nn.Module, reference: Optional[torch.nn.Module], opt
     return StepMetrics(
         loss=(pg_total + cfg.kl_coef * kl_total) / n, pg_loss=pg_total / n, kl=kl_total / n, clip_frac=clipped_total / n, grad_norm=grad_norm,
         policy_tokens=total, sequences=len(with_tokens), active_sequences=sum(1 for s in with_tokens if any(sp.advantage != 0 for sp in s.spans)),
+        logprob_gap={"mean": gap_sum / gap_tokens, "max": gap_max, "tokens": gap_tokens} if gap_tokens else None,
     )
 
 

@@ -1,0 +1,196 @@
+"""Policies and training checkpoints in S3, in the formats the TypeScript side reads and writes
+(src/storage/checkpoints.ts, policyStore.ts, src/model/optim/adamw.ts):
+
+- an HF policy: `<prefix>/config.json` and `model.safetensors` (or its index and shards), HF names and layout;
+- a checkpoint: `manifest.json` (format cm2-checkpoint/1) listing each file as {key, sha256, bytes} with the trainer's
+  small state; `config.json`, `model.safetensors` (float32, HF names and layout; a tied head has no lm_head entry) and
+  `optimizer.safetensors`: AdamW moments `m.<name>`, `v.<name>`, metadata `step` and `layout`. `layout: hf` means the
+  parameter's own shape (a Linear weight [out, in]); files without `layout` (written by tfjs before it) hold a Linear
+  weight's moments transposed ([in, out]), the tfjs model's internal layout.
+
+Written files go under attempt-unique keys and the manifest is created only if absent (fencing: an attempt that
+outlived its heartbeat timeout cannot overwrite the files a manifest names; the loser adopts the winner's manifest).
+"""
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+import time
+import uuid
+from dataclasses import dataclass
+from typing import Optional
+
+import torch
+from safetensors import safe_open
+from safetensors.torch import save_file
+
+from .store import Store, sha256_file
+
+ADAPTER_WEIGHTS = "adapter_model.safetensors"
+
+
+class BadPolicy(ValueError):
+    """A policy or checkpoint that no retry can load (non-retryable `BadInput`)."""
+
+
+def step_folder(prefix: str, step: int) -> str:
+    return f"{prefix}/step-{step:08d}"
+
+
+def rl_checkpoints(run_id: str) -> str:
+    return f"runs/{run_id}/rl/checkpoints"
+
+
+def policy_key(p: dict) -> str:
+    return f"hf:{p['prefix']}" if p["kind"] == "hf" else f"ckpt:{p['manifestKey']}"
+
+
+@dataclass
+class Loaded:
+    model: torch.nn.Module
+    config_json: bytes
+    optimizer: Optional[dict] = None  # {"step": int, "layout": str, "m": {name: tensor}, "v": {name: tensor}}
+    manifest: Optional[dict] = None
+
+
+def _from_folder(d: str, device: torch.device) -> torch.nn.Module:
+    from transformers import AutoModelForCausalLM
+
+    model = AutoModelForCausalLM.from_pretrained(d, dtype=torch.float32, attn_implementation="sdpa")
+    return model.to(device)
+
+
+def _download_hf(store: Store, prefix: str, d: str) -> None:
+    store.get_file(f"{prefix}/config.json", os.path.join(d, "config.json"))
+    if store.exists(f"{prefix}/model.safetensors"):
+        store.get_file(f"{prefix}/model.safetensors", os.path.join(d, "model.safetensors"))
+        return
+    index = os.path.join(d, "model.safetensors.index.json")
+    store.get_file(f"{prefix}/model.safetensors.index.json", index)
+    with open(index) as f:
+        shards = sorted(set((json.load(f).get("weight_map") or {}).values()))
+    for s in shards:
+        if "/" in s or s.startswith("."):
+            raise BadPolicy(f"s3 {prefix}/model.safetensors.index.json: shard {s} is not a plain file name")
+        store.get_file(f"{prefix}/{s}", os.path.join(d, s))
+
+
+def _read_optimizer(path: str) -> dict:
+    with safe_open(path, framework="pt") as f:
+        meta = f.metadata() or {}
+        m, v = {}, {}
+        for k in f.keys():
+            (m if k.startswith("m.") else v)[k[2:]] = f.get_tensor(k)
+    step = meta.get("step")
+    if step is None or not str(step).isdigit():
+        raise BadPolicy(f"{path}: no optimizer step in the safetensors metadata (expected {{\"step\": \"<n>\"}})")
+    layout = meta.get("layout", "internal")
+    if layout not in ("hf", "internal"):
+        raise BadPolicy(f"{path}: optimizer layout {layout!r} is neither 'hf' nor absent (tfjs's internal layout)")
+    return {"step": int(step), "layout": layout, "m": m, "v": v}
+
+
+def load_policy(store: Store, p: dict, device: torch.device, with_optimizer: bool = False) -> Loaded:
+    """An HF policy or a checkpoint's weights (and, asked for, its optimizer state)."""
+    with tempfile.TemporaryDirectory(prefix="cm2-torch-") as d:
+        if p["kind"] == "hf":
+            _download_hf(store, p["prefix"], d)
+            with open(os.path.join(d, "config.json"), "rb") as f:
+                cfg = f.read()
+            return Loaded(_from_folder(d, device), cfg)
+        manifest = store.get_json(p["manifestKey"])
+        files = manifest.get("files") or {}
+        if ADAPTER_WEIGHTS in files:
+            raise BadPolicy(f"{p['manifestKey']}: a LoRA checkpoint; the PyTorch trainer does not train LoRA adapters yet (rl.lora: null, or tfjs workers)")
+        for name in ("config.json", "model.safetensors"):
+            if name not in files:
+                raise BadPolicy(f"{p['manifestKey']}: the checkpoint has no {name}")
+        wanted = ["config.json", "model.safetensors"] + (["optimizer.safetensors"] if with_optimizer else [])
+        for name in wanted:
+            if name not in files:
+                raise BadPolicy(f"{p['manifestKey']}: the checkpoint has no {name}")
+            if "/" in name or name.startswith("."):
+                raise BadPolicy(f"{p['manifestKey']}: file name {name} is not a plain file name")
+            store.get_verified_file(files[name], os.path.join(d, name))
+        with open(os.path.join(d, "config.json"), "rb") as f:
+            cfg = f.read()
+        opt = _read_optimizer(os.path.join(d, "optimizer.safetensors")) if with_optimizer else None
+        return Loaded(_from_folder(d, device), cfg, opt, manifest)
+
+
+def linear_weight_names(model: torch.nn.Module) -> set[str]:
+    names = set()
+    for mod_name, mod in model.named_modules():
+        if isinstance(mod, torch.nn.Linear):
+            names.add(f"{mod_name}.weight" if mod_name else "weight")
+    return names
+
+
+def restore_adamw(optimizer: torch.optim.Optimizer, model: torch.nn.Module, state: dict, where: str) -> None:
+    """Puts a checkpoint's moments into a torch AdamW over `model`'s named parameters (internal layout transposed)."""
+    linear = linear_weight_names(model)
+    for name, p in model.named_parameters():
+        if not p.requires_grad:
+            continue
+        m, v = state["m"].get(name), state["v"].get(name)
+        if m is None or v is None:
+            raise BadPolicy(f"{where}: the optimizer state has no moments for {name}")
+        if state["layout"] == "internal" and name in linear:
+            m, v = m.t(), v.t()
+        if tuple(m.shape) != tuple(p.shape) or tuple(v.shape) != tuple(p.shape):
+            raise BadPolicy(f"{where}: moments of {name} have shape {tuple(m.shape)}, the parameter {tuple(p.shape)}")
+        optimizer.state[p] = {"step": torch.tensor(float(state["step"])), "exp_avg": m.to(p.device).contiguous().clone(),
+                              "exp_avg_sq": v.to(p.device).contiguous().clone()}
+
+
+def adamw_step(optimizer: torch.optim.Optimizer) -> int:
+    steps = [int(s["step"]) for s in optimizer.state.values() if "step" in s]
+    return max(steps) if steps else 0
+
+
+def save_checkpoint(store: Store, prefix: str, step: int, model: torch.nn.Module, optimizer: torch.optim.Optimizer, config_json: bytes,
+                    state_of, attempt: str) -> tuple[str, dict, str, bool]:
+    """Writes step `step`'s files under attempt-unique keys, then creates the manifest if none exists. Returns
+    (manifest key, manifest, weights sha256, won): `won` is False when another attempt's manifest was there first (then
+    that manifest is returned and this attempt's files are removed)."""
+    folder = step_folder(prefix, step)
+    manifest_key = f"{folder}/manifest.json"
+    named = [(n, p) for n, p in model.named_parameters()]
+    with tempfile.TemporaryDirectory(prefix="cm2-torch-ckpt-") as d:
+        weights = {n: p.detach().to("cpu", torch.float32).contiguous() for n, p in named}
+        wpath = os.path.join(d, "model.safetensors")
+        save_file(weights, wpath, metadata={"format": "pt"})
+        del weights
+        moments = {}
+        for n, p in named:
+            s = optimizer.state.get(p)
+            if s:
+                moments[f"m.{n}"] = s["exp_avg"].detach().to("cpu", torch.float32).contiguous()
+                moments[f"v.{n}"] = s["exp_avg_sq"].detach().to("cpu", torch.float32).contiguous()
+        opath = os.path.join(d, "optimizer.safetensors")
+        save_file(moments, opath, metadata={"step": str(adamw_step(optimizer)), "layout": "hf"})
+        del moments
+        wsha = sha256_file(wpath)
+        tag = f"a{attempt}"
+        refs = {
+            "config.json": store.put_bytes(f"{folder}/{tag}.config.json", config_json, "application/json"),
+            "model.safetensors": store.put_file(f"{folder}/{tag}.model.safetensors", wpath, wsha),
+            "optimizer.safetensors": store.put_file(f"{folder}/{tag}.optimizer.safetensors", opath),
+        }
+    manifest = {"format": "cm2-checkpoint/1", "step": step, "files": refs, "state": state_of(wsha),
+                "createdAt": time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime()) + ".000Z"}
+    if store.put_json(manifest_key, manifest, if_absent=True) is not None:
+        return manifest_key, manifest, wsha, True
+    # Another attempt committed this step first: its manifest stands; this attempt's files are nobody's.
+    for ref in refs.values():
+        try:
+            store.client.remove_object(store.bucket, ref["key"])
+        except Exception:
+            pass
+    winner = store.get_json(manifest_key)
+    return manifest_key, winner, ((winner.get("state") or {}).get("train") or {}).get("weightsSha256", ""), False
+
+
+def new_attempt_tag(attempt: int) -> str:
+    return f"{attempt}-{uuid.uuid4().hex[:8]}"
