@@ -1,6 +1,8 @@
 /**
  * Training checkpoints of LoRA runs in S3: the adapter in PEFT's format (adapter_config.json, adapter_model.safetensors),
- * the AdamW state of its tensors (optimizer.safetensors: `m.<PEFT name>`, `v.<PEFT name>`, step in the metadata),
+ * the AdamW state of its tensors (optimizer.safetensors: `m.<PEFT name>`, `v.<PEFT name>`, step and `layout: "hf"` in
+ * the metadata; the adapter's tensors are held in PEFT's layout, so its moments are written as they are held, and files
+ * from before the field read the same),
  * the model's config.json and the manifest, whose state names the frozen base (`lora.base`, a stored HF folder). A
  * checkpoint is the adapter's size, not the model's (a rank-8 adapter on all seven projections of SmolLM2-135M: 2.44 M values, 9.8 MB, and 19.6 MB of moments,
  * against 538 MB and 1.08 GB).
@@ -46,7 +48,9 @@ export async function saveLoraCheckpoint(
     ...(opts.config ? { 'config.json': Buffer.from(JSON.stringify(opts.config)) } : {}),
     [ADAPTER_CONFIG]: Buffer.from(`${JSON.stringify(adapter.configJson(base?.prefix ?? null), null, 2)}\n`),
     [ADAPTER_WEIGHTS]: weights,
-    'optimizer.safetensors': serializeTensors(optimizer.momentEntries(), { step: String(optimizer.steps) }),
+    // HF (PEFT) layout: the adapter's own, which transposes nothing (LoraAdapter.hfTransposed), so `layout: "hf"` even
+    // for an optimizer made without a layout.
+    'optimizer.safetensors': serializeTensors(optimizer.momentEntries(optimizer.layout ?? adapter), optimizer.stateMetadata(optimizer.layout ?? adapter)),
   };
   const s = typeof state === 'function' ? state({ weightsSha256 }) : state;
   const written = await writeCheckpoint(store, prefix, step, files, base ? { ...s, lora: { base } satisfies LoraCheckpointState } : s);
@@ -73,7 +77,7 @@ export async function applyLoraCheckpoint(store: ObjectStore, manifestKey: strin
   }
   if (!opts.optimizer) return { adapter };
   try {
-    return { adapter, optimizer: parseAdamWState(await get('optimizer.safetensors')) };
+    return { adapter, optimizer: parseAdamWState(await get('optimizer.safetensors'), `${manifestKey}: optimizer.safetensors`) };
   } catch (e) {
     adapter.dispose();
     throw e;

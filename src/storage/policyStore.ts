@@ -7,7 +7,9 @@
  * hashes and keys are the same either way.
  *
  * Checkpoint folder (src/storage/checkpoints.ts): `model.safetensors` (F32, HF names and layout), `optimizer.safetensors`
- * (`m.<name>`, `v.<name>`, step in the metadata), optionally `config.json`, and the manifest.
+ * (`m.<name>`, `v.<name>` in HF layout as the weights; step and `layout: "hf"` in the metadata; files written before
+ * that field are in the trainer's internal layout and load as such: AdamW.load), optionally `config.json`, and the
+ * manifest.
  */
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
@@ -34,11 +36,12 @@ const limit = (opts: TransferOptions) => opts.inMemoryMaxBytes ?? IN_MEMORY_MAX_
 
 /**
  * A training checkpoint's two big files in `dir`: model.safetensors and optimizer.safetensors, one tensor at a time,
- * disk writes overlapped with their sha256.
+ * disk writes overlapped with their sha256. The moments are in HF layout as the weights are: the optimizer's
+ * parameters are the model's variables, laid out as the model says when the optimizer was made without a layout.
  */
 export async function writeCheckpointFiles(dir: string, model: QwenModel, optimizer: AdamW): Promise<{ weights: WrittenFile; optimizer: WrittenFile }> {
   const weights = await writeModelWeightsAsync(join(dir, 'model.safetensors'), model);
-  return { weights, optimizer: await writeAdamWStateAsync(join(dir, 'optimizer.safetensors'), optimizer) };
+  return { weights, optimizer: await writeAdamWStateAsync(join(dir, 'optimizer.safetensors'), optimizer, { layout: optimizer.layout ?? model }) };
 }
 
 /**
@@ -58,7 +61,8 @@ export async function saveTrainingCheckpoint(
   const stateOf = (weightsSha256: string) => (typeof state === 'function' ? state({ weightsSha256 }) : state);
   if (3 * 4 * model.numParams() <= limit(opts)) {
     const weights = serializeTensors(model.weightEntries(), { format: 'pt' });
-    const moments = serializeTensors(optimizer.momentEntries(), { step: String(optimizer.steps) });
+    const layout = optimizer.layout ?? model; // as writeCheckpointFiles
+    const moments = serializeTensors(optimizer.momentEntries(layout), optimizer.stateMetadata(layout));
     const weightsSha256 = sha256(weights);
     const written = await writeCheckpoint(store, prefix, step, { ...config, 'model.safetensors': weights, 'optimizer.safetensors': moments }, stateOf(weightsSha256));
     return { ...written, weightsSha256 };
@@ -103,7 +107,7 @@ export async function withCheckpoint<T>(
     const config = bytes['config.json'] ? parseQwenConfig(JSON.parse(bytes['config.json'].toString('utf8'))) : undefined;
     const weights = HfWeights.fromBytes(bytes['model.safetensors']!, `${manifestKey}: model.safetensors`);
     try {
-      const optimizer = bytes['optimizer.safetensors'] ? parseAdamWState(bytes['optimizer.safetensors']) : undefined;
+      const optimizer = bytes['optimizer.safetensors'] ? parseAdamWState(bytes['optimizer.safetensors'], `${manifestKey}: optimizer.safetensors`) : undefined;
       return await use({ manifest, weights, ...(config ? { config } : {}), ...(optimizer ? { optimizer } : {}) });
     } finally {
       weights.close();

@@ -22,7 +22,7 @@ import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import * as tf from '@tensorflow/tfjs';
 import type { QwenModel } from './qwen';
-import { paramSpecs, type ParamSpec } from './params';
+import { paramSpecs, type ParamLayout, type ParamSpec } from './params';
 import { Rng } from './random';
 import { SafetensorsReader } from '../formats/safetensors';
 import { serializeTensors } from '../formats/safetensorsWrite';
@@ -202,7 +202,7 @@ export function adapterConfigJson(layout: LoraLayout, baseModel: string | null):
  * LoRA adapters attached to a model. The model's variables hold the merged weights; the adapter holds A, B (and
  * trainable token rows) as variables named by PEFT's tensor names, and the frozen base weights it merges onto.
  */
-export class LoraAdapter {
+export class LoraAdapter implements ParamLayout {
   /** PEFT tensor name → variable (A [r, in], B [out, r], HF layout; token rows [k, hidden]) */
   private readonly vars = new Map<string, tf.Variable>();
   /** model weight name → the frozen base (the model's internal layout) */
@@ -327,6 +327,15 @@ export class LoraAdapter {
     let n = 0;
     for (const v of this.vars.values()) n += v.size;
     return n;
+  }
+
+  /**
+   * ParamLayout: nothing is transposed. The adapter holds A [r, in], B [out, r] and the token rows [k, hidden] as PEFT
+   * stores them (adapter_model.safetensors), so its optimizer file is in PEFT's layout as it is; it still says
+   * `layout: "hf"` in its metadata, as every optimizer file does (optim/adamw.ts).
+   */
+  hfTransposed(_name: string): boolean {
+    return false;
   }
 
   /** What the optimizer updates: PEFT tensor name → variable. */

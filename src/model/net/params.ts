@@ -39,6 +39,15 @@ export function paramSpecs(d: QwenDims): ParamSpec[] {
   return specs;
 }
 
+/**
+ * How a trainer holds its parameters against the layout of HF / PEFT files: `hfTransposed(name)` is true for a 2-D
+ * parameter held transposed (QwenModel's Linear weights, [in, out] against HF's [out, in]), false for one held as the
+ * files hold it. Checkpoints of the optimizer's moments are written in the files' layout with it (optim/adamw.ts).
+ */
+export interface ParamLayout {
+  hfTransposed(name: string): boolean;
+}
+
 /** [rows, cols] row-major → [cols, rows]. */
 export function transposeData(data: Float32Array, rows: number, cols: number): Float32Array {
   const out = new Float32Array(data.length);

@@ -11,6 +11,7 @@
  *   model.assignWeights(weights)             overwrite some parameters (HF names, HF layout)
  *   model.trainableVariables()               tf.Variables, for optimizer.minimize / tf.variableGrads
  *   model.namedVariables()                   HF name → tf.Variable (internal layout)
+ *   model.hfTransposed(name)                 whether that variable is HF's transposed (ParamLayout: optimizer checkpoints)
  *   model.forward(ids, opts?)                logits [B, T, V]; opts: positions, keyMask, cache (see ForwardOptions)
  *   model.loss(ids, targets, mask)           mean cross-entropy over positions with mask = 1 (a scalar)
  *   model.tokenLogprobs(ids, targets)        log p(target) per position, [B, T]
@@ -36,13 +37,13 @@ import { decoderLayer } from './layer';
 import { graphLength } from './trainGraph';
 import { attention as batchedAttention, embeddingLookup, headLogprobs, linear, matMul2d, rmsNorm, rope, ropeTables, rotateHalfMatrix, swiGlu, targetLogprobs, usingReferenceOps } from './ops';
 import { Rng } from './random';
-import { paramSpecs, transposeData, type ParamSpec } from './params';
+import { paramSpecs, transposeData, type ParamLayout, type ParamSpec } from './params';
 import { attentionBiasData, attentionBiasPerSequence, concatCacheAttention, slicedAttention } from './portableAttention';
 import { type AttachedLora, NativeTraining } from './nativeTraining';
 import { NativeInference, type LayerVars } from './nativeInference';
 import type { ForwardOptions, KVCache, PackedRows } from './forwardTypes';
 
-export class QwenModel {
+export class QwenModel implements ParamLayout {
   readonly config: QwenConfig;
   readonly dims: QwenDims;
   private readonly specs: ParamSpec[];
@@ -158,6 +159,13 @@ export class QwenModel {
     const spec = this.specs.find((s) => s.name === name);
     if (!spec) throw new Error(`no parameter ${name}`);
     return spec.kind === 'linear' ? transposeData(data, spec.shape[1]!, spec.shape[0]!) : data;
+  }
+
+  /** Whether parameter `name` is held transposed against HF's layout (a Linear weight: [in, out] here, [out, in] there). */
+  hfTransposed(name: string): boolean {
+    const spec = this.specs.find((s) => s.name === name);
+    if (!spec) throw new Error(`no parameter ${name}`);
+    return spec.kind === 'linear';
   }
 
   private toInternal(spec: ParamSpec, data: Float32Array): tf.Tensor {

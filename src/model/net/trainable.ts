@@ -5,6 +5,7 @@
  */
 import type * as tf from '@tensorflow/tfjs';
 import type { LoraAdapter } from './lora';
+import type { ParamLayout } from './params';
 
 export interface TrainableSet {
   readonly kind: 'full' | 'lora';
@@ -16,12 +17,17 @@ export interface TrainableSet {
   project(grads: Map<string, tf.Tensor>): Map<string, tf.Tensor>;
   /** after each optimizer step (LoRA: the merged weights into the model) */
   afterUpdate(): void;
+  /**
+   * How `params` are held against HF / PEFT's layout, for the optimizer's checkpoints (written in that layout); absent
+   * for a model without one (test models), whose optimizer files stay in its own layout.
+   */
+  readonly layout?: ParamLayout;
 }
 
-/** Every parameter of the model, trained as it is. */
-export function fullTrainable(model: { namedVariables(): Map<string, tf.Variable> }): TrainableSet {
+/** Every parameter of the model, trained as it is (the model's layout when it has one: QwenModel). */
+export function fullTrainable(model: { namedVariables(): Map<string, tf.Variable> } & Partial<ParamLayout>): TrainableSet {
   const vars = model.namedVariables();
-  return { kind: 'full', tape: vars, params: vars, project: (g) => g, afterUpdate: () => {} };
+  return { kind: 'full', tape: vars, params: vars, project: (g) => g, afterUpdate: () => {}, ...(model.hfTransposed ? { layout: model as ParamLayout } : {}) };
 }
 
 /**
@@ -34,10 +40,10 @@ export function fullTrainable(model: { namedVariables(): Map<string, tf.Variable
 export function loraTrainable(adapter: LoraAdapter, opts: { lowRank?: boolean } = {}): TrainableSet {
   const low = opts.lowRank === false ? undefined : adapter.lowRank();
   if (low && adapter.model.attachLora(low)) {
-    return { kind: 'lora', tape: adapter.params(), params: adapter.params(), project: (g) => g, afterUpdate: () => adapter.merge() };
+    return { kind: 'lora', tape: adapter.params(), params: adapter.params(), project: (g) => g, afterUpdate: () => adapter.merge(), layout: adapter };
   }
   adapter.model.attachLora(undefined);
-  return { kind: 'lora', tape: adapter.tapeVariables(), params: adapter.params(), project: (g) => adapter.project(g), afterUpdate: () => adapter.merge() };
+  return { kind: 'lora', tape: adapter.tapeVariables(), params: adapter.params(), project: (g) => adapter.project(g), afterUpdate: () => adapter.merge(), layout: adapter };
 }
 
 /** Applies one optimizer step from summed tape gradients; disposes every gradient. Returns the pre-clip norm. */

@@ -5,6 +5,13 @@
  * one moment tensor at a time to a safetensors file of any size, and `openAdamWState` gives a state whose moments are
  * read from the file one at a time while `load` assigns them (a 0.5B model's moments are 4 GB).
  *
+ * Files hold the moments in HF's layout (`layout: "hf"` in the metadata), whatever the optimizer's own: the moment of a
+ * parameter the trainer holds transposed (QwenModel's Linear weights, [in, out]) is written [out, in], as the weight is
+ * in model.safetensors, so the PyTorch trainer reads and writes the same files (docs/decisions.md, "Optimizer state in
+ * HF layout"). The optimizer learns which parameters those are from `opts.layout` (a ParamLayout: the model, or a LoRA
+ * adapter, whose tensors are PEFT's as they are); `load` turns such a file back. A file without `layout` (every one
+ * written before) is in the optimizer's own layout and loads as it is; any other value is refused.
+ *
  * The update is `adamWReference` below (the definition, in plain float64 arithmetic); its three implementations — op
  * by op (wasm, cpu), TensorFlow's fused ResourceApplyAdam per parameter (native), the whole update as one graph run
  * (native, small models: ./adamwGraph.ts) — are checked against it (test/unit/model/optim.test.ts, native.test.ts).
@@ -12,6 +19,7 @@
 import * as tf from '@tensorflow/tfjs';
 import { adamScalars, adamWStep, isNative, ResourceVariable, sumOfSquares } from '../net/native';
 import { ADAMW_SCALARS, buildAdamWGraph, GRAPH_MAX_PARAMS, type AdamWGraph } from './adamwGraph';
+import { transposeData, type ParamLayout } from '../net/params';
 import { parseSafetensors, SafetensorsReader, type TensorSource } from '../formats/safetensors';
 import { serializeSafetensors, writeSafetensors, writeSafetensorsAsync, type WrittenFile } from '../formats/safetensorsWrite';
 
@@ -68,10 +76,19 @@ export interface MomentLookup {
   get(name: string): Float32Array | undefined;
 }
 
+/**
+ * How a state's moments are laid out: 'internal', the optimizer's own variables' layout (in memory, and files without
+ * a `layout` in their metadata: every one written before it existed), or 'hf', as in HF / PEFT files (a transposed
+ * parameter's moment [out, in]; `AdamW.load` turns it back).
+ */
+export type StateLayout = 'internal' | 'hf';
+
 export interface AdamWState {
   step: number;
   m: MomentLookup;
   v: MomentLookup;
+  /** absent: 'internal' */
+  layout?: StateLayout;
 }
 
 /** A state held in memory (what `AdamW.state()` returns). */
@@ -145,12 +162,15 @@ export class AdamW {
   private graphs = new Map<string, AdamWGraph>();
   /** the update runs as one graph (native, small model) */
   readonly graphMode: boolean;
+  /** which parameters are held transposed against HF's layout; without it, files are written in the variables' layout (no `layout` metadata) */
+  readonly layout: ParamLayout | undefined;
 
   constructor(
     private readonly params: ReadonlyMap<string, tf.Variable>,
     readonly config: AdamWConfig = DEFAULT_ADAMW,
-    opts: { mode?: AdamWMode } = {},
+    opts: { mode?: AdamWMode; layout?: ParamLayout | undefined } = {},
   ) {
+    this.layout = opts.layout;
     const mode = opts.mode ?? (process.env.CM2_TF_GRAPH === '0' ? 'fused' : 'auto');
     const size = [...params.values()].reduce((n, p) => n + p.size, 0);
     this.graphMode = isNative() && (mode === 'graph' || (mode === 'auto' && size <= GRAPH_MAX_PARAMS));
@@ -272,17 +292,37 @@ export class AdamW {
   }
 
   /**
-   * The moments as tensors `m.<name>` and `v.<name>` (the variables' shapes), each read from the backend only when
-   * its `data()` is called; the array may be the backend's own memory (read it, don't keep it).
+   * The moments as a file holds them: tensors `m.<name>` and `v.<name>`, in HF's layout when there is a `layout` (the
+   * optimizer's, or one given for an optimizer made without: a transposed parameter's moment transposed to [out, in]),
+   * else in the variables' shapes; each read from the backend (and transposed) only when its `data()` is called. The
+   * array may be the backend's own memory (read it, don't keep it). Write them with `stateMetadata(layout)`, which says
+   * which layout they are in.
    */
-  *momentEntries(): Iterable<TensorSource> {
+  *momentEntries(layout: ParamLayout | undefined = this.layout): Iterable<TensorSource> {
     for (const [kind, vars] of [['m', this.m], ['v', this.v]] as const) {
-      for (const [name, t] of vars) yield { name: `${kind}.${name}`, shape: [...t.shape], data: () => t.dataSync() as Float32Array };
+      for (const [name, t] of vars) {
+        if (!layout?.hfTransposed(name)) {
+          yield { name: `${kind}.${name}`, shape: [...t.shape], data: () => t.dataSync() as Float32Array };
+          continue;
+        }
+        const [rows, cols] = matrixShape(name, t.shape);
+        yield { name: `${kind}.${name}`, shape: [cols, rows], data: () => transposeData(t.dataSync() as Float32Array, rows, cols) };
+      }
     }
   }
 
-  /** Restore a state saved by `state()` or opened by `openAdamWState` (same parameter names and shapes), one moment at a time. */
-  load(state: AdamWState): void {
+  /** The safetensors metadata of `momentEntries(layout)`: the step, and `layout: "hf"` when they are in HF's layout. */
+  stateMetadata(layout: ParamLayout | undefined = this.layout): Record<string, string> {
+    return { step: String(this.step), ...(layout ? { layout: HF_LAYOUT } : {}) };
+  }
+
+  /**
+   * Restore a state saved by `state()` or opened by `openAdamWState` / `parseAdamWState` (same parameter names and
+   * sizes), one moment at a time: an HF-layout file is turned into the variables' layout as each moment is read
+   * (`optimizerStateToInternal`).
+   */
+  load(saved: AdamWState): void {
+    const state = optimizerStateToInternal(saved, this.params, this.layout);
     for (const [name, p] of this.params) {
       const m = state.m.get(name);
       const v = m && state.v.get(name);
@@ -303,51 +343,105 @@ export class AdamW {
   }
 }
 
-/**
- * The optimizer state as safetensors bytes (`m.<name>`, `v.<name>` with the variables' shapes; the step in the
- * metadata), for checkpoints, and back.
- */
-export function serializeAdamWState(state: AdamWState, variables: ReadonlyMap<string, { shape: readonly number[] }>): Uint8Array {
-  const tensors = new Map<string, { shape: number[]; data: Float32Array }>();
-  for (const [name, v] of variables) {
-    tensors.set(`m.${name}`, { shape: [...v.shape], data: state.m.get(name)! });
-    tensors.set(`v.${name}`, { shape: [...v.shape], data: state.v.get(name)! });
-  }
-  return serializeSafetensors(tensors, { step: String(state.step) });
+/** The metadata value of an optimizer file in HF's layout. */
+export const HF_LAYOUT = 'hf';
+
+/** [rows, cols] of a parameter held transposed (an error naming it when it is not a matrix). */
+function matrixShape(name: string, shape: readonly number[]): [number, number] {
+  if (shape.length !== 2) throw new Error(`parameter ${name} is said to be held transposed, but it has shape [${shape.join(', ')}], not a matrix's`);
+  return [shape[0]!, shape[1]!];
 }
 
-export function parseAdamWState(bytes: Uint8Array): AdamWState {
+/**
+ * A state in the layout of the variables `params` (internal): an HF-layout one (a file with `layout: "hf"`) with the
+ * moment of each parameter `layout` holds transposed turned back, one moment at a time as `get` asks for it (a large
+ * file is still read one tensor at a time); an internal one as it is. An HF-layout state needs the layout.
+ */
+export function optimizerStateToInternal(state: AdamWState, params: ReadonlyMap<string, { shape: readonly number[] }>, layout: ParamLayout | undefined): AdamWState {
+  if ((state.layout ?? 'internal') === 'internal') return state;
+  if (!layout) throw new Error('the optimizer state is in HF layout, but the optimizer was made without its parameters\' layout (AdamW opts.layout)');
+  const toInternal = (lookup: MomentLookup): MomentLookup => ({
+    get: (name) => {
+      const data = lookup.get(name);
+      const p = params.get(name);
+      if (!data || !p || !layout.hfTransposed(name)) return data;
+      const [rows, cols] = matrixShape(name, p.shape);
+      // A file's [cols, rows] back to [rows, cols]; a wrong size is left for AdamW.load to report.
+      return data.length === rows * cols ? transposeData(data, cols, rows) : data;
+    },
+  });
+  return { step: state.step, m: toInternal(state.m), v: toInternal(state.v), layout: 'internal' };
+}
+
+/** The layout a file's metadata gives: none is 'internal' (written before the field), "hf" is 'hf', anything else an error naming the file and the value. */
+export function stateLayoutOf(metadata: Record<string, string> | undefined, where: string): StateLayout {
+  const layout = metadata?.['layout'];
+  if (layout === undefined) return 'internal';
+  if (layout === HF_LAYOUT) return 'hf';
+  throw new Error(`${where}: optimizer state layout ${JSON.stringify(layout)} is not known (expected "${HF_LAYOUT}", or none for the legacy internal layout)`);
+}
+
+/**
+ * The optimizer state as safetensors bytes (`m.<name>`, `v.<name>`; the step, and the layout when given, in the
+ * metadata): what `writeAdamWState` writes for an optimizer over `variables` with `layout` (the state in the
+ * variables' layout, as `state()` gives it).
+ */
+export function serializeAdamWState(state: AdamWState, variables: ReadonlyMap<string, { shape: readonly number[] }>, layout?: ParamLayout): Uint8Array {
+  const tensors = new Map<string, { shape: number[]; data: Float32Array }>();
+  for (const kind of ['m', 'v'] as const) {
+    for (const [name, v] of variables) {
+      const data = state[kind].get(name)!;
+      if (!layout?.hfTransposed(name)) tensors.set(`${kind}.${name}`, { shape: [...v.shape], data });
+      else {
+        const [rows, cols] = matrixShape(name, v.shape);
+        tensors.set(`${kind}.${name}`, { shape: [cols, rows], data: transposeData(data, rows, cols) });
+      }
+    }
+  }
+  return serializeSafetensors(tensors, { step: String(state.step), ...(layout ? { layout: HF_LAYOUT } : {}) });
+}
+
+/** An optimizer file's bytes (`where` names it in errors), for `AdamW.load`. */
+export function parseAdamWState(bytes: Uint8Array, where = 'optimizer.safetensors'): AdamWState {
   const file = parseSafetensors(bytes);
+  const layout = stateLayoutOf(file.metadata, where);
   const m = new Map<string, Float32Array>();
   const v = new Map<string, Float32Array>();
   for (const [key, t] of file.tensors) (key.startsWith('m.') ? m : v).set(key.slice(2), t.data);
-  return { step: Number(file.metadata?.['step'] ?? 0), m, v };
+  return { step: Number(file.metadata?.['step'] ?? 0), m, v, layout };
 }
 
 /**
  * The optimizer state as an F32 safetensors file written one moment tensor at a time (the same bytes as
- * `serializeAdamWState`): `m.<name>`, `v.<name>`, the step in the metadata.
+ * `serializeAdamWState`): `m.<name>`, `v.<name>`, the step and layout in the metadata (`momentEntries`; `opts.layout`
+ * for an optimizer made without one).
  */
-export function writeAdamWState(path: string, optimizer: AdamW, opts: { chunkBytes?: number } = {}): WrittenFile {
-  return writeSafetensors(path, optimizer.momentEntries(), { metadata: { step: String(optimizer.steps) }, ...opts });
+export function writeAdamWState(path: string, optimizer: AdamW, opts: { chunkBytes?: number; layout?: ParamLayout } = {}): WrittenFile {
+  const layout = opts.layout ?? optimizer.layout;
+  return writeSafetensors(path, optimizer.momentEntries(layout), { metadata: optimizer.stateMetadata(layout), ...(opts.chunkBytes ? { chunkBytes: opts.chunkBytes } : {}) });
 }
 
 /** `writeAdamWState` with writes and hashing overlapped (for async callers; the same bytes). */
-export function writeAdamWStateAsync(path: string, optimizer: AdamW, opts: { chunkBytes?: number } = {}): Promise<WrittenFile> {
-  return writeSafetensorsAsync(path, optimizer.momentEntries(), { metadata: { step: String(optimizer.steps) }, ...opts });
+export function writeAdamWStateAsync(path: string, optimizer: AdamW, opts: { chunkBytes?: number; layout?: ParamLayout } = {}): Promise<WrittenFile> {
+  const layout = opts.layout ?? optimizer.layout;
+  return writeSafetensorsAsync(path, optimizer.momentEntries(layout), { metadata: optimizer.stateMetadata(layout), ...(opts.chunkBytes ? { chunkBytes: opts.chunkBytes } : {}) });
 }
 
 /**
- * A state file written by `writeAdamWState` (or `serializeAdamWState`), opened for `AdamW.load`: each moment is read
- * from the file when asked for. Close it after loading.
+ * A state file written by `writeAdamWState` (or `serializeAdamWState`, or PyTorch in HF layout), opened for
+ * `AdamW.load`: each moment is read from the file when asked for. Close it after loading.
  */
 export function openAdamWState(path: string, opts: { chunkBytes?: number } = {}): { state: AdamWState; close: () => void } {
   const reader = SafetensorsReader.open(path, opts);
   const step = Number(reader.metadata?.['step'] ?? NaN);
-  if (!Number.isInteger(step) || step < 0) {
+  let layout: StateLayout;
+  try {
+    if (!Number.isInteger(step) || step < 0) throw new Error(`${path}: no optimizer step in the safetensors metadata (expected {"step": "<n>"})`);
+    layout = stateLayoutOf(reader.metadata, path);
+  } catch (e) {
     reader.close();
-    throw new Error(`${path}: no optimizer step in the safetensors metadata (expected {"step": "<n>"})`);
+    throw e;
   }
   const lookup = (kind: 'm' | 'v'): MomentLookup => ({ get: (name) => (reader.has(`${kind}.${name}`) ? reader.read(`${kind}.${name}`) : undefined) });
-  return { state: { step, m: lookup('m'), v: lookup('v') }, close: () => reader.close() };
+  return { state: { step, m: lookup('m'), v: lookup('v'), layout }, close: () => reader.close() };
 }

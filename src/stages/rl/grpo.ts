@@ -24,6 +24,8 @@ import { policyLossTerms, type GrpoLossConfig } from './algo/loss';
 /** What the update needs of a policy (QwenModel satisfies it). */
 export interface PolicyModel {
   namedVariables(): Map<string, tf.Variable>;
+  /** ParamLayout (QwenModel): how the variables are held against HF's layout, for the optimizer's checkpoints */
+  hfTransposed?(name: string): boolean;
   tokenLogprobs(ids: number[][], targets: number[][], keyMask?: number[][], temperature?: number, pack?: PackedRows): tf.Tensor2D;
 }
 
@@ -261,9 +263,10 @@ export class GrpoTrainer {
     trainable?: TrainableSet,
   ) {
     this.trainable = trainable ?? fullTrainable(policy);
-    this.optimizer = new AdamW(this.trainable.params, { beta1: 0.9, beta2: 0.999, eps: 1e-8, weightDecay });
+    this.optimizer = new AdamW(this.trainable.params, { beta1: 0.9, beta2: 0.999, eps: 1e-8, weightDecay }, { layout: this.trainable.layout });
   }
 
+  /** The optimizer state of a checkpoint (either layout: AdamW.load brings an HF-layout file into the variables' layout). */
   restore(state: AdamWState): void {
     this.optimizer.load(state);
   }

@@ -17,6 +17,8 @@ import { applyUpdate, fullTrainable, type TrainableSet } from '../../model/net/t
 export interface TrainableModel {
   /** Parameters by (HF) name. */
   namedVariables(): Map<string, tf.Variable>;
+  /** ParamLayout (QwenModel): how the variables are held against HF's layout, for the optimizer's checkpoints */
+  hfTransposed?(name: string): boolean;
   /** Mean cross-entropy of `targets` over positions where `mask` is 1. Shapes [B, T]. */
   loss(ids: number[][], targets: number[][], mask: number[][]): tf.Scalar;
 }
@@ -106,12 +108,12 @@ export class SftTrainer {
     trainable?: TrainableSet,
   ) {
     this.trainable = trainable ?? fullTrainable(model);
-    this.optimizer = new AdamW(this.trainable.params, { beta1: 0.9, beta2: 0.999, eps: 1e-8, weightDecay: cfg.weightDecay });
+    this.optimizer = new AdamW(this.trainable.params, { beta1: 0.9, beta2: 0.999, eps: 1e-8, weightDecay: cfg.weightDecay }, { layout: this.trainable.layout });
     this.total = totalSteps(data.length, cfg);
     this.state = { step: 0, cursor: { epoch: 0, index: 0 }, rngState: new Rng(cfg.seed).state, losses: [] };
   }
 
-  /** Continue from a checkpoint (model weights are restored by the caller). */
+  /** Continue from a checkpoint (model weights are restored by the caller; the optimizer file in either layout, see AdamW.load). */
   restore(state: TrainerState, optimizer: AdamWState): void {
     this.state = structuredClone(state);
     this.optimizer.load(optimizer);
