@@ -33,11 +33,14 @@ export async function startChildWorker(configFile: string, queues = 'workflows,a
 
 /**
  * The PyTorch worker of the train queue (python/cm2_torch: `python -m cm2_torch.worker -c FILE`) in the environment of
- * scripts/ensure-torch.mjs (`python`: its interpreter), on the CPU, float32.
+ * scripts/ensure-torch.mjs (`python`: its interpreter), on the CPU, float32; `ranks` > 1 launches it with torchrun.
  */
-export async function startTorchWorker(python: string, configFile: string, env: NodeJS.ProcessEnv = {}, opts: { logFile?: string; startTimeoutMs?: number } = {}): Promise<ChildWorker> {
+export async function startTorchWorker(python: string, configFile: string, env: NodeJS.ProcessEnv = {}, opts: { logFile?: string; startTimeoutMs?: number; ranks?: number } = {}): Promise<ChildWorker> {
   const pkg = path.join(root, 'python', 'cm2_torch');
-  return spawnWorker(python, ['-m', 'cm2_torch.worker', '-c', configFile, '--device', 'cpu'], {
+  const ranks = opts.ranks ?? 1;
+  // several ranks: torchrun (torch.distributed.run) on this machine, gloo on the CPU
+  const launcher = ranks > 1 ? ['-m', 'torch.distributed.run', '--standalone', '--nproc_per_node', String(ranks)] : [];
+  return spawnWorker(python, [...launcher, '-m', 'cm2_torch.worker', '-c', configFile, '--device', 'cpu'], {
     PYTHONPATH: pkg, PYTHONUNBUFFERED: '1', OMP_NUM_THREADS: process.env['OMP_NUM_THREADS'] ?? '2', ...env,
   }, 'cm2_torch worker polling', 'cm2_torch worker', { startTimeoutMs: 120_000, ...opts });
 }

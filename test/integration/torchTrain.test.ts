@@ -20,6 +20,11 @@ import { startChildWorker, startTorchWorker, writeConfigFile, type ChildWorker }
 import { tinyRl, writeRlFixture } from '../helpers/rlFixture';
 import { activityStarts } from '../helpers/activityHistory';
 import { torchPython } from '../../scripts/ensure-torch.mjs';
+import { spawn } from 'node:child_process';
+import { mkdtempSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { projectRoot } from '../../src/infra/binaries';
 
 const py = torchPython();
 const why = py ? undefined : 'no PyTorch environment (node scripts/ensure-torch.mjs makes it)';
@@ -29,29 +34,38 @@ const Row = z.looseObject({ step: z.number(), kind: z.string(), loss: z.number()
 
 const close = (a: number, b: number, atol: number, rtol: number) => Math.abs(a - b) <= atol + rtol * Math.abs(b);
 
-test('RL updates served by the PyTorch worker on the train queue: the tfjs run\'s metrics and weights within float tolerance', { skip: why, timeout: 15 * 60_000 }, async () => {
-  const over = { rl: tinyRl({ steps: 2, promptsPerStep: 2, groupSize: 2, eval: { prompts: 0 }, rollout: { maxNewTokens: 12, maxModelLen: 1400, promptMargin: 0 } }) };
-  const tf = testConfig(uniqueId('tt-tf'), over);
-  const pt = testConfig(uniqueId('tt-pt'), over);
-  pt.temporal.taskQueues.train = `train-${pt.run.id.replace(/[^a-z0-9]/gi, '').slice(-12)}`;
-  const store = testStore(tf);
-  await writeRlFixture(tf, store);
-  await writeRlFixture(pt, store);
+const over = { rl: tinyRl({ steps: 2, promptsPerStep: 2, groupSize: 2, eval: { prompts: 0 }, rollout: { maxNewTokens: 12, maxModelLen: 1400, promptMargin: 0 } }) };
 
-  const run = async (cfg: Cm2Config, torch: boolean) => {
-    const file = writeConfigFile(cfg);
-    const workers: ChildWorker[] = [await startChildWorker(file, 'workflows,api,gpu')];
-    if (torch) workers.push(await startTorchWorker(py!, file));
-    try {
-      const result = await (await startRl(await connectClient(cfg), cfg)).result();
-      return { result, pid: workers[1]?.proc.pid, log: workers[1]?.output() ?? '' };
-    } finally {
-      await Promise.all(workers.map((w) => w.kill('SIGTERM')));
-    }
-  };
-  const a = await run(tf, false);
-  const b = await run(pt, true);
-  assert.equal(a.result.steps, 2);
+const run = async (cfg: Cm2Config, ranks: number) => {
+  const file = writeConfigFile(cfg);
+  const workers: ChildWorker[] = [await startChildWorker(file, 'workflows,api,gpu')];
+  if (ranks) workers.push(await startTorchWorker(py!, file, {}, { ranks }));
+  try {
+    const result = await (await startRl(await connectClient(cfg), cfg)).result();
+    // the process that polls: the worker itself, or rank 0 under torchrun (its line names its pid)
+    const pid = /cm2_torch worker polling .* pid (\d+)\)/.exec(workers[1]?.output() ?? '')?.[1];
+    return { result, pid: pid ? Number(pid) : undefined, log: workers[1]?.output() ?? '' };
+  } finally {
+    await Promise.all(workers.map((w) => w.kill('SIGTERM')));
+  }
+};
+
+let baseline: Promise<Cm2Config> | undefined;
+/** The tfjs run every torch run is compared with (made once). */
+const tfjsRun = () => (baseline ??= (async () => {
+  const tf = testConfig(uniqueId('tt-tf'), over);
+  await writeRlFixture(tf, testStore(tf));
+  assert.equal((await run(tf, 0)).result.steps, 2);
+  return tf;
+})());
+
+for (const ranks of [1, 2]) test(`RL updates served by the PyTorch worker (${ranks} rank${ranks > 1 ? 's, torchrun, FSDP2 over gloo' : ''}) on the train queue: the tfjs run's metrics and weights within float tolerance`, { skip: why, timeout: 15 * 60_000 }, async () => {
+  const tf = await tfjsRun();
+  const pt = testConfig(uniqueId(`tt-pt${ranks}`), over);
+  pt.temporal.taskQueues.train = `train-${pt.run.id.replace(/[^a-z0-9]/gi, '').slice(-12)}`;
+  const store = testStore(pt);
+  await writeRlFixture(pt, store);
+  const b = await run(pt, ranks);
   assert.equal(b.result.steps, 2, b.log);
 
   const acts = await activityStarts(pt, stageWorkflowId(pt.run.id, 'rl'));
@@ -62,6 +76,12 @@ test('RL updates served by the PyTorch worker on the train queue: the tfjs run\'
     assert.ok(t.identity.startsWith(`${b.pid}@`), `rlTrain ran on ${t.identity}, not the torch worker ${b.pid}`);
   }
 
+  await assertMatchesTfjs(tf, pt);
+});
+
+/** `pt`'s run (torch updates) against the tfjs run `tf`: the same rollouts, metrics and weights within float tolerance. */
+async function assertMatchesTfjs(tf: Cm2Config, pt: Cm2Config, attempt = /\d+/): Promise<void> {
+  const store = testStore(pt);
   const rows = async (cfg: Cm2Config) => (await store.getText(runKey(cfg.run.id, 'rl', 'metrics.jsonl'))).split('\n').filter(Boolean)
     .map((l) => Row.parse(JSON.parse(l))).filter((r) => r.kind === 'step');
   const [ra, rb] = [await rows(tf), await rows(pt)];
@@ -99,9 +119,70 @@ test('RL updates served by the PyTorch worker on the train queue: the tfjs run\'
     }
     assert.ok(worst.ratio <= 1, `step ${step} weights: worst ${worst.name}`);
     // the torch checkpoint names its files under attempt-unique keys and states the optimizer's layout
-    assert.match(wb.manifest.files['model.safetensors']!.key, /\/a\d+-[0-9a-f]{8}\.model\.safetensors$/);
+    assert.match(wb.manifest.files['model.safetensors']!.key, new RegExp(`/a${attempt.source}-[0-9a-f]{8}\\.model\\.safetensors$`));
     const opt = parseSafetensors(await store.getVerified(wb.manifest.files['optimizer.safetensors']!));
     assert.equal(opt.metadata?.['layout'], 'hf');
     assert.equal(opt.metadata?.['step'], String(step));
   }
+}
+
+test('two attempts racing on one step (a zombie and its retry): one manifest stands, the loser adopts it and leaves no files', { skip: why, timeout: 10 * 60_000 }, async () => {
+  const tf = await tfjsRun();
+  const store = testStore(tf);
+  // step 2's update as the tfjs run scheduled it, moved to a run of its own (nothing committed there yet)
+  const input = (await activityStarts(tf, stageWorkflowId(tf.run.id, 'rl'))).find((x) => x.type === 'rlTrain' && x.input['step'] === 2)!.input;
+  const race = { ...input, runId: uniqueId('tt-race') };
+  const dir = mkdtempSync(path.join(tmpdir(), 'cm2-race-'));
+  writeFileSync(path.join(dir, 'input.json'), JSON.stringify(race));
+  const file = writeConfigFile(tf);
+  const one = (attempt: number) => new Promise<{ code: number | null; out: string; err: string }>((resolve) => {
+    const p = spawn(py!, ['-m', 'cm2_torch.cli', 'update', '-c', file, '--input', path.join(dir, 'input.json'), '--attempt', String(attempt)], {
+      cwd: path.join(projectRoot, 'python', 'cm2_torch'), env: { ...process.env, PYTHONPATH: path.join(projectRoot, 'python', 'cm2_torch'), OMP_NUM_THREADS: '1' },
+    });
+    let out = '';
+    let err = '';
+    p.stdout.on('data', (d: Buffer) => (out += d.toString()));
+    p.stderr.on('data', (d: Buffer) => (err += d.toString()));
+    p.on('close', (code) => resolve({ code, out, err }));
+  });
+  const results = await Promise.all([one(1), one(2)]);
+  for (const r of results) assert.equal(r.code, 0, r.err.slice(-3000));
+  const [a, b] = results.map((r) => JSON.parse(r.out.trim().split('\n').pop()!) as { reused: boolean; weightsSha256: string; loss: number });
+  assert.deepEqual([a!.reused, b!.reused].sort(), [false, true], 'one attempt committed the step, the other adopted it');
+  const folder = stepFolder(rlKeys.checkpoints(String(race.runId)), 2);
+  const manifest = await store.getJson(`${folder}/manifest.json`, CheckpointManifest);
+  const train = manifest.state['train'] as { weightsSha256: string };
+  assert.equal(a!.weightsSha256, train.weightsSha256);
+  assert.equal(b!.weightsSha256, train.weightsSha256);
+  const tags = new Set(Object.values(manifest.files).map((f) => /\/(a\d+-[0-9a-f]{8})\./.exec(f.key)?.[1]));
+  assert.equal(tags.size, 1, 'the manifest names one attempt\'s files');
+  const keys = (await store.list(folder)).filter((k) => !k.endsWith('/manifest.json') && !k.endsWith('/train-result.json'));
+  assert.deepEqual(keys.sort(), Object.values(manifest.files).map((f) => f.key).sort(), 'the loser\'s files are gone');
+});
+
+test('the torch worker SIGKILLed between a step\'s files and its manifest: the retried attempt commits the step, nothing is lost', { skip: why, timeout: 15 * 60_000 }, async () => {
+  const tf = await tfjsRun();
+  const pt = testConfig(uniqueId('tt-kill'), { ...over, temporal: { activity: { heartbeatTimeout: '10s' } } });
+  pt.temporal.taskQueues.train = `train-${pt.run.id.replace(/[^a-z0-9]/gi, '').slice(-12)}`;
+  const store = testStore(pt);
+  await writeRlFixture(pt, store);
+  const file = writeConfigFile(pt);
+  const ts = await startChildWorker(file, 'workflows,api,gpu');
+  let torch = await startTorchWorker(py!, file, { CM2_TORCH_TEST_SAVE_DELAY_S: '120' });
+  try {
+    const handle = await startRl(await connectClient(pt), pt);
+    const deadline = Date.now() + 5 * 60_000;
+    while (!torch.output().includes('before the manifest') && Date.now() < deadline) await new Promise((r) => setTimeout(r, 200));
+    assert.ok(torch.output().includes('before the manifest'), torch.output());
+    await torch.kill('SIGKILL');
+    torch = await startTorchWorker(py!, file);
+    const result = await handle.result();
+    assert.equal(result.steps, 2);
+  } finally {
+    await Promise.all([ts.kill('SIGTERM'), torch.kill('SIGTERM')]);
+  }
+  // step 1 was committed by the retry (attempt 2); the killed attempt's files are left behind, never named
+  const m1 = await store.getJson(`${stepFolder(rlKeys.checkpoints(pt.run.id), 1)}/manifest.json`, CheckpointManifest);
+  assert.match(m1.files['model.safetensors']!.key, /\/a2-[0-9a-f]{8}\.model\.safetensors$/);
+  await assertMatchesTfjs(tf, pt, /\d+/);
 });

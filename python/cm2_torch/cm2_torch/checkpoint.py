@@ -25,6 +25,7 @@ import torch
 from safetensors import safe_open
 from safetensors.torch import save_file
 
+from .fsdp import full, sharded_like
 from .store import Store, sha256_file
 
 ADAPTER_WEIGHTS = "adapter_model.safetensors"
@@ -85,9 +86,9 @@ def _read_optimizer(path: str) -> dict:
     step = meta.get("step")
     if step is None or not str(step).isdigit():
         raise BadPolicy(f"{path}: no optimizer step in the safetensors metadata (expected {{\"step\": \"<n>\"}})")
+    if "layout" in meta and meta["layout"] != "hf":
+        raise BadPolicy(f"{path}: optimizer layout {meta['layout']!r} is neither 'hf' nor absent (tfjs's internal layout)")
     layout = meta.get("layout", "internal")
-    if layout not in ("hf", "internal"):
-        raise BadPolicy(f"{path}: optimizer layout {layout!r} is neither 'hf' nor absent (tfjs's internal layout)")
     return {"step": int(step), "layout": layout, "m": m, "v": v}
 
 
@@ -140,8 +141,8 @@ def restore_adamw(optimizer: torch.optim.Optimizer, model: torch.nn.Module, stat
             m, v = m.t(), v.t()
         if tuple(m.shape) != tuple(p.shape) or tuple(v.shape) != tuple(p.shape):
             raise BadPolicy(f"{where}: moments of {name} have shape {tuple(m.shape)}, the parameter {tuple(p.shape)}")
-        optimizer.state[p] = {"step": torch.tensor(float(state["step"])), "exp_avg": m.to(p.device).contiguous().clone(),
-                              "exp_avg_sq": v.to(p.device).contiguous().clone()}
+        optimizer.state[p] = {"step": torch.tensor(float(state["step"])), "exp_avg": sharded_like(m.contiguous().clone(), p),
+                              "exp_avg_sq": sharded_like(v.contiguous().clone(), p)}
 
 
 def adamw_step(optimizer: torch.optim.Optimizer) -> int:
@@ -150,24 +151,29 @@ def adamw_step(optimizer: torch.optim.Optimizer) -> int:
 
 
 def save_checkpoint(store: Store, prefix: str, step: int, model: torch.nn.Module, optimizer: torch.optim.Optimizer, config_json: bytes,
-                    state_of, attempt: str) -> tuple[str, dict, str, bool]:
+                    state_of, attempt: str) -> Optional[tuple[str, dict, str, bool]]:
     """Writes step `step`'s files under attempt-unique keys, then creates the manifest if none exists. Returns
     (manifest key, manifest, weights sha256, won): `won` is False when another attempt's manifest was there first (then
-    that manifest is returned and this attempt's files are removed)."""
+    that manifest is returned and this attempt's files are removed). Under FSDP2 every rank calls it (the shards are
+    gathered to rank 0, which writes); ranks > 0 get None."""
     folder = step_folder(prefix, step)
     manifest_key = f"{folder}/manifest.json"
     named = [(n, p) for n, p in model.named_parameters()]
+    rank = torch.distributed.get_rank() if torch.distributed.is_initialized() else 0
+    cpu = lambda t: full(t.detach()).to("cpu", torch.float32).contiguous()
+    weights = {n: cpu(p) for n, p in named}
+    moments = {}
+    for n, p in named:
+        s = optimizer.state.get(p)
+        if s:
+            moments[f"m.{n}"] = cpu(s["exp_avg"])
+            moments[f"v.{n}"] = cpu(s["exp_avg_sq"])
+    if rank != 0:
+        return None
     with tempfile.TemporaryDirectory(prefix="cm2-torch-ckpt-") as d:
-        weights = {n: p.detach().to("cpu", torch.float32).contiguous() for n, p in named}
         wpath = os.path.join(d, "model.safetensors")
         save_file(weights, wpath, metadata={"format": "pt"})
         del weights
-        moments = {}
-        for n, p in named:
-            s = optimizer.state.get(p)
-            if s:
-                moments[f"m.{n}"] = s["exp_avg"].detach().to("cpu", torch.float32).contiguous()
-                moments[f"v.{n}"] = s["exp_avg_sq"].detach().to("cpu", torch.float32).contiguous()
         opath = os.path.join(d, "optimizer.safetensors")
         save_file(moments, opath, metadata={"step": str(adamw_step(optimizer)), "layout": "hf"})
         del moments
@@ -180,6 +186,11 @@ def save_checkpoint(store: Store, prefix: str, step: int, model: torch.nn.Module
         }
     manifest = {"format": "cm2-checkpoint/1", "step": step, "files": refs, "state": state_of(wsha),
                 "createdAt": time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime()) + ".000Z"}
+    delay = float(os.environ.get("CM2_TORCH_TEST_SAVE_DELAY_S", "0") or 0)
+    if delay > 0:
+        # tests only: a window between the files and the manifest, to kill the worker in (test/integration/torchTrain.test.ts)
+        print(f"step {step}: files written; waiting {delay} s before the manifest (CM2_TORCH_TEST_SAVE_DELAY_S)", flush=True)
+        time.sleep(delay)
     if store.put_json(manifest_key, manifest, if_absent=True) is not None:
         return manifest_key, manifest, wsha, True
     # Another attempt committed this step first: its manifest stands; this attempt's files are nobody's.

@@ -16,6 +16,7 @@ import torch
 from safetensors.torch import load_file
 from transformers import AutoConfig, AutoModelForCausalLM
 
+from .fsdp import full
 from .grpo import GrpoSequence, GrpoStepConfig, adamw, collate, grpo_step, token_logprobs
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", ".."))
@@ -57,11 +58,6 @@ def deviation(actual: torch.Tensor, expected: torch.Tensor, kind: str, what: str
     r = (a - e).abs() / (atol + rtol * e.abs())
     i = int(torch.argmax(r)) if r.numel() else 0
     return Deviation(what, float(r[i]) if r.numel() else 0.0, i, float(a[i]) if a.numel() else 0.0, float(e[i]) if e.numel() else 0.0)
-
-
-def full(t: torch.Tensor) -> torch.Tensor:
-    """A plain tensor of a parameter, gradient or optimizer state that FSDP2 may hold as a DTensor shard."""
-    return t.full_tensor() if hasattr(t, "full_tensor") else t
 
 
 def check_case(name: str, device: torch.device | str = "cpu", wrap: Optional[Callable[[torch.nn.Module], torch.nn.Module]] = None) -> list[Deviation]:

@@ -23,6 +23,7 @@ from typing import Any, Callable
 import torch
 
 from .golden import CASES, check_case
+from .fsdp import init_single_rank, shard
 from .grpo import GrpoSequence, GrpoStepConfig, Span, adamw, grpo_step
 
 SHAPES = {
@@ -66,25 +67,6 @@ def golden(device: torch.device, wrap=None) -> dict:
     if any(v["failed"] for v in out.values()):
         raise AssertionError(f"golden parity failed on {device}: {json.dumps(out)}")
     return out
-
-
-def init_single_rank(device: torch.device) -> None:
-    import torch.distributed as dist
-    if dist.is_initialized():
-        return
-    backend = "nccl" if device.type == "cuda" else "gloo"
-    port = 29500 + os.getpid() % 1000
-    kw = {"device_id": device} if device.type == "cuda" else {}
-    dist.init_process_group(backend, init_method=f"tcp://127.0.0.1:{port}", rank=0, world_size=1, **kw)
-
-
-def shard(model: torch.nn.Module, mp=None) -> torch.nn.Module:
-    from torch.distributed.fsdp import fully_shard
-    kw = {"mp_policy": mp} if mp is not None else {}
-    for layer in model.model.layers:
-        fully_shard(layer, **kw)
-    fully_shard(model, **kw)
-    return model
 
 
 def build(shape: str, device: torch.device, small: bool) -> torch.nn.Module:

@@ -181,9 +181,22 @@ class StepMetrics:
     extra: dict = field(default_factory=dict)
 
 
+def _world() -> tuple[int, int]:
+    d = torch.distributed
+    if d.is_available() and d.is_initialized():
+        return d.get_rank(), d.get_world_size()
+    return 0, 1
+
+
 def grpo_step(policy: torch.nn.Module, reference: Optional[torch.nn.Module], optimizer: torch.optim.Optimizer, batch: Sequence[GrpoSequence],
               cfg: GrpoStepConfig, behaviour: Optional[torch.nn.Module] = None, on_micro=None) -> StepMetrics:
-    """One optimizer step of `policy` on `batch` (`optimizer` holds exactly the trained parameters)."""
+    """One optimizer step of `policy` on `batch` (`optimizer` holds exactly the trained parameters).
+
+    Under torch.distributed with several ranks (the policy sharded by FSDP2), micro-batch i goes to rank i mod world;
+    each rank divides its loss by the policy tokens of the whole batch and the gradients are summed over the ranks
+    (FSDP2 averages: the loss is scaled by the world size), so the update is the single-process one. A rank short of a
+    micro-batch runs a forward and backward of zero loss: FSDP2's collectives need every rank in every pass."""
+    rank, world = _world()
     with_tokens = [s for s in batch if any(sp.end > sp.start for sp in s.spans)]
     total = sum(policy_tokens(s) for s in with_tokens)
     use_ref = cfg.kl_coef > 0 and reference is not None
@@ -193,12 +206,18 @@ def grpo_step(policy: torch.nn.Module, reference: Optional[torch.nn.Module], opt
     gap_sum, gap_max, gap_tokens = 0.0, 0.0, 0
     optimizer.zero_grad(set_to_none=True)
     parts = micro_batches(seqs, cfg.micro_batch, cfg.micro_batch_tokens, cfg.pad_id)
-    for i, rows in enumerate(parts):
+    mine = parts[rank::world]
+    rounds = -(-len(parts) // world) if world > 1 else len(parts)
+    device = next(policy.parameters()).device
+    for i in range(rounds):
         if on_micro is not None:
-            on_micro(i, len(parts))
-        if rows.tokens == 0:
+            on_micro(i * world + rank, len(parts))
+        rows = mine[i] if i < len(mine) else None
+        if rows is None or rows.tokens == 0:
+            if world > 1:
+                pad = torch.full((1, 2), cfg.pad_id, dtype=torch.long)
+                (token_logprobs(policy, pad, pad, cfg.temperature, cfg.autocast).sum() * 0.0).backward()
             continue
-        device = next(policy.parameters()).device
         mask, adv = rows.mask.to(device), rows.adv.to(device)
         with torch.no_grad():
             ref = token_logprobs(reference, rows.ids, rows.targets, cfg.temperature, cfg.autocast) if use_ref else None
@@ -213,10 +232,18 @@ def grpo_step(policy: torch.nn.Module, reference: Optional[torch.nn.Module], opt
                 gap_max = max(gap_max, float(d.max()))
                 gap_tokens += int(known.sum())
         pg_sum, kl_sum, clipped = loss_terms(logp, old, ref, adv, mask, cfg)
-        ((pg_sum + cfg.kl_coef * kl_sum) / n).backward()
+        ((pg_sum + cfg.kl_coef * kl_sum) * (world / n)).backward()
         pg_total += pg_sum.item()
         kl_total += kl_sum.item()
         clipped_total += clipped.item()
+    if world > 1:
+        d = torch.distributed
+        sums = torch.tensor([pg_total, kl_total, clipped_total, gap_sum, float(gap_tokens)], dtype=torch.float64, device=device)
+        d.all_reduce(sums)
+        mx = torch.tensor([gap_max], dtype=torch.float64, device=device)
+        d.all_reduce(mx, op=d.ReduceOp.MAX)
+        pg_total, kl_total, clipped_total, gap_sum, gap_tokens = float(sums[0]), float(sums[1]), float(sums[2]), float(sums[3]), int(sums[4])
+        gap_max = float(mx[0])
     params = [p for g in optimizer.param_groups for p in g["params"] if p.grad is not None]
     grad_norm = 0.0
     if params:

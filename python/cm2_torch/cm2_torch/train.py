@@ -14,6 +14,7 @@ from typing import Callable, Optional
 import torch
 
 from .checkpoint import BadPolicy, Loaded, load_policy, new_attempt_tag, policy_key, restore_adamw, rl_checkpoints, save_checkpoint, step_folder
+from .fsdp import broadcast_object, distributed, shard
 from .contracts import validate
 from .grpo import GrpoSequence, GrpoStepConfig, Span, adamw, grpo_step
 from .store import NotFound, Store
@@ -96,29 +97,54 @@ class TrainContext:
     attempt: int = 1
     on_micro: Optional[Callable[[int, int], None]] = None
     log: Callable[[str], None] = print
+    broadcast: bool = False
 
 
 def rl_train(ctx: TrainContext, raw: dict) -> dict:
+    """Rank 0's activity body: a recorded result or manifest is returned as it is; otherwise the task goes to every
+    rank (under torchrun) and the update runs on all of them."""
     inp = validate("rlTrain", "input", raw)
     if inp["rl"].get("lora"):
         raise BadInput("rl.lora is set: the PyTorch trainer does not train LoRA adapters yet; serve this run's train queue with tfjs workers")
     store = ctx.store
-    prefix = rl_checkpoints(inp["runId"])
-    folder = step_folder(prefix, inp["step"])
-    result_key = f"{folder}/train-result.json"
+    folder = step_folder(rl_checkpoints(inp["runId"]), inp["step"])
     try:
-        return {**store.get_json(result_key)}
+        return {**store.get_json(f"{folder}/train-result.json")}
     except NotFound:
         pass
-    manifest_key = f"{folder}/manifest.json"
     try:
-        saved = (store.get_json(manifest_key).get("state") or {}).get("train")
+        saved = (store.get_json(f"{folder}/manifest.json").get("state") or {}).get("train")
         if saved:
             return {**saved, "reused": True}
     except NotFound:
         pass
+    batch = read_batch(store, inp)  # a misaligned batch is refused here, before any rank starts
+    tag = new_attempt_tag(ctx.attempt)
+    if distributed():
+        ctx.broadcast = True  # from here on every rank is in the update: a failure leaves the group unusable
+        broadcast_object(("rlTrain", raw, tag))
+    return update(ctx, inp, tag, batch)
+
+
+def follow(ctx: TrainContext) -> None:
+    """A rank > 0: runs each update rank 0 sends, until it sends None."""
+    while True:
+        task = broadcast_object(None)
+        if task is None:
+            return
+        if task == "ping":
+            continue
+        _, raw, tag = task
+        update(ctx, validate("rlTrain", "input", raw), tag)
+
+
+def update(ctx: TrainContext, inp: dict, tag: str, batch: Optional[list[GrpoSequence]] = None) -> dict:
+    """The update on this rank (every rank of a torchrun launch runs it; rank 0 writes the checkpoint)."""
+    store = ctx.store
+    prefix = rl_checkpoints(inp["runId"])
+    manifest_key = f"{step_folder(prefix, inp['step'])}/manifest.json"
     t0 = time.time()
-    batch = read_batch(store, inp)
+    batch = batch if batch is not None else read_batch(store, inp)
     hp = inp["hp"]
     try:
         reference = ctx.cache.get(store, inp["reference"], ctx.device) if hp["klCoef"] > 0 else None
@@ -129,6 +155,8 @@ def rl_train(ctx: TrainContext, raw: dict) -> dict:
     except BadPolicy as e:
         raise BadInput(str(e)) from e
     model = loaded.model.train()
+    if distributed():
+        shard(model)
     opt = adamw([p for p in model.parameters() if p.requires_grad], inp["rl"]["weightDecay"])
     if loaded.optimizer is not None:
         try:
@@ -146,11 +174,14 @@ def rl_train(ctx: TrainContext, raw: dict) -> dict:
     def state_of(wsha: str) -> dict:
         return {**inp["state"], "hp": hp, "train": {**done, "checkpointSeconds": 0, "weightsSha256": wsha}}
 
-    _, manifest, wsha, won = save_checkpoint(store, prefix, inp["step"], model, opt, loaded.config_json, state_of, new_attempt_tag(ctx.attempt))
+    saved = save_checkpoint(store, prefix, inp["step"], model, opt, loaded.config_json, state_of, tag)
+    if saved is None:  # a rank > 0: its shards went to rank 0
+        return {}
+    _, manifest, wsha, won = saved
     if not won:
         ctx.log(f"rlTrain step {inp['step']}: another attempt committed this step first; its checkpoint stands")
         return {**manifest["state"]["train"], "reused": True}
     result = {**done, "checkpointSeconds": time.time() - t1, "weightsSha256": wsha}
     validate("rlTrain", "result", result)
-    store.put_json(result_key, result)
+    store.put_json(f"{step_folder(prefix, inp['step'])}/train-result.json", result)
     return result

@@ -2,6 +2,13 @@
 the TypeScript worker (contracts.json), on `temporal.taskQueues.train` (default: the gpu queue).
 
     python -m cm2_torch.worker -c config/cm2.yaml [--device cuda|cpu] [--bf16]
+    torchrun --nproc_per_node N -m cm2_torch.worker -c config/cm2.yaml        (N ranks; --nnodes for several machines)
+
+Under torchrun rank 0 polls Temporal and sends each task to the other ranks; every rank holds an FSDP2 shard of the
+policy and runs the update on its share of the micro-batches (the update equals the single-process one: grpo.py);
+rank 0 gathers the shards and writes the checkpoint. When an update fails after the ranks started it, the process
+group cannot be trusted: the activity fails (Temporal retries it) and every rank exits non-zero, for torchrun
+(`--max-restarts`) or the supervisor to start the group again.
 
 Failures the workflows must not retry are ApplicationErrors of the contract's non-retryable types (`BadInput`). The
 activity heartbeats while it runs (a ticker, with the micro-batch reached as its detail) and stops at the next
@@ -12,6 +19,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import concurrent.futures
+import datetime
 import logging
 import os
 import signal
@@ -27,8 +35,9 @@ from temporalio.worker import Worker
 
 from .config import ConfigError, Settings, load_settings
 from .contracts import ContractError
+from .fsdp import broadcast_object, distributed, init_distributed, rank_device
 from .store import Store
-from .train import BadInput, PolicyCache, TrainContext, rl_train
+from .train import BadInput, PolicyCache, TrainContext, follow, rl_train
 
 log = logging.getLogger("cm2_torch.worker")
 
@@ -41,6 +50,8 @@ class TrainActivities:
     def __init__(self, store: Store, device: torch.device, autocast: torch.dtype | None):
         self.store, self.device, self.autocast = store, device, autocast
         self.cache = PolicyCache()
+        self.group = threading.Lock()  # one user of the process group at a time: an update, or the idle ping
+        self.broken = threading.Event()
 
     @activity.defn(name="rlTrain")
     def rl_train(self, raw: dict) -> dict:
@@ -48,8 +59,11 @@ class TrainActivities:
         progress: dict[str, Any] = {"phase": "start"}
         stop = threading.Event()
 
+        hb_timeout = info.heartbeat_timeout.total_seconds() if info.heartbeat_timeout else 60.0
+        interval = max(0.5, min(5.0, hb_timeout / 4))
+
         def ticker() -> None:
-            while not stop.wait(5.0):
+            while not stop.wait(interval):
                 try:
                     activity.heartbeat(dict(progress))
                 except Exception:
@@ -63,16 +77,25 @@ class TrainActivities:
         activity.heartbeat(progress)
         hb = threading.Thread(target=_with_context(ticker), daemon=True)
         hb.start()
+        ctx = TrainContext(store=self.store, device=self.device, cache=self.cache, autocast=self.autocast, attempt=info.attempt,
+                           on_micro=on_micro, log=lambda m: activity.logger.info(m))
         try:
-            ctx = TrainContext(store=self.store, device=self.device, cache=self.cache, autocast=self.autocast, attempt=info.attempt,
-                               on_micro=on_micro, log=lambda m: activity.logger.info(m))
-            return rl_train(ctx, raw)
+            with self.group:
+                return self.guarded(lambda: rl_train(ctx, raw))
+        except BaseException:
+            if ctx.broadcast:
+                self.broken.set()
+            raise
+        finally:
+            stop.set()
+
+    def guarded(self, fn):
+        try:
+            return fn()
         except (BadInput, ContractError) as e:
             raise ApplicationError(str(e), type="BadInput", non_retryable=True) from e
         except ConfigError as e:
             raise ApplicationError(str(e), type="ConfigError", non_retryable=True) from e
-        finally:
-            stop.set()
 
 
 def _with_context(fn):
@@ -83,27 +106,57 @@ def _with_context(fn):
     return lambda: ctx.run(fn)
 
 
-async def serve(settings: Settings, device: torch.device, autocast: torch.dtype | None) -> None:
+async def serve(settings: Settings, device: torch.device, autocast: torch.dtype | None) -> int:
     tls: Any = True if settings.tls else False
     client = await Client.connect(settings.temporal_address, namespace=settings.namespace, api_key=settings.api_key, tls=tls)
     acts = TrainActivities(Store(settings), device, autocast)
+    multi = distributed()
     with concurrent.futures.ThreadPoolExecutor(max_workers=1) as executor:
         worker = Worker(client, task_queue=settings.train_queue, activities=[acts.rl_train], activity_executor=executor,
-                        max_concurrent_activities=1, graceful_shutdown_timeout=__import__("datetime").timedelta(seconds=30))
+                        max_concurrent_activities=1, graceful_shutdown_timeout=datetime.timedelta(seconds=30))
         loop = asyncio.get_running_loop()
         done = asyncio.Event()
         for sig in (signal.SIGINT, signal.SIGTERM):
             loop.add_signal_handler(sig, done.set)
+
+        async def ping() -> None:
+            # the other ranks wait for tasks inside a collective: keep it well inside the group's timeout
+            while not done.is_set():
+                await asyncio.sleep(60)
+                if acts.group.acquire(blocking=False):
+                    try:
+                        await asyncio.to_thread(broadcast_object, "ping")
+                    finally:
+                        acts.group.release()
+
+        async def watch() -> None:
+            # polled: a thread left blocked in wait() would hold up the interpreter's exit
+            while not done.is_set():
+                if await asyncio.to_thread(acts.broken.wait, 1.0):
+                    done.set()
+
+        tasks = [asyncio.create_task(watch())] + ([asyncio.create_task(ping())] if multi else [])
         print(f"cm2_torch worker polling {settings.train_queue} on {settings.temporal_address} (namespace {settings.namespace}, "
-              f"device {device}, pid {os.getpid()})", flush=True)
+              f"device {device}, {torch.distributed.get_world_size() if multi else 1} rank(s), pid {os.getpid()})", flush=True)
         async with worker:
             await done.wait()
+        for t in tasks:
+            t.cancel()
+    if acts.broken.is_set():
+        print("cm2_torch worker: an update failed after the ranks started it; exiting so that the group starts again", file=sys.stderr, flush=True)
+        return 1
+    if multi:
+        # tell the other ranks to stop (under torchrun they got the signal too and may be gone: wait 10 s at most)
+        t = threading.Thread(target=broadcast_object, args=(None,), daemon=True)
+        t.start()
+        t.join(10)
+    return 0
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("-c", "--config", help="the cm2 config file (its temporal and s3 sections)")
-    ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu", help="cuda (each rank its LOCAL_RANK's GPU) or cpu")
     ap.add_argument("--bf16", action="store_true", help="matmuls in bf16 autocast (float32 weights, moments and log-probabilities)")
     a = ap.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
@@ -112,8 +165,24 @@ def main(argv: list[str] | None = None) -> int:
     except ConfigError as e:
         print(f"cm2_torch worker: {e}", file=sys.stderr)
         return 2
-    asyncio.run(serve(settings, torch.device(a.device), torch.bfloat16 if a.bf16 else None))
-    return 0
+    device = rank_device(a.device)
+    rank, _ = init_distributed(device)
+    autocast = torch.bfloat16 if a.bf16 else None
+    if rank == 0:
+        code = asyncio.run(serve(settings, device, autocast))
+    else:
+        code = 0
+        try:
+            follow(TrainContext(store=Store(settings), device=device, autocast=autocast, log=lambda m: log.info(m)))
+        except BaseException:
+            log.exception("rank %d: an update failed; exiting so that the group starts again", rank)
+            code = 1
+    if torch.distributed.is_initialized():
+        # a group whose peers are gone (or broken) may never let destroy_process_group return: leave without it
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
+    return code
 
 
 if __name__ == "__main__":
