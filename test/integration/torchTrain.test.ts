@@ -21,6 +21,8 @@ import { tinyRl, writeRlFixture } from '../helpers/rlFixture';
 import { activityStarts } from '../helpers/activityHistory';
 import { torchPython } from '../../scripts/ensure-torch.mjs';
 import { spawn } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import { Client, Connection } from '@temporalio/client';
 import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
@@ -250,5 +252,37 @@ test('a run that switches engines mid-run, both ways (tfjs then torch, torch the
     }
     const byTorch = (step: number) => (first === 'torch') === (step <= switchedAfter);
     await assertMatchesTfjs(tf4, cfg, /\d+/, 4, byTorch);
+  }
+});
+
+test('encrypted payloads (CM2_CODEC_KEY): the torch worker decodes rlTrain\'s input and encrypts its result, in the TypeScript codec\'s format', { skip: why, timeout: 10 * 60_000 }, async () => {
+  const saved = process.env['CM2_CODEC_KEY'];
+  process.env['CM2_CODEC_KEY'] = `torch:${randomBytes(32).toString('base64')}`;
+  try {
+    const cfg = testConfig(uniqueId('tt-codec'), { ...over, rl: { ...over.rl, steps: 1 } });
+    cfg.temporal.taskQueues.train = `train-${cfg.run.id.replace(/[^a-z0-9]/gi, '').slice(-12)}`;
+    await writeRlFixture(cfg, testStore(cfg));
+    const b = await run(cfg, 1);
+    assert.equal(b.result.steps, 1, b.log);
+    assert.match(b.log, /payloads encrypted/);
+    const connection = await Connection.connect({ address: process.env['TEMPORAL_ADDRESS']! });
+    try {
+      const history = await new Client({ connection }).workflow.getHandle(stageWorkflowId(cfg.run.id, 'rl')).fetchHistory();
+      const events = history.events ?? [];
+      const scheduled = events.filter((e) => e.activityTaskScheduledEventAttributes?.activityType?.name === 'rlTrain');
+      assert.equal(scheduled.length, 1);
+      const ids = new Set(scheduled.map((e) => String(e.eventId)));
+      const completed = events.filter((e) => e.activityTaskCompletedEventAttributes && ids.has(String(e.activityTaskCompletedEventAttributes.scheduledEventId)));
+      assert.equal(completed.length, 1, 'the torch worker completed the update');
+      const enc = (p?: { metadata?: Record<string, Uint8Array> | null } | null) => Buffer.from(p?.metadata?.['encoding'] ?? new Uint8Array()).toString();
+      assert.equal(enc(scheduled[0]!.activityTaskScheduledEventAttributes!.input!.payloads![0]), 'binary/encrypted');
+      assert.equal(enc(completed[0]!.activityTaskCompletedEventAttributes!.result!.payloads![0]), 'binary/encrypted', 'the result the torch worker returned');
+      assert.equal(Buffer.from(completed[0]!.activityTaskCompletedEventAttributes!.result!.payloads![0]!.metadata!['encryption-key-id']!).toString(), 'torch');
+    } finally {
+      await connection.close();
+    }
+  } finally {
+    if (saved === undefined) delete process.env['CM2_CODEC_KEY'];
+    else process.env['CM2_CODEC_KEY'] = saved;
   }
 });

@@ -114,9 +114,6 @@ def load_settings(config_file: Optional[str] = None, env: Mapping[str, str] = os
     secret = env.get(s3["secretKeyEnv"]) or env.get("AWS_SECRET_ACCESS_KEY") or local_creds.get("CM2_S3_SECRET_KEY")
     if not access or not secret:
         raise ConfigError(f"no S3 credentials: set {s3['accessKeyEnv']} and {s3['secretKeyEnv']} (or AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY)")
-    if env.get("CM2_CODEC_KEY"):
-        raise ConfigError("CM2_CODEC_KEY is set (payloads encrypted): the PyTorch worker does not have the payload codec yet; "
-                          "serve the train queue with tfjs workers (cm2 worker --queues train) for encrypted runs")
     api_key = env.get(temporal.get("apiKeyEnv") or "TEMPORAL_API_KEY") or None
     tls_cfg = temporal.get("tls") or {}
     tls = bool(tls_cfg.get("enabled", bool(api_key or tls_cfg.get("caFile") or tls_cfg.get("certFile") or tls_cfg.get("serverName"))))

@@ -33,6 +33,7 @@ from temporalio.client import Client
 from temporalio.exceptions import ApplicationError
 from temporalio.worker import Worker
 
+from .codec import CodecKeyError, data_converter
 from .config import ConfigError, Settings, load_settings
 from .contracts import ContractError
 from .fsdp import broadcast_object, distributed, init_distributed, rank_device
@@ -108,7 +109,9 @@ def _with_context(fn):
 
 async def serve(settings: Settings, device: torch.device, autocast: torch.dtype | None) -> int:
     tls: Any = True if settings.tls else False
-    client = await Client.connect(settings.temporal_address, namespace=settings.namespace, api_key=settings.api_key, tls=tls)
+    converter = data_converter()
+    kw: dict[str, Any] = {"data_converter": converter} if converter else {}
+    client = await Client.connect(settings.temporal_address, namespace=settings.namespace, api_key=settings.api_key, tls=tls, **kw)
     acts = TrainActivities(Store(settings), device, autocast)
     multi = distributed()
     with concurrent.futures.ThreadPoolExecutor(max_workers=1) as executor:
@@ -137,7 +140,7 @@ async def serve(settings: Settings, device: torch.device, autocast: torch.dtype 
 
         tasks = [asyncio.create_task(watch())] + ([asyncio.create_task(ping())] if multi else [])
         print(f"cm2_torch worker polling {settings.train_queue} on {settings.temporal_address} (namespace {settings.namespace}, "
-              f"device {device}, {torch.distributed.get_world_size() if multi else 1} rank(s), pid {os.getpid()})", flush=True)
+              f"device {device}, payloads {'encrypted' if converter else 'not encrypted'}, {torch.distributed.get_world_size() if multi else 1} rank(s), pid {os.getpid()})", flush=True)
         async with worker:
             await done.wait()
         for t in tasks:
@@ -162,7 +165,8 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
     try:
         settings = load_settings(a.config)
-    except ConfigError as e:
+        data_converter()  # a bad CM2_CODEC_KEY stops the worker here, naming the entry
+    except (ConfigError, CodecKeyError) as e:
         print(f"cm2_torch worker: {e}", file=sys.stderr)
         return 2
     device = rank_device(a.device)
