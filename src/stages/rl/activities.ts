@@ -132,7 +132,11 @@ export function createRlActivities(deps: RlDeps) {
       const input = parseInput(RlTrainInput, raw, 'rlTrain');
       return heapGuard('rlTrain', log, () => once(store, `${stepFolder(rlKeys.checkpoints(input.runId), input.step)}/train-result.json`, RlTrainResult, async () => {
         await ensureBackend();
-        const ctx = { store, policies, tokenizer: tokenizer(input.tokenizerDir), onMicro: (micro: number, total: number) => heartbeat({ step: input.step, micro, total }) };
+        const ctx = {
+          store, policies, tokenizer: tokenizer(input.tokenizerDir),
+          onMicro: (micro: number, total: number) => heartbeat({ step: input.step, micro, total }),
+          onPhase: (phase: string) => heartbeat({ step: input.step, phase }),
+        };
         return trainStep(ctx, input);
       }));
     },

@@ -294,6 +294,8 @@ export class GrpoTrainer {
     for (let k = 0; k < chunks; k++) {
       const b: GrpoRows = parts[k]!;
       if (b.tokens === 0) continue;
+      // before each micro-batch too: the first one builds the training graphs, which can take a minute on busy cores
+      onMicro?.(k, chunks);
       const refLogp = cfg.klCoef > 0 && this.reference ? this.reference.tokenLogprobs(b.ids, b.targets, undefined, cfg.temperature ?? 1, b.pack) : undefined;
       const behaviourLogp = behaviour?.tokenLogprobs(b.ids, b.targets, undefined, cfg.temperature ?? 1, b.pack);
       let pgV = 0;

@@ -31,8 +31,10 @@ export interface TrainContext {
   store: ObjectStore;
   policies: PolicyCache;
   tokenizer: ChatTokenizer;
-  /** Called after each micro-batch (the activity's heartbeat). */
+  /** Called before and after each micro-batch (the activity's heartbeat). */
   onMicro?: (done: number, total: number) => void;
+  /** Called as each phase before the update ends (batch read, policies loaded): the heartbeat between them. */
+  onPhase?: (phase: string) => void;
 }
 
 /** Where step `step`'s checkpoint manifest is. */
@@ -129,13 +131,16 @@ export async function trainStep(ctx: TrainContext, input: TrainInput): Promise<R
   }
   const t0 = Date.now();
   const batch = await readBatch(store, input);
+  ctx.onPhase?.('batch read');
   // Take the policy out of the cache before the reference is looked up: it is about to be mutated, and at the first
   // step it is the reference's own policy (the SFT output), which must then be loaded apart.
   const cached = ctx.policies.take(input.policy);
   const reference = input.hp.klCoef > 0 ? await ctx.policies.get(input.reference) : undefined;
+  ctx.onPhase?.('reference loaded');
   // One-step-off: the behaviour policy's log-probabilities for the importance ratio (never the policy itself).
   const behaviour = input.behaviour && policyKey(input.behaviour) !== policyKey(input.policy) ? await ctx.policies.get(input.behaviour) : undefined;
   const { model, trainer, lora } = await openPolicy(ctx, input, cached, reference);
+  ctx.onPhase?.('policy opened');
   let metrics;
   try {
     metrics = await trainer.step(batch, updateSettings(input, ctx.tokenizer.special.pad), ctx.onMicro, behaviour);
@@ -146,6 +151,7 @@ export async function trainStep(ctx: TrainContext, input: TrainInput): Promise<R
     throw e;
   }
   const trainSeconds = (Date.now() - t0) / 1000;
+  ctx.onPhase?.('saving the checkpoint');
   const t1 = Date.now();
   const policy: PolicyRef = { kind: 'ckpt', manifestKey, step: input.step };
   const done = {
