@@ -4,6 +4,11 @@
  * the same rollouts, the update's metrics and the weights after every step within float tolerance; every `rlTrain`
  * ran on the Python worker; its checkpoints are what the TypeScript side reads (the next step's rollouts load them).
  * Skipped without the torch environment (scripts/ensure-torch.mjs) unless CM2_REQUIRE_TORCH=1 (CI).
+ *
+ * What these runs prove is the plumbing (queues, inputs, checkpoints both ways, fencing, restarts, the codec): the tiny
+ * random policy earns the same reward on every rollout, so the advantages are 0 and the updates are weight decay and,
+ * from step 2, the small KL gradient. The update's arithmetic with every term active is proven by the golden fixture
+ * (test/fixtures/grpo-golden: python/cm2_torch/tests/test_golden.py, test_dist.py).
  */
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
@@ -215,44 +220,102 @@ test('the torch worker SIGKILLed between a step\'s files and its manifest: the r
   await assertMatchesTfjs(tf, pt, /\d+/);
 });
 
+/** A run whose updates `first` serves until the run pauses after step 1 (or 2), then the other engine: the step it switched after. */
+async function switchedRun(cfg: Cm2Config, first: 'tfjs' | 'torch'): Promise<number> {
+  const store = testStore(cfg);
+  const file = writeConfigFile(cfg);
+  const trainer = (engine: 'tfjs' | 'torch') => (engine === 'tfjs' ? startChildWorker(file, 'train') : startTorchWorker(py!, file));
+  const ts = await startChildWorker(file, 'workflows,api,gpu');
+  let train = await trainer(first);
+  try {
+    const handle = await startRl(await connectClient(cfg), cfg);
+    // pause once step 1 is recorded: the loop stops at the top of the next step (2, or 3 when step 2 was quicker)
+    const deadline = Date.now() + 5 * 60_000;
+    while (Date.now() < deadline && !(await store.exists(`${stepFolder(rlKeys.checkpoints(cfg.run.id), 1)}/manifest.json`))) await new Promise((r) => setTimeout(r, 100));
+    await handle.signal(pauseSignal);
+    let status = await handle.query(rlStatusQuery);
+    while (Date.now() < deadline && !(status.paused && status.phase === 'paused')) {
+      await new Promise((r) => setTimeout(r, 200));
+      status = await handle.query(rlStatusQuery);
+    }
+    const switchedAfter = status.step;
+    assert.ok(switchedAfter >= 1 && switchedAfter < cfg.rl.steps, `paused after step ${switchedAfter}`);
+    await train.kill('SIGTERM');
+    train = await trainer(first === 'tfjs' ? 'torch' : 'tfjs');
+    await handle.signal(resumeSignal);
+    assert.equal((await handle.result()).steps, cfg.rl.steps);
+    return switchedAfter;
+  } finally {
+    await Promise.all([ts.kill('SIGTERM'), train.kill('SIGTERM')]);
+  }
+}
+
+const trainQueueOf = (cfg: Cm2Config) => {
+  cfg.temporal.taskQueues.train = `train-${cfg.run.id.replace(/[^a-z0-9]/gi, '').slice(-12)}`;
+  return cfg;
+};
+
 test('a run that switches engines mid-run, both ways (tfjs then torch, torch then tfjs, from the same S3 checkpoint): the one-engine run within float tolerance', { skip: why, timeout: 20 * 60_000 }, async () => {
   const four = { ...over, rl: { ...over.rl, steps: 4 } };
   const tf4 = testConfig(uniqueId('tt-tf4'), four);
   await writeRlFixture(tf4, testStore(tf4));
   assert.equal((await run(tf4, 0)).result.steps, 4);
   for (const first of ['tfjs', 'torch'] as const) {
-    const cfg = testConfig(uniqueId(`tt-sw-${first}`), four);
-    cfg.temporal.taskQueues.train = `train-${cfg.run.id.replace(/[^a-z0-9]/gi, '').slice(-12)}`;
-    const store = testStore(cfg);
-    await writeRlFixture(cfg, store);
-    const file = writeConfigFile(cfg);
-    const trainer = (engine: 'tfjs' | 'torch') => (engine === 'tfjs' ? startChildWorker(file, 'train') : startTorchWorker(py!, file));
-    const ts = await startChildWorker(file, 'workflows,api,gpu');
-    let train = await trainer(first);
-    let switchedAfter = 0;
-    try {
-      const handle = await startRl(await connectClient(cfg), cfg);
-      // pause once step 1 is recorded: the loop stops at the top of the next step (2, or 3 when step 2 was quicker)
-      const deadline = Date.now() + 5 * 60_000;
-      while (Date.now() < deadline && !(await store.exists(`${stepFolder(rlKeys.checkpoints(cfg.run.id), 1)}/manifest.json`))) await new Promise((r) => setTimeout(r, 100));
-      await handle.signal(pauseSignal);
-      let status = await handle.query(rlStatusQuery);
-      while (Date.now() < deadline && !(status.paused && status.phase === 'paused')) {
-        await new Promise((r) => setTimeout(r, 200));
-        status = await handle.query(rlStatusQuery);
-      }
-      switchedAfter = status.step;
-      assert.ok(switchedAfter >= 1 && switchedAfter < 4, `paused after step ${switchedAfter}`);
-      await train.kill('SIGTERM');
-      train = await trainer(first === 'tfjs' ? 'torch' : 'tfjs');
-      await handle.signal(resumeSignal);
-      assert.equal((await handle.result()).steps, 4);
-    } finally {
-      await Promise.all([ts.kill('SIGTERM'), train.kill('SIGTERM')]);
-    }
+    const cfg = trainQueueOf(testConfig(uniqueId(`tt-sw-${first}`), four));
+    await writeRlFixture(cfg, testStore(cfg));
+    const switchedAfter = await switchedRun(cfg, first);
     const byTorch = (step: number) => (first === 'torch') === (step <= switchedAfter);
     await assertMatchesTfjs(tf4, cfg, /\d+/, 4, byTorch);
   }
+});
+
+test('LoRA through PEFT: torch trains on from a tfjs adapter checkpoint as tfjs does; tfjs trains on from a torch (PEFT) adapter checkpoint', { skip: why, timeout: 20 * 60_000 }, async () => {
+  // What this checks is the plumbing: PEFT reads the tfjs adapter checkpoint (names, config, moments) and writes one
+  // tfjs reads. The tiny random policy earns the same reward on every rollout here, so the advantages are 0 and B
+  // stays 0 (the merged policy is the reference: no KL gradient either): the update is weight decay on A, bit-equal
+  // on both engines. The gradient's parity through PEFT is for a golden fixture to prove.
+  const lora = { ...over, rl: { ...over.rl, steps: 3, lora: { rank: 4, alpha: 8 } } };
+  const tf = testConfig(uniqueId('tt-lora-tf'), lora);
+  const store = testStore(tf);
+  await writeRlFixture(tf, store);
+  assert.equal((await run(tf, 0)).result.steps, 3);
+  const adapter = async (cfg: Cm2Config, step: number) => {
+    const manifest = await store.getJson(`${stepFolder(rlKeys.checkpoints(cfg.run.id), step)}/manifest.json`, CheckpointManifest);
+    return { manifest, file: parseSafetensors(await store.getVerified(manifest.files['adapter_model.safetensors']!)) };
+  };
+  // tfjs first: its adapter (the tfjs initialisation), then PEFT's update of it
+  const sw = trainQueueOf(testConfig(uniqueId('tt-lora-sw'), lora));
+  await writeRlFixture(sw, store);
+  const after = await switchedRun(sw, 'tfjs');
+  for (let step = after + 1; step <= 3; step++) {
+    const [a, b] = [await adapter(tf, step), await adapter(sw, step)];
+    assert.deepEqual([...b.file.tensors.keys()].sort(), [...a.file.tensors.keys()].sort(), `step ${step}: PEFT's tensor names`);
+    let diff = 0;
+    let size = 0;
+    for (const [name, t] of a.file.tensors) {
+      const u = b.file.tensors.get(name)!;
+      for (let j = 0; j < t.data.length; j++) {
+        diff += (u.data[j]! - t.data[j]!) ** 2;
+        size += t.data[j]! ** 2;
+      }
+    }
+    const rel = Math.sqrt(diff / size);
+    console.log(`${sw.run.id} LoRA step ${step} (torch after tfjs): rms |torch - tfjs| / rms |adapter| = ${rel.toExponential(2)}`);
+    assert.ok(rel < 1e-3, `step ${step}: the adapters differ by ${rel.toExponential(2)}`);
+    assert.match(b.manifest.files['adapter_model.safetensors']!.key, /\/a\d+-[0-9a-f]{8}\.adapter_model\.safetensors$/, 'written by the torch worker');
+    assert.deepEqual(b.manifest.state['lora'], { base: { kind: 'hf', prefix: runKey(sw.run.id, 'sft', 'final') } }, 'the base it applies to');
+    const prev = await adapter(sw, step - 1);
+    let changed = 0;
+    for (const [name, t] of b.file.tensors) t.data.forEach((x, j) => (changed += x !== prev.file.tensors.get(name)!.data[j] ? 1 : 0));
+    const trainedB = [...b.file.tensors].filter(([n]) => n.includes('lora_B')).reduce((k, [, t]) => k + t.data.filter((x) => x !== 0).length, 0);
+    console.log(`  ${changed} adapter values changed at step ${step}; ${trainedB} of B's values are nonzero`);
+  }
+  // torch first: PEFT's own initialisation (another draw than tfjs's); tfjs must train on from its checkpoint
+  const sw2 = trainQueueOf(testConfig(uniqueId('tt-lora-sw2'), lora));
+  await writeRlFixture(sw2, store);
+  await switchedRun(sw2, 'torch');
+  const last = await adapter(sw2, 3);
+  assert.ok([...last.file.tensors.values()].every((t) => t.data.every(Number.isFinite)));
 });
 
 test('encrypted payloads (CM2_CODEC_KEY): the torch worker decodes rlTrain\'s input and encrypts its result, in the TypeScript codec\'s format', { skip: why, timeout: 10 * 60_000 }, async () => {

@@ -29,6 +29,7 @@ from .fsdp import full, sharded_like
 from .store import Store, sha256_file
 
 ADAPTER_WEIGHTS = "adapter_model.safetensors"
+ADAPTER_CONFIG = "adapter_config.json"
 
 
 class BadPolicy(ValueError):
@@ -49,10 +50,26 @@ def policy_key(p: dict) -> str:
 
 @dataclass
 class Loaded:
-    model: torch.nn.Module
+    model: torch.nn.Module  # a PeftModel for a LoRA checkpoint opened for training
     config_json: bytes
     optimizer: Optional[dict] = None  # {"step": int, "layout": str, "m": {name: tensor}, "v": {name: tensor}}
     manifest: Optional[dict] = None
+    lora_base: Optional[dict] = None  # the HF policy a LoRA adapter applies to ({"kind": "hf", "prefix": ...})
+
+
+def peft_name(param_name: str) -> str:
+    """A PeftModel parameter's name as PEFT saves it (and the TypeScript adapter names it): without the adapter's name."""
+    return param_name.replace(".default.", ".").removesuffix(".default")
+
+
+def lora_config(settings: dict):
+    """PEFT's LoraConfig of `rl.lora` (src/kernel/loraSettings.ts): rank, alpha, targets matched as PEFT does, rsLoRA,
+    no dropout, trainable token rows."""
+    from peft import LoraConfig
+
+    kw = {"trainable_token_indices": list(settings["trainTokens"])} if settings.get("trainTokens") else {}
+    return LoraConfig(r=settings["rank"], lora_alpha=settings["alpha"], target_modules=list(settings.get("targets") or []), use_rslora=bool(settings.get("rslora")),
+                      lora_dropout=0.0, bias="none", task_type="CAUSAL_LM", **kw)
 
 
 def _from_folder(d: str, device: torch.device) -> torch.nn.Module:
@@ -103,7 +120,7 @@ def load_policy(store: Store, p: dict, device: torch.device, with_optimizer: boo
         manifest = store.get_json(p["manifestKey"])
         files = manifest.get("files") or {}
         if ADAPTER_WEIGHTS in files:
-            raise BadPolicy(f"{p['manifestKey']}: a LoRA checkpoint; the PyTorch trainer does not train LoRA adapters yet (rl.lora: null, or tfjs workers)")
+            return _load_lora(store, p["manifestKey"], manifest, d, device, with_optimizer)
         for name in ("config.json", "model.safetensors"):
             if name not in files:
                 raise BadPolicy(f"{p['manifestKey']}: the checkpoint has no {name}")
@@ -120,6 +137,33 @@ def load_policy(store: Store, p: dict, device: torch.device, with_optimizer: boo
         return Loaded(_from_folder(d, device), cfg, opt, manifest)
 
 
+def _load_lora(store: Store, manifest_key: str, manifest: dict, d: str, device: torch.device, with_optimizer: bool) -> Loaded:
+    """A LoRA checkpoint: its base (state.lora.base, an HF policy) with the adapter; trainable (a PeftModel) when the
+    optimizer is asked for, else merged into the base (a read-only policy)."""
+    from peft import PeftModel
+
+    base = ((manifest.get("state") or {}).get("lora") or {}).get("base")
+    if not base or base.get("kind") != "hf" or not base.get("prefix"):
+        raise BadPolicy(f"{manifest_key}: a LoRA checkpoint whose state does not name its base (state.lora.base)")
+    files = manifest["files"]
+    base_loaded = load_policy(store, base, device)
+    ad = os.path.join(d, "adapter")
+    os.makedirs(ad)
+    for name in (ADAPTER_CONFIG, ADAPTER_WEIGHTS):
+        if name not in files:
+            raise BadPolicy(f"{manifest_key}: the LoRA checkpoint has no {name}")
+        store.get_verified_file(files[name], os.path.join(ad, name))
+    if with_optimizer and "optimizer.safetensors" not in files:
+        raise BadPolicy(f"{manifest_key}: the checkpoint has no optimizer.safetensors")
+    if with_optimizer:
+        store.get_verified_file(files["optimizer.safetensors"], os.path.join(d, "optimizer.safetensors"))
+    model = PeftModel.from_pretrained(base_loaded.model, ad, is_trainable=with_optimizer).to(device)
+    if not with_optimizer:
+        model = model.merge_and_unload()
+    opt = _read_optimizer(os.path.join(d, "optimizer.safetensors")) if with_optimizer else None
+    return Loaded(model, base_loaded.config_json, opt, manifest, base)
+
+
 def linear_weight_names(model: torch.nn.Module) -> set[str]:
     names = set()
     for mod_name, mod in model.named_modules():
@@ -131,9 +175,10 @@ def linear_weight_names(model: torch.nn.Module) -> set[str]:
 def restore_adamw(optimizer: torch.optim.Optimizer, model: torch.nn.Module, state: dict, where: str) -> None:
     """Puts a checkpoint's moments into a torch AdamW over `model`'s named parameters (internal layout transposed)."""
     linear = linear_weight_names(model)
-    for name, p in model.named_parameters():
+    for pname, p in model.named_parameters():
         if not p.requires_grad:
             continue
+        name = peft_name(pname)
         m, v = state["m"].get(name), state["v"].get(name)
         if m is None or v is None:
             raise BadPolicy(f"{where}: the optimizer state has no moments for {name}")
@@ -184,7 +229,52 @@ def save_checkpoint(store: Store, prefix: str, step: int, model: torch.nn.Module
             "model.safetensors": store.put_file(f"{folder}/{tag}.model.safetensors", wpath, wsha),
             "optimizer.safetensors": store.put_file(f"{folder}/{tag}.optimizer.safetensors", opath),
         }
-    manifest = {"format": "cm2-checkpoint/1", "step": step, "files": refs, "state": state_of(wsha),
+    return _commit(store, manifest_key, step, refs, state_of(wsha), wsha)
+
+
+def save_lora_checkpoint(store: Store, prefix: str, step: int, model: torch.nn.Module, optimizer: torch.optim.Optimizer, config_json: bytes,
+                         base: dict, state_of, attempt: str) -> Optional[tuple[str, dict, str, bool]]:
+    """A LoRA step's checkpoint as the TypeScript side writes it (src/storage/loraCheckpoint.ts): config.json (the
+    base's), adapter_config.json and adapter_model.safetensors (PEFT's own files), optimizer.safetensors (the adapter's
+    moments under PEFT's tensor names), the manifest with state.lora.base; the weights hash is the adapter file's."""
+    from peft import get_peft_model_state_dict
+
+    folder = step_folder(prefix, step)
+    manifest_key = f"{folder}/manifest.json"
+    trained = [(peft_name(n), p) for n, p in model.named_parameters() if p.requires_grad]
+    cpu = lambda t: full(t.detach()).to("cpu", torch.float32).contiguous()
+    moments = {}
+    for n, p in trained:
+        s = optimizer.state.get(p)
+        if s:
+            moments[f"m.{n}"] = cpu(s["exp_avg"])
+            moments[f"v.{n}"] = cpu(s["exp_avg_sq"])
+    adapter = {k: cpu(v) for k, v in get_peft_model_state_dict(model).items()}
+    if (torch.distributed.get_rank() if torch.distributed.is_initialized() else 0) != 0:
+        return None
+    with tempfile.TemporaryDirectory(prefix="cm2-torch-ckpt-") as d:
+        model.peft_config["default"].save_pretrained(d)
+        with open(os.path.join(d, ADAPTER_CONFIG), "rb") as f:
+            adapter_config = f.read()
+        apath = os.path.join(d, ADAPTER_WEIGHTS)
+        save_file(adapter, apath, metadata={"format": "pt"})
+        opath = os.path.join(d, "optimizer.safetensors")
+        save_file(moments, opath, metadata={"step": str(adamw_step(optimizer)), "layout": "hf"})
+        wsha = sha256_file(apath)
+        tag = f"a{attempt}"
+        refs = {
+            "config.json": store.put_bytes(f"{folder}/{tag}.config.json", config_json, "application/json"),
+            ADAPTER_CONFIG: store.put_bytes(f"{folder}/{tag}.{ADAPTER_CONFIG}", adapter_config, "application/json"),
+            ADAPTER_WEIGHTS: store.put_file(f"{folder}/{tag}.{ADAPTER_WEIGHTS}", apath, wsha),
+            "optimizer.safetensors": store.put_file(f"{folder}/{tag}.optimizer.safetensors", opath),
+        }
+    state = {**state_of(wsha), "lora": {"base": base}}
+    return _commit(store, manifest_key, step, refs, state, wsha)
+
+
+def _commit(store: Store, manifest_key: str, step: int, refs: dict, state: dict, wsha: str) -> tuple[str, dict, str, bool]:
+    """Creates the manifest if none exists; the loser removes its files and adopts the winner's."""
+    manifest = {"format": "cm2-checkpoint/1", "step": step, "files": refs, "state": state,
                 "createdAt": time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime()) + ".000Z"}
     delay = float(os.environ.get("CM2_TORCH_TEST_SAVE_DELAY_S", "0") or 0)
     if delay > 0:

@@ -1,7 +1,7 @@
 """The `rlTrain` activity's body in PyTorch (src/stages/rl/trainActivity.ts is the TypeScript one; the protocol is the
 same): a recorded result or manifest is returned as it is (`reused`); otherwise step n-1 (its weights and AdamW
-moments) is loaded, one GRPO update is applied to the joined batch, and step n is written, manifest last (created only
-if absent: see checkpoint.py). Full fine-tuning; a LoRA run is refused (not yet served by this trainer).
+moments, or its LoRA adapter through PEFT) is loaded, one GRPO update is applied to the joined batch, and step n is
+written, manifest last (created only if absent: see checkpoint.py).
 """
 from __future__ import annotations
 
@@ -13,7 +13,8 @@ from typing import Callable, Optional
 
 import torch
 
-from .checkpoint import BadPolicy, Loaded, load_policy, new_attempt_tag, policy_key, restore_adamw, rl_checkpoints, save_checkpoint, step_folder
+from .checkpoint import (BadPolicy, Loaded, load_policy, lora_config, new_attempt_tag, policy_key, restore_adamw, rl_checkpoints, save_checkpoint,
+                         save_lora_checkpoint, step_folder)
 from .fsdp import broadcast_object, distributed, shard
 from .contracts import validate
 from .grpo import GrpoSequence, GrpoStepConfig, Span, adamw, grpo_step
@@ -104,8 +105,6 @@ def rl_train(ctx: TrainContext, raw: dict) -> dict:
     """Rank 0's activity body: a recorded result or manifest is returned as it is; otherwise the task goes to every
     rank (under torchrun) and the update runs on all of them."""
     inp = validate("rlTrain", "input", raw)
-    if inp["rl"].get("lora"):
-        raise BadInput("rl.lora is set: the PyTorch trainer does not train LoRA adapters yet; serve this run's train queue with tfjs workers")
     store = ctx.store
     folder = step_folder(rl_checkpoints(inp["runId"]), inp["step"])
     try:
@@ -154,9 +153,23 @@ def update(ctx: TrainContext, inp: dict, tag: str, batch: Optional[list[GrpoSequ
         loaded: Loaded = load_policy(store, inp["policy"], ctx.device, with_optimizer=inp["policy"]["kind"] == "ckpt")
     except BadPolicy as e:
         raise BadInput(str(e)) from e
+    lora = inp["rl"].get("lora")
+    where = inp["policy"].get("manifestKey") or inp["policy"].get("prefix")
+    if inp["policy"]["kind"] == "ckpt" and bool(loaded.lora_base) != bool(lora):
+        raise BadInput(f"{where}: the checkpoint holds {'a LoRA adapter' if loaded.lora_base else 'full weights'}, but rl.lora is "
+                       f"{'set' if lora else 'null'}: a run cannot switch between LoRA and full fine-tuning")
+    base = loaded.lora_base
+    if lora and inp["policy"]["kind"] == "hf":
+        # a fresh adapter on the SFT policy: PEFT's initialisation (A uniform in ±1/sqrt(in), B zero: the distribution
+        # the tfjs adapter draws from, not its draws) seeded with the run's seed
+        from peft import get_peft_model
+
+        torch.manual_seed(inp["rl"]["seed"])
+        loaded.model = get_peft_model(loaded.model, lora_config(lora))
+        base = inp["policy"]
     model = loaded.model.train()
     if distributed():
-        shard(model)
+        shard(model.base_model.model if lora else model)
     opt = adamw([p for p in model.parameters() if p.requires_grad], inp["rl"]["weightDecay"])
     if loaded.optimizer is not None:
         try:
@@ -174,7 +187,8 @@ def update(ctx: TrainContext, inp: dict, tag: str, batch: Optional[list[GrpoSequ
     def state_of(wsha: str) -> dict:
         return {**inp["state"], "hp": hp, "train": {**done, "checkpointSeconds": 0, "weightsSha256": wsha}}
 
-    saved = save_checkpoint(store, prefix, inp["step"], model, opt, loaded.config_json, state_of, tag)
+    saved = (save_lora_checkpoint(store, prefix, inp["step"], model, opt, loaded.config_json, base, state_of, tag) if lora
+             else save_checkpoint(store, prefix, inp["step"], model, opt, loaded.config_json, state_of, tag))
     if saved is None:  # a rank > 0: its shards went to rank 0
         return {}
     _, manifest, wsha, won = saved
