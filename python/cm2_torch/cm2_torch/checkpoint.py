@@ -195,6 +195,26 @@ def adamw_step(optimizer: torch.optim.Optimizer) -> int:
     return max(steps) if steps else 0
 
 
+def _rank() -> int:
+    return torch.distributed.get_rank() if torch.distributed.is_initialized() else 0
+
+
+def _cpu(t: torch.Tensor) -> torch.Tensor:
+    """A float32 CPU copy of a tensor (of the whole, gathered from the ranks, when FSDP2 holds a shard)."""
+    return full(t.detach()).to("cpu", torch.float32).contiguous()
+
+
+def _moments(named: list, optimizer: torch.optim.Optimizer) -> dict:
+    """`m.<name>`, `v.<name>` of each (name, parameter) the optimizer has state for (a collective under FSDP2)."""
+    out = {}
+    for n, p in named:
+        s = optimizer.state.get(p)
+        if s:
+            out[f"m.{n}"] = _cpu(s["exp_avg"])
+            out[f"v.{n}"] = _cpu(s["exp_avg_sq"])
+    return out
+
+
 def save_checkpoint(store: Store, prefix: str, step: int, model: torch.nn.Module, optimizer: torch.optim.Optimizer, config_json: bytes,
                     state_of, attempt: str) -> Optional[tuple[str, dict, str, bool]]:
     """Writes step `step`'s files under attempt-unique keys, then creates the manifest if none exists. Returns
@@ -204,16 +224,9 @@ def save_checkpoint(store: Store, prefix: str, step: int, model: torch.nn.Module
     folder = step_folder(prefix, step)
     manifest_key = f"{folder}/manifest.json"
     named = [(n, p) for n, p in model.named_parameters()]
-    rank = torch.distributed.get_rank() if torch.distributed.is_initialized() else 0
-    cpu = lambda t: full(t.detach()).to("cpu", torch.float32).contiguous()
-    weights = {n: cpu(p) for n, p in named}
-    moments = {}
-    for n, p in named:
-        s = optimizer.state.get(p)
-        if s:
-            moments[f"m.{n}"] = cpu(s["exp_avg"])
-            moments[f"v.{n}"] = cpu(s["exp_avg_sq"])
-    if rank != 0:
+    weights = {n: _cpu(p) for n, p in named}
+    moments = _moments(named, optimizer)
+    if _rank() != 0:
         return None
     with tempfile.TemporaryDirectory(prefix="cm2-torch-ckpt-") as d:
         wpath = os.path.join(d, "model.safetensors")
@@ -241,16 +254,9 @@ def save_lora_checkpoint(store: Store, prefix: str, step: int, model: torch.nn.M
 
     folder = step_folder(prefix, step)
     manifest_key = f"{folder}/manifest.json"
-    trained = [(peft_name(n), p) for n, p in model.named_parameters() if p.requires_grad]
-    cpu = lambda t: full(t.detach()).to("cpu", torch.float32).contiguous()
-    moments = {}
-    for n, p in trained:
-        s = optimizer.state.get(p)
-        if s:
-            moments[f"m.{n}"] = cpu(s["exp_avg"])
-            moments[f"v.{n}"] = cpu(s["exp_avg_sq"])
-    adapter = {k: cpu(v) for k, v in get_peft_model_state_dict(model).items()}
-    if (torch.distributed.get_rank() if torch.distributed.is_initialized() else 0) != 0:
+    moments = _moments([(peft_name(n), p) for n, p in model.named_parameters() if p.requires_grad], optimizer)
+    adapter = {k: _cpu(v) for k, v in get_peft_model_state_dict(model).items()}
+    if _rank() != 0:
         return None
     with tempfile.TemporaryDirectory(prefix="cm2-torch-ckpt-") as d:
         model.peft_config["default"].save_pretrained(d)
