@@ -18,6 +18,10 @@
  *                  (`noclip`, `clip`): `<case>.grad.<name>` (the pre-clip gradient, from AdamW's first moment:
  *                  m = (1 − β1)·g after one step, exact with the clip off), `<case>.weight.<name>`, `<case>.m.<name>`,
  *                  `<case>.v.<name>` after the update.
+ *   sft-case.json, sft-expected.safetensors   the same for one cold-start SFT step (src/stages/sft/trainer.ts) from
+ *                  policy.safetensors: the examples (ids and loss mask, one longer than maxSeqLen), the step's plan (its
+ *                  micro-batches as example indices, its learning rate), per case the loss, gradient norm and trained
+ *                  tokens, and `<case>.{grad,weight,m,v}.<name>` as above.
  */
 import { mkdirSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
@@ -27,6 +31,7 @@ import { selectBackend } from '../src/model/net/backend';
 import type { QwenModel } from '../src/model/net/qwen';
 import { collateGrpo, GrpoTrainer, type GrpoSequence, type GrpoStepConfig } from '../src/stages/rl/grpo';
 import { projectRoot } from '../src/infra/binaries';
+import { planStep, SftTrainer, type SftConfig, type TokenizedExample } from '../src/stages/sft/trainer';
 
 const OUT = path.join(projectRoot, 'test', 'fixtures', 'grpo-golden');
 export const GOLDEN_MODELS = ['hf-tiny-qwen3', 'hf-tiny-llama-tied'] as const;
@@ -62,6 +67,54 @@ export const GOLDEN_STEP: Omit<GrpoStepConfig, 'maxGradNorm'> & { weightDecay: n
   lr: 1e-2, klCoef: 0.05, clipLow: 0.2, clipHigh: 0.28, clipRatioC: 3, temperature: 0.7, microBatch: 2, padId: 0, pack: false, weightDecay: 0.1,
 };
 export const GOLDEN_CASES = { noclip: 1e9, clip: 1 } as const;
+
+/** The SFT examples: six dialogues over ids 3..63, trained (assistant) runs of tokens, one longer than maxSeqLen. */
+export function goldenSftData(): TokenizedExample[] {
+  const r = rng(9);
+  const ex = (n: number, runs: [number, number][]) => {
+    const ids = Array.from({ length: n }, () => 3 + Math.floor(r() * 61));
+    const lossMask = ids.map((_, i) => (runs.some(([a, b]) => i >= a && i < b) ? 1 : 0));
+    return { ids, lossMask };
+  };
+  return [ex(12, [[4, 8], [10, 12]]), ex(9, [[3, 9]]), ex(20, [[5, 9], [13, 20]]), ex(10, [[0, 2], [6, 10]]), ex(15, [[7, 15]]), ex(11, [[2, 5], [8, 11]])];
+}
+
+/**
+ * One step of three micro-batches of two; maxSeqLen cuts the 20-token example. The clip case bounds the norm (~4.5) at
+ * 2.5: a tighter bound brings the smallest embedding gradients (~1e-6 before it) near AdamW's eps, where the first
+ * step g/(|g| + eps) turns float rounding of g into visible differences of the update.
+ */
+export const GOLDEN_SFT_CASES = { noclip: 1e9, clip: 2.5 } as const;
+
+export const GOLDEN_SFT: SftConfig = {
+  epochs: 1, microBatch: 2, gradAccum: 3, peakLr: 1e-2, warmupRatio: 0, minLrRatio: 0.1, maxGradNorm: 1e9, weightDecay: 0.1, maxSeqLen: 14, seed: 5, padId: 0,
+};
+
+async function goldenSft(dir: string, out: string, name: string): Promise<void> {
+  const data = goldenSftData();
+  const plan = planStep(GOLDEN_SFT, data.length, 0, { epoch: 0, index: 0 });
+  const expected = new Map<string, { shape: number[]; data: Float32Array }>();
+  const metrics: Record<string, unknown> = {};
+  for (const [caseName, maxGradNorm] of Object.entries(GOLDEN_SFT_CASES)) {
+    const policy = loadHfCheckpoint(dir);
+    const trainer = new SftTrainer(policy, data, { ...GOLDEN_SFT, maxGradNorm });
+    const r = await trainer.step();
+    metrics[caseName] = { loss: r.loss, gradNorm: r.gradNorm, tokens: r.tokens, lr: r.lr };
+    const state = trainer.optimizer.state();
+    for (const [n, t] of policy.namedWeights()) {
+      expected.set(`${caseName}.weight.${n}`, t);
+      const m = policy.toHfLayout(n, state.m.get(n)!);
+      expected.set(`${caseName}.m.${n}`, { shape: t.shape, data: m });
+      expected.set(`${caseName}.v.${n}`, { shape: t.shape, data: policy.toHfLayout(n, state.v.get(n)!) });
+      if (caseName === 'noclip') expected.set(`${caseName}.grad.${n}`, { shape: t.shape, data: m.map((x) => x / 0.1) });
+    }
+    trainer.optimizer.dispose();
+    policy.dispose();
+  }
+  writeFileSync(path.join(out, 'sft-expected.safetensors'), serializeSafetensors(expected));
+  writeFileSync(path.join(out, 'sft-case.json'), `${JSON.stringify({ model: name, data, settings: GOLDEN_SFT, plan: { lr: plan.lr, micro: plan.micro }, cases: GOLDEN_SFT_CASES, metrics }, null, 2)}\n`);
+  console.log(`${out} (sft): ${JSON.stringify(metrics)}`);
+}
 
 function perturbed(dir: string, scale: number, seed: number): QwenModel {
   const m = loadHfCheckpoint(dir);
@@ -113,6 +166,7 @@ async function main(): Promise<void> {
     writeFileSync(path.join(out, 'case.json'), `${JSON.stringify({ model: name, batch, step: GOLDEN_STEP, cases: GOLDEN_CASES, beta1: 0.9, beta2: 0.999, eps: 1e-8, metrics }, null, 2)}\n`);
     console.log(`${out}: ${JSON.stringify(metrics)}`);
     for (const m of [policy0, behaviour, reference]) m.dispose();
+    await goldenSft(dir, out, name);
   }
 }
 

@@ -14,7 +14,7 @@ import { AdvantagesFile, RlTrainInput, RlTrainResult, RolloutFile } from '../sta
 import { CheckpointManifest } from '../storage/checkpoints';
 import { S3Config } from '../run/s3Config';
 import { TemporalConfig } from '../run/temporalConfig';
-import { SftTrainInput, SftTrainResult } from '../stages/sft/shapes';
+import { SftDataRow, SftPlanFile, SftTrainInput, SftTrainResult } from '../stages/sft/shapes';
 import { NON_RETRYABLE_TYPES } from '../run/workflowUtil';
 
 /** Where the contracts are committed, from the project root. */
@@ -38,8 +38,8 @@ export interface ActivityContracts {
   defaults: { temporal: { address: string; namespace: string; taskQueues: Record<string, string | undefined> }; s3: Record<string, unknown> };
 }
 
-/** The files of the train queue's activities: the batch they read, the checkpoint manifest they write. */
-export const TRAIN_FILES = { rollouts: RolloutFile, advantages: AdvantagesFile, checkpointManifest: CheckpointManifest } as const;
+/** The files of the train queue's activities: the batch and the SFT plan and data they read, the checkpoint manifest they write. */
+export const TRAIN_FILES = { rollouts: RolloutFile, advantages: AdvantagesFile, checkpointManifest: CheckpointManifest, sftPlan: SftPlanFile, sftData: SftDataRow } as const;
 
 export function trainContracts(): ActivityContracts {
   const schema = (s: z.ZodType, io: 'input' | 'output') => z.toJSONSchema(s, { io, unrepresentable: 'any', target: 'draft-2020-12' });

@@ -79,6 +79,8 @@ export const sftKeys = {
   /** With `sft.lora`: the trained adapter in PEFT's format (the final folder holds it merged). */
   adapter: (runId: string) => runKey(runId, 'sft', 'adapter'),
   trainResult: (runId: string) => runKey(runId, 'sft', 'train-result.json'),
+  /** What a trainer in another language runs from (data, plan, initial policy: src/stages/sft/prepareActivity.ts). */
+  prepared: (runId: string) => runKey(runId, 'sft', 'prepared'),
   evalResult: (runId: string, which: string) => runKey(runId, 'sft', `eval-${which}.json`),
   /** One chunk of a format check run in chunks (`sft.eval.chunkSize`): its samples and timing. */
   evalChunk: (runId: string, which: string, index: number) => runKey(runId, 'sft', `eval-${which}`, `chunk-${String(index).padStart(5, '0')}.json`),

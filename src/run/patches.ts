@@ -12,6 +12,8 @@
 export const PATCH = {
   /** The SFT workflow imports a base model the gpu worker may lack (`sftImportBase`) before its first evaluation. */
   sftImportBase: 'sft-import-base',
+  /** With a train queue of its own, the SFT workflow writes the data, plan and initial policy for the trainer (`sftPrepare`) first. */
+  sftPrepare: 'sft-prepare',
   /**
    * A step's hyperparameters are fixed when its advantages are scheduled, not before its rollouts, so an update accepted
    * during the rollouts applies to that step, as the `setHyperparameters` reply says.

@@ -18,6 +18,12 @@ import { parseConfig, type S3Config } from '../../src/run/config';
 import { ObjectStore, sha256File } from '../../src/storage/store';
 import { startFakeCredentialServer, type FakeCredentialServer, type ServedCredentials } from '../helpers/fakeAwsCredentials';
 import { CA_FILE, OTHER_CA_FILE, startTlsMinio, type TlsMinio } from '../helpers/tlsMinio';
+import { execFile } from 'node:child_process';
+import { promisify } from 'node:util';
+import { projectRoot } from '../../src/infra/binaries';
+import { torchPython } from '../../scripts/ensure-torch.mjs';
+
+const torchPy = torchPython();
 
 const BUCKET = 'cm2-tls';
 const CONTAINER_TOKEN = 'container-token-for-the-test';
@@ -96,6 +102,25 @@ describe('https with a private CA', () => {
     const ref = await store.putFile('t/blob.bin', file);
     await store.getVerifiedFile(ref, path.join(tmp, 'blob.out'));
     assert.deepEqual(await store.list('t/'), ['t/blob.bin', 't/ca-file.json']);
+  });
+
+  test('the PyTorch worker\'s store (python/cm2_torch) over https with s3.caFile; refused without it', { skip: torchPy ? undefined : 'no PyTorch environment' }, async () => {
+    const file = path.join(tmp, 'pt.yaml');
+    const yaml = (ca: string | undefined) => `s3:\n  endpoint: ${minio.endpoint}\n  bucket: ${BUCKET}\n${ca ? `  caFile: ${ca}\n` : ''}`;
+    const script = 'import sys\nfrom cm2_torch.config import load_settings\nfrom cm2_torch.store import Store\ns = Store(load_settings(sys.argv[1]))\n'
+      + 's.put_json("py/py.json", {"from": "python"})\nprint(s.get_json("py/py.json"), s.list("py/"))\n';
+    const runPy = (ca: string | undefined) => {
+      writeFileSync(file, yaml(ca));
+      return promisify(execFile)(torchPy!, ['-c', script, file], { env: { ...process.env, ...rootEnv(), CM2_S3_ENDPOINT: minio.endpoint, CM2_S3_BUCKET: BUCKET, PYTHONPATH: path.join(projectRoot, 'python', 'cm2_torch') }, encoding: 'utf8' });
+    };
+    const ok = await runPy(CA_FILE);
+    assert.match(ok.stdout, /\{'from': 'python'\} \['py\/py.json'\]/);
+    assert.deepEqual(await ObjectStore.fromConfig(cfgFor(), rootEnv()).getJson('py/py.json'), { from: 'python' });
+    await assert.rejects(runPy(undefined), (e: Error & { stderr?: string }) => {
+      assert.match(e.stderr ?? '', /CERTIFICATE_VERIFY_FAILED|certificate verify failed/);
+      assert.ok(!(e.stderr ?? '').includes(minio.rootPassword), 'no secret in the error');
+      return true;
+    });
   });
 
   test('AWS_CA_BUNDLE is trusted when s3.caFile is unset', async () => {

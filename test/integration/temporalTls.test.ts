@@ -16,6 +16,11 @@ import { startPrepare } from '../../src/cli/stages';
 import { startWorkers } from '../../src/workers';
 import { testConfig, uniqueId } from '../helpers/env';
 import { startGrpcTlsProxy, tlsFile, type GrpcTlsProxy } from '../helpers/grpcTlsProxy';
+import { startTorchWorker, writeConfigFile } from '../helpers/processes';
+import { torchPython } from '../../scripts/ensure-torch.mjs';
+
+const py = torchPython();
+const torchWhy = py ? undefined : 'no PyTorch environment (node scripts/ensure-torch.mjs makes it)';
 import { applyEnvOverrides, parseConfig } from '../../src/run/config';
 
 const API_KEY_ENV = 'CM2_TEST_TEMPORAL_API_KEY';
@@ -121,6 +126,39 @@ describe('Temporal behind TLS (mTLS + API key)', () => {
     }
     assert.equal(proxy.refused - refusedBefore >= 2, true, 'the proxy refused the calls without a valid key');
     assert.ok(proxy.tlsErrors.length > 0, 'failed handshakes were seen by the server');
+  });
+
+  test('the PyTorch worker connects through mTLS with an API key (config files, or the CLI\'s *_DATA variables); refused without its client certificate', { skip: torchWhy, timeout: 5 * 60_000 }, async () => {
+    const cfg = secured(uniqueId('tls-pt'));
+    cfg.temporal.taskQueues.train = `train-${cfg.run.id.replace(/[^a-z0-9]/gi, '').slice(-12)}`;
+    const polls = () => proxy.forwarded.get('/temporal.api.workflowservice.v1.WorkflowService/PollActivityTaskQueue') ?? 0;
+    const before = polls();
+    // (TEMPORAL_ADDRESS, set for the tests to the server itself, would override the config's address)
+    const w = await startTorchWorker(py!, writeConfigFile(cfg), { TEMPORAL_ADDRESS: proxy.address });
+    try {
+      assert.match(w.output(), /over TLS \(mTLS, API key\)|TLS \(mTLS, API key\), device/);
+      // its activity polls go through the proxy (the only way to the server it has)
+      for (let i = 0; i < 100 && polls() === before; i++) await new Promise((r) => setTimeout(r, 100));
+      assert.ok(polls() > before, 'the torch worker polls through the TLS proxy');
+    } finally {
+      await w.kill('SIGTERM');
+    }
+    // the same from the `temporal` CLI's variables, PEM data inline
+    const bare = testConfig(uniqueId('tls-pt-env'));
+    const w2 = await startTorchWorker(py!, writeConfigFile(bare), {
+      TEMPORAL_ADDRESS: proxy.address, TEMPORAL_TLS_SERVER_CA_CERT_DATA: readFileSync(tlsFile('ca.pem'), 'utf8'),
+      TEMPORAL_TLS_CLIENT_CERT_DATA: readFileSync(tlsFile('client.pem'), 'utf8'), TEMPORAL_TLS_CLIENT_KEY_DATA: readFileSync(tlsFile('client.key'), 'utf8'),
+      TEMPORAL_TLS_SERVER_NAME: 'localhost', TEMPORAL_API_KEY: apiKey,
+    });
+    await w2.kill('SIGTERM');
+    // no client certificate: the proxy refuses the handshake; the worker stops, naming how it connected and no secret
+    const noCert = secured(uniqueId('tls-pt-no'), { certFile: undefined, keyFile: undefined });
+    await assert.rejects(startTorchWorker(py!, writeConfigFile(noCert), { TEMPORAL_ADDRESS: proxy.address }), (e: Error) => {
+      assert.match(e.message, /worker exited with 3 during start/);
+      assert.match(e.message, /Temporal not reachable at .* over TLS \(API key\)/);
+      assert.ok(!e.message.includes(apiKey), 'the API key is not in the message');
+      return true;
+    });
   });
 
   test('a client certificate without its key is a config error that says so', async () => {

@@ -12,7 +12,7 @@ import assert from 'node:assert/strict';
 import { z } from 'zod';
 import { startRl, startSft } from '../../src/cli/stages';
 import { connectClient } from '../../src/infra/temporal';
-import { runKey, stageWorkflowId } from '../../src/run/layout';
+import { runKey, sftKeys, stageWorkflowId } from '../../src/run/layout';
 import type { Cm2Config } from '../../src/run/config';
 import { generateDemoDataset } from '../../src/demo/generator';
 import { testConfig, testStore, uniqueId } from '../helpers/env';
@@ -85,6 +85,11 @@ test('SFT training on a train queue of its own; the format check stays on the gp
   assert.equal(train.length, 1);
   assert.equal(train[0]!.taskQueue, cfg.temporal.taskQueues.train);
   assert.ok(train[0]!.identity.startsWith(`${trainPid}@`), `sftTrain ran on ${train[0]!.identity}`);
+  // the training inputs a trainer in another language needs, written on the gpu queue first (src/stages/sft/prepareActivity.ts)
+  const prepare = acts.filter((x) => x.type === 'sftPrepare');
+  assert.equal(prepare.length, 1);
+  assert.equal(prepare[0]!.taskQueue, cfg.temporal.taskQueues.gpu);
+  assert.equal(train[0]!.input['prepared'], sftKeys.prepared(cfg.run.id));
   const checks = acts.filter((x) => x.type.startsWith('sftEvaluate') && x.type !== 'sftEvaluateMerge');
   assert.ok(checks.length > 0 && checks.every((x) => x.taskQueue === cfg.temporal.taskQueues.gpu), 'the format check on the gpu queue');
 });

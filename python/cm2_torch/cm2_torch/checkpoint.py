@@ -109,8 +109,9 @@ def _read_optimizer(path: str) -> dict:
     return {"step": int(step), "layout": layout, "m": m, "v": v}
 
 
-def load_policy(store: Store, p: dict, device: torch.device, with_optimizer: bool = False) -> Loaded:
-    """An HF policy or a checkpoint's weights (and, asked for, its optimizer state)."""
+def load_policy(store: Store, p: dict, device: torch.device, with_optimizer: bool = False, lora_base: Optional[dict] = None) -> Loaded:
+    """An HF policy or a checkpoint's weights (and, asked for, its optimizer state). `lora_base`: the base of a LoRA
+    checkpoint whose state names none (the tfjs SFT trainer's, which rebuilds its base from the config)."""
     with tempfile.TemporaryDirectory(prefix="cm2-torch-") as d:
         if p["kind"] == "hf":
             _download_hf(store, p["prefix"], d)
@@ -120,7 +121,7 @@ def load_policy(store: Store, p: dict, device: torch.device, with_optimizer: boo
         manifest = store.get_json(p["manifestKey"])
         files = manifest.get("files") or {}
         if ADAPTER_WEIGHTS in files:
-            return _load_lora(store, p["manifestKey"], manifest, d, device, with_optimizer)
+            return _load_lora(store, p["manifestKey"], manifest, d, device, with_optimizer, lora_base)
         for name in ("config.json", "model.safetensors"):
             if name not in files:
                 raise BadPolicy(f"{p['manifestKey']}: the checkpoint has no {name}")
@@ -137,12 +138,12 @@ def load_policy(store: Store, p: dict, device: torch.device, with_optimizer: boo
         return Loaded(_from_folder(d, device), cfg, opt, manifest)
 
 
-def _load_lora(store: Store, manifest_key: str, manifest: dict, d: str, device: torch.device, with_optimizer: bool) -> Loaded:
+def _load_lora(store: Store, manifest_key: str, manifest: dict, d: str, device: torch.device, with_optimizer: bool, default_base: Optional[dict] = None) -> Loaded:
     """A LoRA checkpoint: its base (state.lora.base, an HF policy) with the adapter; trainable (a PeftModel) when the
     optimizer is asked for, else merged into the base (a read-only policy)."""
     from peft import PeftModel
 
-    base = ((manifest.get("state") or {}).get("lora") or {}).get("base")
+    base = ((manifest.get("state") or {}).get("lora") or {}).get("base") or default_base
     if not base or base.get("kind") != "hf" or not base.get("prefix"):
         raise BadPolicy(f"{manifest_key}: a LoRA checkpoint whose state does not name its base (state.lora.base)")
     files = manifest["files"]

@@ -47,3 +47,19 @@ def validate(activity: str, kind: str, value: Any) -> Any:
     if errors:
         raise ContractError(activity, kind, [f"{'.'.join(str(p) for p in e.absolute_path) or '(top)'}: {e.message}" for e in errors])
     return value
+
+
+@lru_cache(maxsize=None)
+def _file_validator(name: str) -> Draft202012Validator:
+    f = contracts()["files"].get(name)
+    if f is None:
+        raise KeyError(f"no contract for file {name!r}")
+    return Draft202012Validator(f)
+
+
+def validate_file(name: str, value: Any, where: str) -> Any:
+    """`value` if it matches the contract of file `name` (contracts.json `files`), else ContractError naming each field."""
+    errors = sorted(_file_validator(name).iter_errors(value), key=lambda e: list(e.absolute_path))
+    if errors:
+        raise ContractError(where, name, [f"{'.'.join(str(p) for p in e.absolute_path) or '(top)'}: {e.message}" for e in errors])
+    return value

@@ -107,3 +107,40 @@ def check_case(name: str, device: torch.device | str = "cpu", wrap: Optional[Cal
             if case_name == "noclip":
                 out.append(deviation(full(p.grad), expected[f"{case_name}.grad.{key}"], "grad", f"{case_name}.grad.{key}"))
     return out
+
+
+def check_sft_case(name: str, device: torch.device | str = "cpu", wrap: Optional[Callable[[torch.nn.Module], torch.nn.Module]] = None) -> list[Deviation]:
+    """Every comparison of one SFT golden case (sft-case.json, sft-expected.safetensors): one step of the SFT loss over
+    several micro-batches (one example cut at maxSeqLen), with the clip off and on."""
+    from .sft import Example, collate as sft_collate, sft_step
+
+    torch.manual_seed(0)
+    d = os.path.join(GOLDEN, name)
+    with open(os.path.join(d, "sft-case.json")) as f:
+        case = json.load(f)
+    config_dir = os.path.join(ROOT, "test", "fixtures", case["model"])
+    expected = load_file(os.path.join(d, "sft-expected.safetensors"))
+    data = [Example(list(e["ids"]), list(e["lossMask"])) for e in case["data"]]
+    st = case["settings"]
+    parts = [sft_collate([data[i] for i in micro], st["maxSeqLen"], st["padId"]) for micro in case["plan"]["micro"]]
+    out: list[Deviation] = []
+    for case_name, max_norm in case["cases"].items():
+        policy = load_model(config_dir, os.path.join(d, "policy.safetensors"), device).train()
+        if wrap is not None:
+            policy = wrap(policy)
+        named = dict(policy.named_parameters())
+        opt = adamw(list(named.values()), st["weightDecay"])
+        r = sft_step(policy, opt, parts, case["plan"]["lr"], max_norm)
+        want = case["metrics"][case_name]
+        for k, v in {"loss": r.loss, "gradNorm": r.grad_norm}.items():
+            out.append(deviation(torch.tensor([v]), torch.tensor([want[k]]), "metric", f"sft.{case_name}.{k}"))
+        out.append(Deviation(f"sft.{case_name}.tokens", 0.0 if r.tokens == want["tokens"] else float("inf"), 0, float(r.tokens), float(want["tokens"])))
+        for n, p in named.items():
+            key = n.replace("_fsdp_wrapped_module.", "")
+            out.append(deviation(full(p), expected[f"{case_name}.weight.{key}"], "weight", f"sft.{case_name}.weight.{key}"))
+            s = opt.state[p]
+            out.append(deviation(full(s["exp_avg"]), expected[f"{case_name}.m.{key}"], "m", f"sft.{case_name}.m.{key}"))
+            out.append(deviation(full(s["exp_avg_sq"]), expected[f"{case_name}.v.{key}"], "v", f"sft.{case_name}.v.{key}"))
+            if case_name == "noclip":
+                out.append(deviation(full(p.grad), expected[f"{case_name}.grad.{key}"], "grad", f"sft.{case_name}.grad.{key}"))
+    return out

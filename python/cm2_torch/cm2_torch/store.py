@@ -33,8 +33,14 @@ class Store:
     def __init__(self, s: Settings):
         u = urlparse(s.s3_endpoint)
         self.bucket = s.bucket
+        kw = {}
+        if s.s3_ca_file:
+            import urllib3
+
+            # an https endpoint whose certificate a private CA signed (s3.caFile)
+            kw["http_client"] = urllib3.PoolManager(cert_reqs="CERT_REQUIRED", ca_certs=s.s3_ca_file, retries=urllib3.Retry(total=3, backoff_factor=0.2))
         self.client = Minio(u.netloc, access_key=s.access_key, secret_key=s.secret_key, session_token=s.session_token,
-                            secure=u.scheme == "https", region=s.s3_region)
+                            secure=u.scheme == "https", region=s.s3_region, **kw)
 
     def exists(self, key: str) -> bool:
         try:
@@ -44,6 +50,10 @@ class Store:
             if e.code in ("NoSuchKey", "NoSuchObject", "NotFound"):
                 return False
             raise
+
+    def list(self, prefix: str) -> list[str]:
+        """Every key under `prefix`."""
+        return [o.object_name for o in self.client.list_objects(self.bucket, prefix=prefix, recursive=True)]
 
     def get_bytes(self, key: str) -> bytes:
         try:

@@ -97,6 +97,7 @@ class TrainContext:
     autocast: Optional[torch.dtype] = None
     attempt: int = 1
     on_micro: Optional[Callable[[int, int], None]] = None
+    on_step: Optional[Callable[[int, int, float], None]] = None  # (step, of, loss) after each SFT step
     log: Callable[[str], None] = print
     broadcast: bool = False
 
@@ -126,12 +127,18 @@ def rl_train(ctx: TrainContext, raw: dict) -> dict:
 
 
 def follow(ctx: TrainContext) -> None:
-    """A rank > 0: runs each update rank 0 sends, until it sends None."""
+    """A rank > 0: runs each task rank 0 sends (an RL update, an SFT run), until it sends None."""
     while True:
         task = broadcast_object(None)
         if task is None:
             return
         if task == "ping":
+            continue
+        if task[0] == "sftTrain":
+            from .sft import run as sft_run
+
+            _, raw, tag, latest = task
+            sft_run(ctx, validate("sftTrain", "input", raw), tag, latest)
             continue
         _, raw, tag = task
         update(ctx, validate("rlTrain", "input", raw), tag)

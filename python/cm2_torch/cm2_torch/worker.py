@@ -1,5 +1,6 @@
-"""The PyTorch worker of the train queue: serves `rlTrain` (the GRPO update) with the same name, input and result as
-the TypeScript worker (contracts.json), on `temporal.taskQueues.train` (default: the gpu queue).
+"""The PyTorch worker of the train queue: serves `rlTrain` (the GRPO update) and `sftTrain` (cold-start SFT, from the
+files `sftPrepare` writes) with the same names, inputs and results as the TypeScript worker (contracts.json), on
+`temporal.taskQueues.train` (default: the gpu queue).
 
     python -m cm2_torch.worker -c config/cm2.yaml [--device cuda|cpu] [--bf16]
     torchrun --nproc_per_node N -m cm2_torch.worker -c config/cm2.yaml        (N ranks; --nnodes for several machines)
@@ -38,6 +39,7 @@ from .config import ConfigError, Settings, load_settings
 from .contracts import ContractError
 from .fsdp import broadcast_object, distributed, init_distributed, rank_device
 from .store import Store
+from .sft import sft_train
 from .train import BadInput, PolicyCache, TrainContext, follow, rl_train
 
 log = logging.getLogger("cm2_torch.worker")
@@ -56,6 +58,15 @@ class TrainActivities:
 
     @activity.defn(name="rlTrain")
     def rl_train(self, raw: dict) -> dict:
+        return self.heartbeating(lambda ctx: rl_train(ctx, raw))
+
+    @activity.defn(name="sftTrain")
+    def sft_train(self, raw: dict) -> dict:
+        return self.heartbeating(lambda ctx: sft_train(ctx, raw))
+
+    def heartbeating(self, body) -> dict:
+        """Runs `body(ctx)` with a heartbeat ticker (the micro-batch and step reached as its detail) and cancellation
+        checked at each micro-batch."""
         info = activity.info()
         progress: dict[str, Any] = {"phase": "start"}
         stop = threading.Event()
@@ -75,14 +86,17 @@ class TrainActivities:
             if activity.is_cancelled():
                 raise Cancelled()
 
+        def on_step(step: int, total: int, loss: float) -> None:
+            progress.update(step=step, total=total, loss=loss)
+
         activity.heartbeat(progress)
         hb = threading.Thread(target=_with_context(ticker), daemon=True)
         hb.start()
         ctx = TrainContext(store=self.store, device=self.device, cache=self.cache, autocast=self.autocast, attempt=info.attempt,
-                           on_micro=on_micro, log=lambda m: activity.logger.info(m))
+                           on_micro=on_micro, on_step=on_step, log=lambda m: activity.logger.info(m))
         try:
             with self.group:
-                return self.guarded(lambda: rl_train(ctx, raw))
+                return self.guarded(lambda: body(ctx))
         except BaseException:
             if ctx.broadcast:
                 self.broken.set()
@@ -108,14 +122,25 @@ def _with_context(fn):
 
 
 async def serve(settings: Settings, device: torch.device, autocast: torch.dtype | None) -> int:
-    tls: Any = True if settings.tls else False
+    tls: Any = False
+    if settings.tls:
+        from temporalio.service import TLSConfig
+
+        tls = TLSConfig(server_root_ca_cert=settings.tls_ca, client_cert=settings.tls_cert, client_private_key=settings.tls_key,
+                        domain=settings.tls_server_name)
     converter = data_converter()
     kw: dict[str, Any] = {"data_converter": converter} if converter else {}
-    client = await Client.connect(settings.temporal_address, namespace=settings.namespace, api_key=settings.api_key, tls=tls, **kw)
+    security = "plaintext" if not settings.tls else "TLS" + (f" ({', '.join(x for x in ('mTLS' if settings.tls_cert else '', 'API key' if settings.api_key else '') if x)})" if settings.tls_cert or settings.api_key else "")
+    try:
+        client = await Client.connect(settings.temporal_address, namespace=settings.namespace, api_key=settings.api_key, tls=tls, **kw)
+    except Exception as e:  # the message names the address and how it was secured, never a secret
+        print(f"cm2_torch worker: Temporal not reachable at {settings.temporal_address} over {security}: {e}; check temporal.tls and the API key variable",
+              file=sys.stderr, flush=True)
+        return 3
     acts = TrainActivities(Store(settings), device, autocast)
     multi = distributed()
     with concurrent.futures.ThreadPoolExecutor(max_workers=1) as executor:
-        worker = Worker(client, task_queue=settings.train_queue, activities=[acts.rl_train], activity_executor=executor,
+        worker = Worker(client, task_queue=settings.train_queue, activities=[acts.rl_train, acts.sft_train], activity_executor=executor,
                         max_concurrent_activities=1, graceful_shutdown_timeout=datetime.timedelta(seconds=30))
         loop = asyncio.get_running_loop()
         done = asyncio.Event()
@@ -140,7 +165,7 @@ async def serve(settings: Settings, device: torch.device, autocast: torch.dtype 
 
         tasks = [asyncio.create_task(watch())] + ([asyncio.create_task(ping())] if multi else [])
         print(f"cm2_torch worker polling {settings.train_queue} on {settings.temporal_address} (namespace {settings.namespace}, "
-              f"device {device}, payloads {'encrypted' if converter else 'not encrypted'}, {torch.distributed.get_world_size() if multi else 1} rank(s), pid {os.getpid()})", flush=True)
+              f"{security}, device {device}, payloads {'encrypted' if converter else 'not encrypted'}, {torch.distributed.get_world_size() if multi else 1} rank(s), pid {os.getpid()})", flush=True)
         async with worker:
             await done.wait()
         for t in tasks:

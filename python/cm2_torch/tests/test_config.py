@@ -30,6 +30,26 @@ class ConfigTest(unittest.TestCase):
         with self.assertRaisesRegex(ConfigError, "CM2_S3_ACCESS_KEY"):
             load_settings(None, {}, self.cwd)
 
+    def test_tls_from_files_and_the_cli_variables(self) -> None:
+        fixtures = os.path.join(os.path.dirname(__file__), "..", "..", "..", "test", "fixtures", "tls")
+        ca, crt, key = (os.path.join(fixtures, n) for n in ("ca.pem", "client.pem", "client.key"))
+        s = load_settings(None, {**CREDS, "TEMPORAL_TLS_SERVER_CA_CERT_PATH": ca, "TEMPORAL_TLS_CLIENT_CERT_PATH": crt, "TEMPORAL_TLS_CLIENT_KEY_PATH": key,
+                                 "TEMPORAL_TLS_SERVER_NAME": "localhost"}, self.cwd)
+        with open(ca, "rb") as f:
+            self.assertEqual(s.tls_ca, f.read())
+        self.assertTrue(s.tls and s.tls_cert and s.tls_key)
+        self.assertEqual(s.tls_server_name, "localhost")
+        s = load_settings(None, {**CREDS, "TEMPORAL_TLS_CLIENT_CERT_DATA": "C", "TEMPORAL_TLS_CLIENT_KEY_DATA": "K"}, self.cwd)
+        self.assertEqual((s.tls, s.tls_cert, s.tls_key, s.tls_ca), (True, b"C", b"K", None))
+        self.assertFalse(load_settings(None, {**CREDS, "TEMPORAL_API_KEY": "k", "TEMPORAL_TLS": "false"}, self.cwd).tls)
+        self.assertTrue(load_settings(None, {**CREDS, "TEMPORAL_API_KEY": "k"}, self.cwd).tls)
+        with self.assertRaisesRegex(ConfigError, "needs its key"):
+            load_settings(None, {**CREDS, "TEMPORAL_TLS_CLIENT_CERT_PATH": crt}, self.cwd)
+        with self.assertRaisesRegex(ConfigError, "cannot read the CA certificate \\(caFile\\) /nonexistent/ca.pem"):
+            load_settings(None, {**CREDS, "TEMPORAL_TLS_CA": "/nonexistent/ca.pem"}, self.cwd)
+        with self.assertRaisesRegex(ConfigError, "not https"):
+            load_settings(None, {**CREDS, "CM2_S3_CA_FILE": ca}, self.cwd)
+
     def test_bad_yaml_names_the_file(self) -> None:
         path = os.path.join(self.cwd, "bad.yaml")
         with open(path, "w") as f:

@@ -21,9 +21,10 @@ import { canonicalJson } from '../../kernel/canonicalJson';
 import { PolicySlot } from '../../model/net/policySlot';
 import { loadStoredHfModel } from '../../storage/policyStore';
 import { type ActivityDeps, heartbeat, once, parseInput, saveReport, workerName } from '../activityKit';
-import { SftTrainInput, SftTrainResult, SftEvalInput, SftEvalResult, SftEvalChunkInput, SftEvalChunkFile, SftEvalMergeInput, SftImportInput, SftImportResult, SftReportInput, SftReport } from './shapes';
+import { SftTrainInput, SftTrainResult, SftEvalInput, SftEvalResult, SftEvalChunkInput, SftEvalChunkFile, SftEvalMergeInput, SftImportInput, SftImportResult, SftReportInput, SftReport, type SftPrepareResult } from './shapes';
 import { importBaseIfMissing } from './importActivity';
 import { baseModel, runSft } from './trainActivity';
+import { prepareSft } from './prepareActivity';
 
 /** The check's result from its samples (one pass, or the chunks' samples in order). */
 function evalResult(which: 'base' | 'sft', result: ToolCallEval): SftEvalResult {
@@ -69,6 +70,13 @@ export function createSftActivities(deps: ActivityDeps) {
       const input = parseInput(SftTrainInput, raw, 'sftTrain');
       await slot.clear(); // the format check's policy is not needed while training
       return once(store, sftKeys.trainResult(input.runId), SftTrainResult, () => runSft(store, input));
+    },
+
+    /** The data, plan and initial policy of a run for a trainer in another language (src/stages/sft/prepareActivity.ts). */
+    async sftPrepare(raw: z.input<typeof SftTrainInput>): Promise<SftPrepareResult> {
+      const input = parseInput(SftTrainInput, raw, 'sftPrepare');
+      await slot.clear();
+      return prepareSft(store, input, (l) => console.log(`[sft ${input.runId}] ${l}`));
     },
 
     /** The base checkpoint folder, imported on this worker first when the config names where it comes from. */

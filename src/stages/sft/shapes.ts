@@ -5,7 +5,17 @@ import { ObjectRef } from '../../storage/store';
 import { ToolCallSample } from './evaluate';
 import { ChunkTiming } from '../../kernel/chunks';
 
-export const SftTrainInput = z.object({ runId: z.string(), sft: SftConfig, sourceKey: z.string().min(1) });
+export const SftTrainInput = z.object({
+  runId: z.string(),
+  sft: SftConfig,
+  sourceKey: z.string().min(1),
+  /**
+   * S3 prefix of the run's prepared data, plan and initial policy (`sftPrepare`, src/stages/sft/prepareActivity.ts), written
+   * when training has a queue of its own: what a trainer that cannot tokenise or build the base itself (a PyTorch
+   * worker) runs from. The tfjs trainer computes the same itself.
+   */
+  prepared: z.string().min(1).optional(),
+});
 export const SftTrainResult = z.object({
   backend: z.string(),
   params: z.number().int(),
@@ -66,3 +76,39 @@ export const SftReport = z.object({
   reportKey: z.string(),
 });
 export type SftReport = z.infer<typeof SftReport>;
+
+/** Files `sftPrepare` writes for a trainer in another language (src/stages/sft/prepareActivity.ts). */
+/** A line of data.jsonl. */
+export const SftDataRow = z.object({
+  ids: z.array(z.number().int().nonnegative()),
+  /** [start, end) of the tokens whose loss counts (the loss mask's runs of 1) */
+  trained: z.array(z.tuple([z.number().int().nonnegative(), z.number().int().nonnegative()])),
+});
+export type SftDataRow = z.infer<typeof SftDataRow>;
+
+const Cursor = z.object({ epoch: z.number().int().nonnegative(), index: z.number().int().nonnegative() });
+
+/** plan.json. */
+export const SftPlanFile = z.object({
+  format: z.literal('cm2-sft-plan/1'),
+  runId: z.string(),
+  /** Dialogues in the source, those longer than maxSeqLen, those left out (no assistant token within maxSeqLen). */
+  examples: z.number().int(),
+  truncated: z.number().int(),
+  untrainable: z.number().int(),
+  /** Lines of data.jsonl. */
+  dataRows: z.number().int(),
+  maxSeqLen: z.number().int().positive(),
+  padId: z.number().int().nonnegative(),
+  maxGradNorm: z.number(),
+  weightDecay: z.number(),
+  checkpointEvery: z.number().int().positive(),
+  /** The trainer state's RNG word (constant over a run; kept in checkpoints as the tfjs trainer keeps it). */
+  rngState: z.number().int(),
+  lora: z.boolean(),
+  steps: z.array(z.object({ lr: z.number(), micro: z.array(z.array(z.number().int().nonnegative())), cursor: Cursor })),
+});
+export type SftPlanFile = z.infer<typeof SftPlanFile>;
+
+export const SftPrepareResult = z.object({ prefix: z.string(), steps: z.number().int(), dataRows: z.number().int(), reused: z.boolean() });
+export type SftPrepareResult = z.infer<typeof SftPrepareResult>;

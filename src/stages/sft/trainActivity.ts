@@ -18,7 +18,7 @@ import { parseQwenConfig } from '../../model/net/qwenConfig';
 import { QwenModel } from '../../model/net/qwen';
 import { hfConfigJson, loadHfCheckpoint } from '../../model/formats/checkpoint';
 import { applySpecialTokenInit, SPECIAL_TOKEN_SOURCES } from '../../model/net/specialTokens';
-import { SftTrainer, type TrainerState } from './trainer';
+import { SftTrainer, type SftConfig as TrainerConfig, type TokenizedExample, type TrainerState } from './trainer';
 import { assignFromWeights, saveTrainingCheckpoint, uploadModelWeights, withCheckpoint } from '../../storage/policyStore';
 import { ADAPTER_CONFIG, ADAPTER_WEIGHTS, layoutOf, LoraAdapter } from '../../model/net/lora';
 import { applyLoraCheckpoint, isLoraCheckpoint, saveLoraCheckpoint } from '../../storage/loraCheckpoint';
@@ -49,17 +49,9 @@ export function baseModel(sft: SftConfig, tok: ChatTokenizer): QwenModel {
   return model;
 }
 
-export interface SftHooks {
-  log?: (line: string) => void;
-}
-
-/** The whole training run (also callable outside Temporal, e.g. by a test's reference run). */
-export async function runSft(store: ObjectStore, input: z.infer<typeof SftTrainInput>, hooks: SftHooks = {}): Promise<SftTrainResult> {
-  const log = hooks.log ?? ((l: string) => console.log(`[sft ${input.runId}] ${l}`));
+/** The training data of a run: the dialogues tokenised, those with no assistant token within maxSeqLen left out. */
+export async function sftData(store: ObjectStore, input: z.infer<typeof SftTrainInput>, tok: ChatTokenizer, log: (line: string) => void): Promise<{ examples: number; truncated: number; untrainable: number; data: TokenizedExample[] }> {
   const { sft } = input;
-  const t0 = Date.now();
-  const backend = await selectBackend(sft.backend, log);
-  const tok = loadChatTokenizer(resolveFromRoot(sft.tokenizerDir));
   const examples = await store.getJsonl(input.sourceKey, Example);
   if (examples.length === 0) throw ApplicationFailure.nonRetryable(`${input.sourceKey}: no training examples`, 'BadInput');
   const tokenized = examples.map((ex) => tokenizeForTraining(ex, tok));
@@ -71,6 +63,38 @@ export async function runSft(store: ObjectStore, input: z.infer<typeof SftTrainI
   if (data.length === 0) {
     throw ApplicationFailure.nonRetryable(`sft.maxSeqLen ${sft.maxSeqLen} cuts every example before its first assistant token; raise it`, 'BadConfig');
   }
+  return { examples: examples.length, truncated, untrainable, data };
+}
+
+/** The adapter a LoRA run starts from (`sft.initAdapter`, else a fresh one seeded with `sft.seed`); none without sft.lora. */
+export function startAdapter(model: QwenModel, sft: SftConfig): LoraAdapter | undefined {
+  if (!sft.lora) {
+    if (sft.initAdapter) throw ApplicationFailure.nonRetryable(`sft.initAdapter ${sft.initAdapter}: needs sft.lora (the adapter's layout)`, 'BadConfig');
+    return undefined;
+  }
+  return sft.initAdapter ? initialAdapter(model, sft.lora, sft.initAdapter) : LoraAdapter.create(model, sft.lora, sft.seed);
+}
+
+/** The trainer's settings from the config. */
+export function trainerConfig(sft: SftConfig, tok: ChatTokenizer): TrainerConfig {
+  return {
+    epochs: sft.epochs, microBatch: sft.microBatch, gradAccum: sft.gradAccum, peakLr: sft.peakLr, warmupRatio: sft.warmupRatio,
+    minLrRatio: sft.minLrRatio, maxGradNorm: sft.maxGradNorm, weightDecay: sft.weightDecay, maxSeqLen: sft.maxSeqLen, seed: sft.seed, padId: tok.special.pad,
+  };
+}
+
+export interface SftHooks {
+  log?: (line: string) => void;
+}
+
+/** The whole training run (also callable outside Temporal, e.g. by a test's reference run). */
+export async function runSft(store: ObjectStore, input: z.infer<typeof SftTrainInput>, hooks: SftHooks = {}): Promise<SftTrainResult> {
+  const log = hooks.log ?? ((l: string) => console.log(`[sft ${input.runId}] ${l}`));
+  const { sft } = input;
+  const t0 = Date.now();
+  const backend = await selectBackend(sft.backend, log);
+  const tok = loadChatTokenizer(resolveFromRoot(sft.tokenizerDir));
+  const { examples, truncated, untrainable, data } = await sftData(store, input, tok, log);
 
   const model = baseModel(sft, tok);
   let optimizer: SftTrainer['optimizer'] | undefined;
@@ -88,14 +112,9 @@ export async function runSft(store: ObjectStore, input: z.infer<typeof SftTrainI
         const applied = await applyLoraCheckpoint(store, latest.manifestKey, latest.manifest, model, { optimizer: true });
         adapter = applied.adapter;
         restoredOptimizer = applied.optimizer;
-      } else adapter = sft.initAdapter ? initialAdapter(model, sft.lora, sft.initAdapter) : LoraAdapter.create(model, sft.lora, sft.seed);
-    } else if (sft.initAdapter) {
-      throw ApplicationFailure.nonRetryable(`sft.initAdapter ${sft.initAdapter}: needs sft.lora (the adapter's layout)`, 'BadConfig');
-    }
-    const trainer = new SftTrainer(model, data, {
-      epochs: sft.epochs, microBatch: sft.microBatch, gradAccum: sft.gradAccum, peakLr: sft.peakLr, warmupRatio: sft.warmupRatio,
-      minLrRatio: sft.minLrRatio, maxGradNorm: sft.maxGradNorm, weightDecay: sft.weightDecay, maxSeqLen: sft.maxSeqLen, seed: sft.seed, padId: tok.special.pad,
-    }, adapter ? loraTrainable(adapter) : undefined);
+      } else adapter = startAdapter(model, sft);
+    } else startAdapter(model, sft);
+    const trainer = new SftTrainer(model, data, trainerConfig(sft, tok), adapter ? loraTrainable(adapter) : undefined);
     optimizer = trainer.optimizer;
     if (latest && restoredOptimizer) trainer.restore(latest.manifest.state['trainer'] as TrainerState, restoredOptimizer);
     else if (latest) {
@@ -107,7 +126,7 @@ export async function runSft(store: ObjectStore, input: z.infer<typeof SftTrainI
     }
     if (latest) log(`resumed from checkpoint step ${latest.manifest.step}/${trainer.total}`);
     const resumedFrom = trainer.state.step;
-    log(`${examples.length} examples (${truncated} truncated to ${sft.maxSeqLen} tokens), ${model.numParams()} parameters${adapter ? ` (LoRA: ${adapter.numParams()} trained)` : ''}, ${trainer.total} steps on ${backend}`);
+    log(`${examples} examples (${truncated} truncated to ${sft.maxSeqLen} tokens), ${model.numParams()} parameters${adapter ? ` (LoRA: ${adapter.numParams()} trained)` : ''}, ${trainer.total} steps on ${backend}`);
     let trainedTokens = 0;
     const save = async () => {
       if (adapter) await saveLoraCheckpoint(store, prefix, trainer.state.step, adapter, trainer.optimizer, undefined, { trainer: trainer.state }, { config: hfConfigJson(model) });
@@ -139,7 +158,7 @@ export async function runSft(store: ObjectStore, input: z.infer<typeof SftTrainI
     return {
       backend,
       params: model.numParams(),
-      examples: examples.length,
+      examples,
       truncated,
       untrainable,
       steps: trainer.state.step,

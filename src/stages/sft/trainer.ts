@@ -94,6 +94,42 @@ export function collate(batch: readonly TokenizedExample[], maxSeqLen: number, p
   return { ids, targets, mask, tokens };
 }
 
+/** One optimizer step's share of the data: its learning rate, its micro-batches (example indices), the cursor after it. */
+export interface StepPlan {
+  lr: number;
+  micro: number[][];
+  cursor: DataCursor;
+}
+
+/**
+ * Step `step` of a run over `dataLength` examples that starts at `cursor` (what every trainer of the run follows: the
+ * tfjs one here, a PyTorch worker through the plan file `sftPrepare` writes, src/stages/sft/prepareActivity.ts).
+ */
+export function planStep(cfg: SftConfig, dataLength: number, step: number, cursor: DataCursor): StepPlan {
+  const total = totalSteps(dataLength, cfg);
+  const lr = lrAt(step, { peakLr: cfg.peakLr, totalSteps: total, warmupSteps: warmupStepsOf(total, cfg.warmupRatio), minRatio: cfg.minLrRatio });
+  const micro: number[][] = [];
+  for (let k = 0; k < cfg.gradAccum; k++) {
+    const { indices, next } = takeBatch(cursor, cfg.microBatch, dataLength, cfg.seed, cfg.epochs);
+    cursor = next;
+    if (indices.length === 0) break;
+    micro.push(indices);
+  }
+  return { lr, micro, cursor };
+}
+
+/** Every step of a run, from the start. */
+export function planRun(cfg: SftConfig, dataLength: number): StepPlan[] {
+  const steps: StepPlan[] = [];
+  let cursor: DataCursor = { epoch: 0, index: 0 };
+  for (let s = 0; s < totalSteps(dataLength, cfg); s++) {
+    const p = planStep(cfg, dataLength, s, cursor);
+    steps.push(p);
+    cursor = p.cursor;
+  }
+  return steps;
+}
+
 export class SftTrainer {
   readonly optimizer: AdamW;
   state: TrainerState;
@@ -131,16 +167,13 @@ export class SftTrainer {
   async step(onMicro?: (done: number, total: number) => void): Promise<StepMetrics> {
     const t0 = Date.now();
     const { cfg } = this;
-    const lr = lrAt(this.state.step, { peakLr: cfg.peakLr, totalSteps: this.total, warmupSteps: warmupStepsOf(this.total, cfg.warmupRatio), minRatio: cfg.minLrRatio });
+    const plan = planStep(cfg, this.data.length, this.state.step, this.state.cursor);
+    const { lr, cursor } = plan;
     const sums = new Map<string, tf.Tensor>();
     let lossSum = 0;
     let micro = 0;
     let tokens = 0;
-    let cursor = this.state.cursor;
-    for (let k = 0; k < cfg.gradAccum; k++) {
-      const { indices, next } = takeBatch(cursor, cfg.microBatch, this.data.length, cfg.seed, cfg.epochs);
-      cursor = next;
-      if (indices.length === 0) break;
+    for (const [k, indices] of plan.micro.entries()) {
       const batch = collate(indices.map((i) => this.data[i]!), cfg.maxSeqLen, cfg.padId);
       if (batch.tokens === 0) continue;
       const { value, grads } = tf.variableGrads(() => this.model.loss(batch.ids, batch.targets, batch.mask), [...this.trainable.tape.values()]);

@@ -55,8 +55,15 @@ export async function sftWorkflow(input: SftWorkflowInput): Promise<SftReport> {
     if (imported.imported) progress.counts['imported_base'] = 1;
   }
   const base = await evaluate('base');
-  phase('train', 'cold-start SFT on the gpu queue (progress in the activity heartbeat)');
-  const train = await trainer.sftTrain({ runId: input.runId, sft: input.sft, sourceKey: input.sourceKey });
+  // Training on a queue of its own may be served by another engine (a PyTorch worker): it runs from prepared files
+  // (the data tokenised, the plan, the initial policy), written on a gpu worker first. A patch: older runs replay without it.
+  let prepared: string | undefined;
+  if (input.taskQueues.train && patched(PATCH.sftPrepare)) {
+    phase('prepare', `the tokenised data, the step plan and the initial policy for the ${input.taskQueues.train} queue`);
+    prepared = (await acts.sftPrepare({ runId: input.runId, sft: input.sft, sourceKey: input.sourceKey })).prefix;
+  }
+  phase('train', `cold-start SFT on the ${input.taskQueues.train ?? input.taskQueues.gpu} queue (progress in the activity heartbeat)`);
+  const train = await trainer.sftTrain({ runId: input.runId, sft: input.sft, sourceKey: input.sourceKey, ...(prepared ? { prepared } : {}) });
   progress.counts['steps'] = train.steps;
   const sft = await evaluate('sft', train.finalPrefix);
   phase('report', 'writing the report');

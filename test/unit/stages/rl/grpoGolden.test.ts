@@ -2,7 +2,7 @@
  * The GRPO update against its golden fixture (test/fixtures/grpo-golden, scripts/make-grpo-golden.ts; issue 32 item 3),
  * on each tfjs backend: per-token log-probabilities of the three policies at the temperature, the update's metrics, the
  * pre-clip gradient (clip off), the weights and AdamW moments after the update with the clip off and on. The PyTorch
- * worker is checked against the same files (python/cm2_torch/tests).
+ * worker is checked against the same files (python/cm2_torch/tests). The same for one cold-start SFT step (sft-case.json).
  */
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
@@ -15,6 +15,7 @@ import { readHfConfig } from '../../../../src/model/formats/checkpoint';
 import { parseSafetensors } from '../../../../src/model/formats/safetensors';
 import { collateGrpo, GrpoTrainer, type GrpoSequence } from '../../../../src/stages/rl/grpo';
 import { projectRoot } from '../../../../src/infra/binaries';
+import { planStep, SftTrainer, type SftConfig } from '../../../../src/stages/sft/trainer';
 import { exactnessBackends } from '../../../helpers/env';
 
 const GOLDEN = path.join(projectRoot, 'test', 'fixtures', 'grpo-golden');
@@ -80,5 +81,45 @@ for (const backend of exactnessBackends()) for (const name of ['tiny-qwen3', 'ti
     }
     behaviour.dispose();
     reference.dispose();
+  });
+}
+
+const SftCase = z.object({
+  model: z.string(),
+  data: z.array(z.object({ ids: z.array(z.number()), lossMask: z.array(z.number()) })),
+  settings: z.looseObject({ maxSeqLen: z.number(), padId: z.number(), microBatch: z.number(), gradAccum: z.number(), weightDecay: z.number() }),
+  plan: z.object({ lr: z.number(), micro: z.array(z.array(z.number())) }),
+  cases: z.record(z.string(), z.number()),
+  metrics: z.record(z.string(), z.record(z.string(), z.number())),
+});
+
+for (const backend of exactnessBackends()) for (const name of ['tiny-qwen3', 'tiny-llama-tied']) {
+  test(`SFT step equals its golden fixture [${name}, ${backend}]`, async () => {
+    await selectBackend(backend);
+    const dir = path.join(GOLDEN, name);
+    const c = SftCase.parse(JSON.parse(readFileSync(path.join(dir, 'sft-case.json'), 'utf8')));
+    const configDir = path.join(projectRoot, 'test', 'fixtures', c.model);
+    const expected = parseSafetensors(readFileSync(path.join(dir, 'sft-expected.safetensors'))).tensors;
+    const settings = c.settings as unknown as SftConfig;
+    // the plan the fixture records is the one the trainer follows (what a PyTorch worker reads from plan.json)
+    const plan = planStep(settings, c.data.length, 0, { epoch: 0, index: 0 });
+    assert.deepEqual(plan.micro, c.plan.micro);
+    assert.equal(plan.lr, c.plan.lr);
+    for (const [caseName, maxGradNorm] of Object.entries(c.cases)) {
+      const policy = load(dir, 'policy.safetensors', configDir);
+      const trainer = new SftTrainer(policy, c.data, { ...settings, maxGradNorm });
+      const r = await trainer.step();
+      const want = c.metrics[caseName]!;
+      for (const k of ['loss', 'gradNorm'] as const) assertClose([r[k]], [want[k]!], 1e-5, 1e-4, `sft.${caseName}.${k}`);
+      assert.equal(r.tokens, want['tokens']);
+      const state = trainer.optimizer.state();
+      for (const [n, t] of policy.namedWeights()) {
+        assertClose(t.data, expected.get(`${caseName}.weight.${n}`)!.data, 1e-5, 1e-4, `sft.${caseName}.weight.${n}`);
+        assertClose(policy.toHfLayout(n, state.m.get(n)!), expected.get(`${caseName}.m.${n}`)!.data, 1e-6, 1e-3, `sft.${caseName}.m.${n}`);
+        assertClose(policy.toHfLayout(n, state.v.get(n)!), expected.get(`${caseName}.v.${n}`)!.data, 1e-8, 2e-3, `sft.${caseName}.v.${n}`);
+      }
+      trainer.optimizer.dispose();
+      policy.dispose();
+    }
   });
 }
