@@ -22,6 +22,11 @@
  *                  policy.safetensors: the examples (ids and loss mask, one longer than maxSeqLen), the step's plan (its
  *                  micro-batches as example indices, its learning rate), per case the loss, gradient norm and trained
  *                  tokens, and `<case>.{grad,weight,m,v}.<name>` as above.
+ *   lora/          the GRPO update (the same batch, policies and settings) training LoRA adapters on the policy
+ *                  (GOLDEN_LORA: every linear module of the layers, rsLoRA off, two token rows), from an adapter whose
+ *                  B is not zero (so that A has a gradient too), in PEFT's format (adapter_config.json,
+ *                  adapter_model.safetensors); lora-case.json (settings, metrics) and lora-expected.safetensors
+ *                  (`<case>.{grad,weight,m,v}.<PEFT tensor name>`).
  */
 import { mkdirSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
@@ -32,6 +37,10 @@ import type { QwenModel } from '../src/model/net/qwen';
 import { collateGrpo, GrpoTrainer, type GrpoSequence, type GrpoStepConfig } from '../src/stages/rl/grpo';
 import { projectRoot } from '../src/infra/binaries';
 import { planStep, SftTrainer, type SftConfig, type TokenizedExample } from '../src/stages/sft/trainer';
+import { LoraAdapter } from '../src/model/net/lora';
+import { loraTrainable } from '../src/model/net/trainable';
+import { LoraSettings } from '../src/kernel/loraSettings';
+import { rmSync } from 'node:fs';
 
 const OUT = path.join(projectRoot, 'test', 'fixtures', 'grpo-golden');
 export const GOLDEN_MODELS = ['hf-tiny-qwen3', 'hf-tiny-llama-tied'] as const;
@@ -116,6 +125,56 @@ async function goldenSft(dir: string, out: string, name: string): Promise<void> 
   console.log(`${out} (sft): ${JSON.stringify(metrics)}`);
 }
 
+/** The LoRA case's adapter layout. */
+export const GOLDEN_LORA = LoraSettings.parse({ rank: 4, alpha: 8, trainTokens: [5, 9] });
+
+async function goldenLora(dir: string, out: string, name: string, reference: QwenModel, behaviour: QwenModel): Promise<void> {
+  // The starting adapter: PEFT's initialisation, then B drawn small and non-zero, written in PEFT's format.
+  const adapterDir = path.join(out, 'lora');
+  rmSync(adapterDir, { recursive: true, force: true });
+  {
+    const base = loadHfCheckpoint(dir);
+    const fresh = LoraAdapter.create(base, GOLDEN_LORA, 3);
+    const r = rng(13);
+    const tensors = new Map<string, { shape: number[]; data: Float32Array }>();
+    for (const e of fresh.entries()) {
+      const data = Float32Array.from(e.data());
+      if (e.name.endsWith('lora_B.weight')) for (let i = 0; i < data.length; i++) data[i] = 0.05 * (2 * r() - 1);
+      tensors.set(e.name, { shape: [...e.shape], data });
+    }
+    mkdirSync(adapterDir, { recursive: true });
+    writeFileSync(path.join(adapterDir, 'adapter_config.json'), `${JSON.stringify(fresh.configJson(null), null, 2)}\n`);
+    writeFileSync(path.join(adapterDir, 'adapter_model.safetensors'), serializeSafetensors(tensors, { format: 'pt' }));
+    fresh.dispose();
+    base.dispose();
+  }
+  const expected = new Map<string, { shape: number[]; data: Float32Array }>();
+  const metrics: Record<string, unknown> = {};
+  const { weightDecay, ...step } = GOLDEN_STEP;
+  for (const [caseName, maxGradNorm] of Object.entries(GOLDEN_CASES)) {
+    const policy = loadHfCheckpoint(dir);
+    const adapter = LoraAdapter.load(policy, adapterDir);
+    const trainer = new GrpoTrainer(policy, reference, weightDecay, loraTrainable(adapter));
+    const r = await trainer.step(goldenBatch(), { ...step, maxGradNorm }, undefined, behaviour);
+    metrics[caseName] = { loss: r.loss, pgLoss: r.pgLoss, kl: r.kl, clipFrac: r.clipFrac, gradNorm: r.gradNorm, policyTokens: r.policyTokens, sequences: r.sequences, activeSequences: r.activeSequences };
+    const state = trainer.optimizer.state();
+    for (const e of adapter.entries()) {
+      const shape = [...e.shape];
+      expected.set(`${caseName}.weight.${e.name}`, { shape, data: Float32Array.from(e.data()) });
+      const m = Float32Array.from(state.m.get(e.name)!); // the adapter's own layout is HF's (hfTransposed: false)
+      expected.set(`${caseName}.m.${e.name}`, { shape, data: m });
+      expected.set(`${caseName}.v.${e.name}`, { shape, data: Float32Array.from(state.v.get(e.name)!) });
+      if (caseName === 'noclip') expected.set(`${caseName}.grad.${e.name}`, { shape, data: m.map((x) => x / 0.1) });
+    }
+    trainer.optimizer.dispose();
+    adapter.dispose();
+    policy.dispose();
+  }
+  writeFileSync(path.join(out, 'lora-expected.safetensors'), serializeSafetensors(expected));
+  writeFileSync(path.join(out, 'lora-case.json'), `${JSON.stringify({ model: name, lora: GOLDEN_LORA, cases: GOLDEN_CASES, metrics }, null, 2)}\n`);
+  console.log(`${out} (lora): ${JSON.stringify(metrics)}`);
+}
+
 function perturbed(dir: string, scale: number, seed: number): QwenModel {
   const m = loadHfCheckpoint(dir);
   const r = rng(seed);
@@ -165,6 +224,7 @@ async function main(): Promise<void> {
     writeFileSync(path.join(out, 'expected.safetensors'), serializeSafetensors(expected));
     writeFileSync(path.join(out, 'case.json'), `${JSON.stringify({ model: name, batch, step: GOLDEN_STEP, cases: GOLDEN_CASES, beta1: 0.9, beta2: 0.999, eps: 1e-8, metrics }, null, 2)}\n`);
     console.log(`${out}: ${JSON.stringify(metrics)}`);
+    await goldenLora(dir, out, name, reference, behaviour);
     for (const m of [policy0, behaviour, reference]) m.dispose();
     await goldenSft(dir, out, name);
   }

@@ -1,4 +1,4 @@
-"""Rank invariance: the golden GRPO update (and SFT step) with the policy sharded by FSDP2 over the ranks of a torchrun launch
+"""Rank invariance: the golden GRPO update (and SFT step, and LoRA update) with the policy sharded by FSDP2 over the ranks of a torchrun launch
 (gloo on the CPU), micro-batches split between the ranks, checked against the same fixture as one process.
 
     torchrun --nproc_per_node 2 -m cm2_torch.dist_check
@@ -13,15 +13,15 @@ import torch
 import torch.distributed as dist
 
 from .fsdp import init_distributed, shard
-from .golden import CASES, check_case, check_sft_case
+from .golden import CASES, check_case, check_lora_case, check_sft_case
 
 
 def main() -> int:
     torch.set_num_threads(1)
     rank, world = init_distributed(torch.device("cpu"))
     failed = 0
-    for name, check in [(n, check_case) for n in CASES] + [(f"sft:{n}", check_sft_case) for n in CASES]:
-        devs = check(name.removeprefix("sft:"), "cpu", wrap=shard)
+    for name, check in [(n, check_case) for n in CASES] + [(f"sft:{n}", check_sft_case) for n in CASES] + [(f"lora:{n}", check_lora_case) for n in CASES]:
+        devs = check(name.split(":")[-1], "cpu", wrap=shard)
         worst = max(devs, key=lambda d: d.ratio)
         bad = [d for d in devs if d.ratio > 1.0]
         failed += len(bad)

@@ -144,3 +144,52 @@ def check_sft_case(name: str, device: torch.device | str = "cpu", wrap: Optional
             if case_name == "noclip":
                 out.append(deviation(full(p.grad), expected[f"{case_name}.grad.{key}"], "grad", f"sft.{case_name}.grad.{key}"))
     return out
+
+
+def check_lora_case(name: str, device: torch.device | str = "cpu", wrap: Optional[Callable[[torch.nn.Module], torch.nn.Module]] = None) -> list[Deviation]:
+    """Every comparison of one LoRA golden case (lora-case.json, lora/, lora-expected.safetensors): the GRPO update of
+    the golden batch training, through PEFT, the adapter (and token rows) the tfjs trainer trained, clip off and on.
+    Tensors by PEFT's names (as adapter_model.safetensors holds them)."""
+    from peft import PeftModel
+
+    from .checkpoint import peft_name
+
+    torch.manual_seed(0)
+    d = os.path.join(GOLDEN, name)
+    with open(os.path.join(d, "case.json")) as f:
+        case = json.load(f)
+    with open(os.path.join(d, "lora-case.json")) as f:
+        lcase = json.load(f)
+    config_dir = os.path.join(ROOT, "test", "fixtures", case["model"])
+    expected = load_file(os.path.join(d, "lora-expected.safetensors"))
+    batch = [GrpoSequence.from_json(s) for s in case["batch"]]
+    st = case["step"]
+    behaviour = load_model(config_dir, os.path.join(d, "behaviour.safetensors"), device).eval()
+    reference = load_model(config_dir, os.path.join(d, "reference.safetensors"), device).eval()
+    out: list[Deviation] = []
+    for case_name, max_norm in lcase["cases"].items():
+        base = load_model(config_dir, os.path.join(d, "policy.safetensors"), device)
+        policy = PeftModel.from_pretrained(base, os.path.join(d, "lora"), is_trainable=True).to(device).train()
+        if wrap is not None:
+            wrap(policy.base_model.model)
+        named = {peft_name(n): p for n, p in policy.named_parameters() if p.requires_grad}
+        opt = adamw(list(named.values()), st["weightDecay"])
+        cfg = GrpoStepConfig(lr=st["lr"], max_grad_norm=max_norm, micro_batch=st["microBatch"], pad_id=st["padId"], clip_low=st["clipLow"],
+                             clip_high=st["clipHigh"], clip_ratio_c=st["clipRatioC"], kl_coef=st["klCoef"], temperature=st["temperature"])
+        r = grpo_step(policy, reference, opt, batch, cfg, behaviour=behaviour)
+        want = lcase["metrics"][case_name]
+        got = {"loss": r.loss, "pgLoss": r.pg_loss, "kl": r.kl, "clipFrac": r.clip_frac, "gradNorm": r.grad_norm}
+        for k, v in got.items():
+            out.append(deviation(torch.tensor([v]), torch.tensor([want[k]]), "metric", f"lora.{case_name}.{k}"))
+        names = sorted(k[len(f"{case_name}.weight."):] for k in expected if k.startswith(f"{case_name}.weight."))
+        out.append(Deviation(f"lora.{case_name}.names", 0.0 if sorted(named) == names else float("inf"), 0, float(len(named)), float(len(names))))
+        for key, p in named.items():
+            if f"{case_name}.weight.{key}" not in expected:
+                continue
+            out.append(deviation(full(p), expected[f"{case_name}.weight.{key}"], "weight", f"lora.{case_name}.weight.{key}"))
+            s = opt.state[p]
+            out.append(deviation(full(s["exp_avg"]), expected[f"{case_name}.m.{key}"], "m", f"lora.{case_name}.m.{key}"))
+            out.append(deviation(full(s["exp_avg_sq"]), expected[f"{case_name}.v.{key}"], "v", f"lora.{case_name}.v.{key}"))
+            if case_name == "noclip":
+                out.append(deviation(full(p.grad), expected[f"{case_name}.grad.{key}"], "grad", f"lora.{case_name}.grad.{key}"))
+    return out

@@ -1,4 +1,4 @@
-"""Rank invariance: the golden GRPO update and SFT step with the policy sharded by FSDP2 over 2 ranks of a torchrun launch (gloo,
+"""Rank invariance: the golden GRPO update, SFT step and LoRA update with the policy sharded by FSDP2 over 2 ranks of a torchrun launch (gloo,
 CPU; micro-batches split between the ranks, gradients summed) equals the fixture, as one process does
 (cm2_torch/dist_check.py)."""
 import json
@@ -18,7 +18,7 @@ class RankInvarianceTest(unittest.TestCase):
         out = r.stdout + r.stderr
         self.assertEqual(r.returncode, 0, out[-4000:])
         rows = [json.loads(line) for line in r.stdout.splitlines() if line.startswith("{")]
-        self.assertEqual(sorted(x["case"] for x in rows), ["sft:tiny-llama-tied", "sft:tiny-qwen3", "tiny-llama-tied", "tiny-qwen3"], out[-2000:])
+        self.assertEqual(sorted(x["case"] for x in rows), ["lora:tiny-llama-tied", "lora:tiny-qwen3", "sft:tiny-llama-tied", "sft:tiny-qwen3", "tiny-llama-tied", "tiny-qwen3"], out[-2000:])
         for x in rows:
             self.assertEqual(x["world"], 2)
             self.assertEqual(x["failed"], 0, x)

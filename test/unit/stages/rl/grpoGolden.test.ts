@@ -2,7 +2,8 @@
  * The GRPO update against its golden fixture (test/fixtures/grpo-golden, scripts/make-grpo-golden.ts; issue 32 item 3),
  * on each tfjs backend: per-token log-probabilities of the three policies at the temperature, the update's metrics, the
  * pre-clip gradient (clip off), the weights and AdamW moments after the update with the clip off and on. The PyTorch
- * worker is checked against the same files (python/cm2_torch/tests). The same for one cold-start SFT step (sft-case.json).
+ * worker is checked against the same files (python/cm2_torch/tests). The same for one cold-start SFT step (sft-case.json)
+ * and for the update training LoRA adapters (lora-case.json).
  */
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
@@ -16,6 +17,8 @@ import { parseSafetensors } from '../../../../src/model/formats/safetensors';
 import { collateGrpo, GrpoTrainer, type GrpoSequence } from '../../../../src/stages/rl/grpo';
 import { projectRoot } from '../../../../src/infra/binaries';
 import { planStep, SftTrainer, type SftConfig } from '../../../../src/stages/sft/trainer';
+import { LoraAdapter } from '../../../../src/model/net/lora';
+import { loraTrainable } from '../../../../src/model/net/trainable';
 import { exactnessBackends } from '../../../helpers/env';
 
 const GOLDEN = path.join(projectRoot, 'test', 'fixtures', 'grpo-golden');
@@ -121,5 +124,43 @@ for (const backend of exactnessBackends()) for (const name of ['tiny-qwen3', 'ti
       trainer.optimizer.dispose();
       policy.dispose();
     }
+  });
+}
+
+const LoraCase = z.object({ model: z.string(), cases: z.record(z.string(), z.number()), metrics: z.record(z.string(), z.record(z.string(), z.number())) });
+
+for (const backend of exactnessBackends()) for (const name of ['tiny-qwen3', 'tiny-llama-tied']) {
+  test(`GRPO update of LoRA adapters equals its golden fixture [${name}, ${backend}]`, async () => {
+    await selectBackend(backend);
+    const dir = path.join(GOLDEN, name);
+    const c = Case.parse(JSON.parse(readFileSync(path.join(dir, 'case.json'), 'utf8')));
+    const lc = LoraCase.parse(JSON.parse(readFileSync(path.join(dir, 'lora-case.json'), 'utf8')));
+    const configDir = path.join(projectRoot, 'test', 'fixtures', c.model);
+    const expected = parseSafetensors(readFileSync(path.join(dir, 'lora-expected.safetensors'))).tensors;
+    const behaviour = load(dir, 'behaviour.safetensors', configDir);
+    const reference = load(dir, 'reference.safetensors', configDir);
+    const { weightDecay, ...step } = c.step;
+    for (const [caseName, maxGradNorm] of Object.entries(lc.cases)) {
+      const policy = load(dir, 'policy.safetensors', configDir);
+      const adapter = LoraAdapter.load(policy, path.join(dir, 'lora'));
+      const trainer = new GrpoTrainer(policy, reference, weightDecay, loraTrainable(adapter));
+      const r = await trainer.step(c.batch, { ...step, maxGradNorm }, undefined, behaviour);
+      const want = lc.metrics[caseName]!;
+      for (const k of ['loss', 'pgLoss', 'kl', 'clipFrac', 'gradNorm']) assertClose([r[k as keyof typeof r] as number], [want[k]!], 1e-5, 1e-4, `lora.${caseName}.${k}`);
+      const state = trainer.optimizer.state();
+      let n = 0;
+      for (const e of adapter.entries()) {
+        assertClose(e.data(), expected.get(`${caseName}.weight.${e.name}`)!.data, 1e-5, 1e-4, `lora.${caseName}.weight.${e.name}`);
+        assertClose(state.m.get(e.name)!, expected.get(`${caseName}.m.${e.name}`)!.data, 1e-6, 1e-3, `lora.${caseName}.m.${e.name}`);
+        assertClose(state.v.get(e.name)!, expected.get(`${caseName}.v.${e.name}`)!.data, 1e-8, 2e-3, `lora.${caseName}.v.${e.name}`);
+        n++;
+      }
+      assert.equal(n, [...expected.keys()].filter((k) => k.startsWith(`${caseName}.weight.`)).length);
+      trainer.optimizer.dispose();
+      adapter.dispose();
+      policy.dispose();
+    }
+    behaviour.dispose();
+    reference.dispose();
   });
 }
