@@ -1,6 +1,7 @@
 """The trainer core on a GPU, without Temporal (issue 32, item 7; scripts/verify-torch-gpu.sh runs it):
 
-1. the golden fixture's parity on the device (the same comparisons as tests/test_golden.py, float32);
+1. the golden fixture's parity on the device (the same comparisons as tests/test_golden.py, float32: the GRPO update,
+   the SFT step, the LoRA update);
 2. the same under FSDP2 (`fully_shard` per decoder layer and at the root; one rank, NCCL on CUDA, gloo on a CPU);
 3. GRPO steps of a SmolLM2-135M-shaped and a Qwen2.5-0.5B-shaped model (random weights: no model hub there) in bf16
    autocast over float32 weights, full fine-tuning and LoRA (PEFT, r 8 on every projection, the reference is the base
@@ -22,7 +23,7 @@ from typing import Any, Callable
 
 import torch
 
-from .golden import CASES, check_case
+from .golden import CASES, check_case, check_lora_case, check_sft_case
 from .fsdp import init_single_rank, shard
 from .grpo import GrpoSequence, GrpoStepConfig, Span, adamw, grpo_step
 
@@ -55,8 +56,9 @@ def section(name: str, results: dict, fn: Callable[[], Any]) -> None:
 
 def golden(device: torch.device, wrap=None) -> dict:
     out = {}
-    for name in CASES:
-        devs = check_case(name, device, wrap)
+    # the GRPO update, the SFT step and the LoRA update through PEFT (the last two added after the H200 run in bench/README.md)
+    for name, check in [(n, check_case) for n in CASES] + [(f"sft:{n}", check_sft_case) for n in CASES] + [(f"lora:{n}", check_lora_case) for n in CASES]:
+        devs = check(name.split(":")[-1], device, wrap)
         worst = max(devs, key=lambda d: d.ratio)
         bad = [d for d in devs if d.ratio > 1.0]
         out[name] = {"comparisons": len(devs), "failed": len(bad), "worst": worst.what, "worstRatio": worst.ratio}
