@@ -77,6 +77,23 @@ export const GOLDEN_STEP: Omit<GrpoStepConfig, 'maxGradNorm'> & { weightDecay: n
 };
 export const GOLDEN_CASES = { noclip: 1e9, clip: 1 } as const;
 
+type Expected = Map<string, { shape: number[]; data: Float32Array }>;
+
+/**
+ * A case's weights and AdamW moments after its update, in HF layout, and (clip off) the pre-clip gradient: AdamW's
+ * first moment after one step is (1 − β1)·g.
+ */
+function recordUpdate(expected: Expected, caseName: string, policy: QwenModel, optimizer: { state(): { m: { get(n: string): Float32Array | undefined }; v: { get(n: string): Float32Array | undefined } } }): void {
+  const state = optimizer.state();
+  for (const [n, t] of policy.namedWeights()) {
+    expected.set(`${caseName}.weight.${n}`, t);
+    const m = policy.toHfLayout(n, state.m.get(n)!);
+    expected.set(`${caseName}.m.${n}`, { shape: t.shape, data: m });
+    expected.set(`${caseName}.v.${n}`, { shape: t.shape, data: policy.toHfLayout(n, state.v.get(n)!) });
+    if (caseName === 'noclip') expected.set(`${caseName}.grad.${n}`, { shape: t.shape, data: m.map((x) => x / 0.1) });
+  }
+}
+
 /** The SFT examples: six dialogues over ids 3..63, trained (assistant) runs of tokens, one longer than maxSeqLen. */
 export function goldenSftData(): TokenizedExample[] {
   const r = rng(9);
@@ -109,14 +126,7 @@ async function goldenSft(dir: string, out: string, name: string): Promise<void> 
     const trainer = new SftTrainer(policy, data, { ...GOLDEN_SFT, maxGradNorm });
     const r = await trainer.step();
     metrics[caseName] = { loss: r.loss, gradNorm: r.gradNorm, tokens: r.tokens, lr: r.lr };
-    const state = trainer.optimizer.state();
-    for (const [n, t] of policy.namedWeights()) {
-      expected.set(`${caseName}.weight.${n}`, t);
-      const m = policy.toHfLayout(n, state.m.get(n)!);
-      expected.set(`${caseName}.m.${n}`, { shape: t.shape, data: m });
-      expected.set(`${caseName}.v.${n}`, { shape: t.shape, data: policy.toHfLayout(n, state.v.get(n)!) });
-      if (caseName === 'noclip') expected.set(`${caseName}.grad.${n}`, { shape: t.shape, data: m.map((x) => x / 0.1) });
-    }
+    recordUpdate(expected, caseName, policy, trainer.optimizer);
     trainer.optimizer.dispose();
     policy.dispose();
   }
@@ -210,14 +220,7 @@ async function main(): Promise<void> {
       const { weightDecay: _wd, ...step } = GOLDEN_STEP;
       const r = await trainer.step(batch, { ...step, maxGradNorm }, undefined, behaviour);
       metrics[caseName] = { loss: r.loss, pgLoss: r.pgLoss, kl: r.kl, clipFrac: r.clipFrac, gradNorm: r.gradNorm, policyTokens: r.policyTokens, sequences: r.sequences, activeSequences: r.activeSequences };
-      const state = trainer.optimizer.state();
-      for (const [n, t] of policy.namedWeights()) {
-        expected.set(`${caseName}.weight.${n}`, t);
-        const m = policy.toHfLayout(n, state.m.get(n)!);
-        expected.set(`${caseName}.m.${n}`, { shape: t.shape, data: m });
-        expected.set(`${caseName}.v.${n}`, { shape: t.shape, data: policy.toHfLayout(n, state.v.get(n)!) });
-        if (caseName === 'noclip') expected.set(`${caseName}.grad.${n}`, { shape: t.shape, data: m.map((x) => x / 0.1) });
-      }
+      recordUpdate(expected, caseName, policy, trainer.optimizer);
       trainer.optimizer.dispose();
       policy.dispose();
     }

@@ -60,20 +60,53 @@ def deviation(actual: torch.Tensor, expected: torch.Tensor, kind: str, what: str
     return Deviation(what, float(r[i]) if r.numel() else 0.0, i, float(a[i]) if a.numel() else 0.0, float(e[i]) if e.numel() else 0.0)
 
 
-def check_case(name: str, device: torch.device | str = "cpu", wrap: Optional[Callable[[torch.nn.Module], torch.nn.Module]] = None) -> list[Deviation]:
-    """Every comparison of one golden case; `wrap` (e.g. FSDP2's fully_shard) is applied to the trained policy."""
+def open_case(name: str, case_file: str, expected_file: Optional[str]) -> tuple[str, dict, str, Optional[dict]]:
+    """A case's folder, its JSON, the folder of the model config it names, its expected tensors (seeds torch first)."""
     torch.manual_seed(0)
     d = os.path.join(GOLDEN, name)
-    with open(os.path.join(d, "case.json")) as f:
+    with open(os.path.join(d, case_file)) as f:
         case = json.load(f)
     config_dir = os.path.join(ROOT, "test", "fixtures", case["model"])
-    expected = load_file(os.path.join(d, "expected.safetensors"))
+    return d, case, config_dir, load_file(os.path.join(d, expected_file)) if expected_file else None
+
+
+def step_config(st: dict, max_norm: float) -> GrpoStepConfig:
+    """The GRPO settings of case.json's `step` with the case's gradient bound."""
+    return GrpoStepConfig(lr=st["lr"], max_grad_norm=max_norm, micro_batch=st["microBatch"], pad_id=st["padId"], clip_low=st["clipLow"],
+                          clip_high=st["clipHigh"], clip_ratio_c=st["clipRatioC"], kl_coef=st["klCoef"], temperature=st["temperature"])
+
+
+def fresh_policy(config_dir: str, d: str, device, wrap, weight_decay: float):
+    """The case's policy to train (wrapped, e.g. sharded, when asked), its parameters by name and its AdamW."""
+    policy = load_model(config_dir, os.path.join(d, "policy.safetensors"), device).train()
+    if wrap is not None:
+        policy = wrap(policy)
+    named = dict(policy.named_parameters())
+    return policy, named, adamw(list(named.values()), weight_decay)
+
+
+def compare_update(named: dict, opt: torch.optim.Optimizer, expected: dict, case_name: str, label: str) -> list[Deviation]:
+    """Each parameter's weight and AdamW moments after the update against the fixture's (and, clip off, its gradient)."""
+    out = []
+    for n, p in named.items():
+        key = n.replace("_fsdp_wrapped_module.", "")
+        out.append(deviation(full(p), expected[f"{case_name}.weight.{key}"], "weight", f"{label}{case_name}.weight.{key}"))
+        s = opt.state[p]
+        out.append(deviation(full(s["exp_avg"]), expected[f"{case_name}.m.{key}"], "m", f"{label}{case_name}.m.{key}"))
+        out.append(deviation(full(s["exp_avg_sq"]), expected[f"{case_name}.v.{key}"], "v", f"{label}{case_name}.v.{key}"))
+        if case_name == "noclip":
+            out.append(deviation(full(p.grad), expected[f"{case_name}.grad.{key}"], "grad", f"{label}{case_name}.grad.{key}"))
+    return out
+
+
+def check_case(name: str, device: torch.device | str = "cpu", wrap: Optional[Callable[[torch.nn.Module], torch.nn.Module]] = None) -> list[Deviation]:
+    """Every comparison of one golden case; `wrap` (e.g. FSDP2's fully_shard) is applied to the trained policy."""
+    d, case, config_dir, expected = open_case(name, "case.json", "expected.safetensors")
     batch = [GrpoSequence.from_json(s) for s in case["batch"]]
     st = case["step"]
 
     def cfg(max_norm: float) -> GrpoStepConfig:
-        return GrpoStepConfig(lr=st["lr"], max_grad_norm=max_norm, micro_batch=st["microBatch"], pad_id=st["padId"], clip_low=st["clipLow"],
-                              clip_high=st["clipHigh"], clip_ratio_c=st["clipRatioC"], kl_coef=st["klCoef"], temperature=st["temperature"])
+        return step_config(st, max_norm)
 
     out: list[Deviation] = []
     behaviour = load_model(config_dir, os.path.join(d, "behaviour.safetensors"), device).eval()
@@ -85,11 +118,7 @@ def check_case(name: str, device: torch.device | str = "cpu", wrap: Optional[Cal
             lp = token_logprobs(m, rows.ids, rows.targets, st["temperature"])
         out.append(deviation(lp, expected[f"logp.{label}"], "logp", f"logp.{label}"))
     for case_name, max_norm in case["cases"].items():
-        policy = load_model(config_dir, os.path.join(d, "policy.safetensors"), device).train()
-        if wrap is not None:
-            policy = wrap(policy)
-        named = dict(policy.named_parameters())
-        opt = adamw(list(named.values()), st["weightDecay"])
+        policy, named, opt = fresh_policy(config_dir, d, device, wrap, st["weightDecay"])
         r = grpo_step(policy, reference, opt, batch, cfg(max_norm), behaviour=behaviour)
         want = case["metrics"][case_name]
         got = {"loss": r.loss, "pgLoss": r.pg_loss, "kl": r.kl, "clipFrac": r.clip_frac, "gradNorm": r.grad_norm}
@@ -98,14 +127,7 @@ def check_case(name: str, device: torch.device | str = "cpu", wrap: Optional[Cal
         counts = [r.policy_tokens, r.sequences, r.active_sequences]
         want_counts = [want["policyTokens"], want["sequences"], want["activeSequences"]]
         out.append(Deviation(f"{case_name}.counts", 0.0 if counts == want_counts else float("inf"), 0, float(sum(counts)), float(sum(want_counts))))
-        for n, p in named.items():
-            key = n.replace("_fsdp_wrapped_module.", "")
-            out.append(deviation(full(p), expected[f"{case_name}.weight.{key}"], "weight", f"{case_name}.weight.{key}"))
-            s = opt.state[p]
-            out.append(deviation(full(s["exp_avg"]), expected[f"{case_name}.m.{key}"], "m", f"{case_name}.m.{key}"))
-            out.append(deviation(full(s["exp_avg_sq"]), expected[f"{case_name}.v.{key}"], "v", f"{case_name}.v.{key}"))
-            if case_name == "noclip":
-                out.append(deviation(full(p.grad), expected[f"{case_name}.grad.{key}"], "grad", f"{case_name}.grad.{key}"))
+        out += compare_update(named, opt, expected, case_name, "")
     return out
 
 
@@ -114,35 +136,19 @@ def check_sft_case(name: str, device: torch.device | str = "cpu", wrap: Optional
     several micro-batches (one example cut at maxSeqLen), with the clip off and on."""
     from .sft import Example, collate as sft_collate, sft_step
 
-    torch.manual_seed(0)
-    d = os.path.join(GOLDEN, name)
-    with open(os.path.join(d, "sft-case.json")) as f:
-        case = json.load(f)
-    config_dir = os.path.join(ROOT, "test", "fixtures", case["model"])
-    expected = load_file(os.path.join(d, "sft-expected.safetensors"))
+    d, case, config_dir, expected = open_case(name, "sft-case.json", "sft-expected.safetensors")
     data = [Example(list(e["ids"]), list(e["lossMask"])) for e in case["data"]]
     st = case["settings"]
     parts = [sft_collate([data[i] for i in micro], st["maxSeqLen"], st["padId"]) for micro in case["plan"]["micro"]]
     out: list[Deviation] = []
     for case_name, max_norm in case["cases"].items():
-        policy = load_model(config_dir, os.path.join(d, "policy.safetensors"), device).train()
-        if wrap is not None:
-            policy = wrap(policy)
-        named = dict(policy.named_parameters())
-        opt = adamw(list(named.values()), st["weightDecay"])
+        policy, named, opt = fresh_policy(config_dir, d, device, wrap, st["weightDecay"])
         r = sft_step(policy, opt, parts, case["plan"]["lr"], max_norm)
         want = case["metrics"][case_name]
         for k, v in {"loss": r.loss, "gradNorm": r.grad_norm}.items():
             out.append(deviation(torch.tensor([v]), torch.tensor([want[k]]), "metric", f"sft.{case_name}.{k}"))
         out.append(Deviation(f"sft.{case_name}.tokens", 0.0 if r.tokens == want["tokens"] else float("inf"), 0, float(r.tokens), float(want["tokens"])))
-        for n, p in named.items():
-            key = n.replace("_fsdp_wrapped_module.", "")
-            out.append(deviation(full(p), expected[f"{case_name}.weight.{key}"], "weight", f"sft.{case_name}.weight.{key}"))
-            s = opt.state[p]
-            out.append(deviation(full(s["exp_avg"]), expected[f"{case_name}.m.{key}"], "m", f"sft.{case_name}.m.{key}"))
-            out.append(deviation(full(s["exp_avg_sq"]), expected[f"{case_name}.v.{key}"], "v", f"sft.{case_name}.v.{key}"))
-            if case_name == "noclip":
-                out.append(deviation(full(p.grad), expected[f"{case_name}.grad.{key}"], "grad", f"sft.{case_name}.grad.{key}"))
+        out += compare_update(named, opt, expected, case_name, "sft.")
     return out
 
 
@@ -154,14 +160,8 @@ def check_lora_case(name: str, device: torch.device | str = "cpu", wrap: Optiona
 
     from .checkpoint import peft_name
 
-    torch.manual_seed(0)
-    d = os.path.join(GOLDEN, name)
-    with open(os.path.join(d, "case.json")) as f:
-        case = json.load(f)
-    with open(os.path.join(d, "lora-case.json")) as f:
-        lcase = json.load(f)
-    config_dir = os.path.join(ROOT, "test", "fixtures", case["model"])
-    expected = load_file(os.path.join(d, "lora-expected.safetensors"))
+    d, case, config_dir, _ = open_case(name, "case.json", None)
+    _, lcase, _, expected = open_case(name, "lora-case.json", "lora-expected.safetensors")
     batch = [GrpoSequence.from_json(s) for s in case["batch"]]
     st = case["step"]
     behaviour = load_model(config_dir, os.path.join(d, "behaviour.safetensors"), device).eval()
@@ -174,22 +174,12 @@ def check_lora_case(name: str, device: torch.device | str = "cpu", wrap: Optiona
             wrap(policy.base_model.model)
         named = {peft_name(n): p for n, p in policy.named_parameters() if p.requires_grad}
         opt = adamw(list(named.values()), st["weightDecay"])
-        cfg = GrpoStepConfig(lr=st["lr"], max_grad_norm=max_norm, micro_batch=st["microBatch"], pad_id=st["padId"], clip_low=st["clipLow"],
-                             clip_high=st["clipHigh"], clip_ratio_c=st["clipRatioC"], kl_coef=st["klCoef"], temperature=st["temperature"])
-        r = grpo_step(policy, reference, opt, batch, cfg, behaviour=behaviour)
+        r = grpo_step(policy, reference, opt, batch, step_config(st, max_norm), behaviour=behaviour)
         want = lcase["metrics"][case_name]
         got = {"loss": r.loss, "pgLoss": r.pg_loss, "kl": r.kl, "clipFrac": r.clip_frac, "gradNorm": r.grad_norm}
         for k, v in got.items():
             out.append(deviation(torch.tensor([v]), torch.tensor([want[k]]), "metric", f"lora.{case_name}.{k}"))
         names = sorted(k[len(f"{case_name}.weight."):] for k in expected if k.startswith(f"{case_name}.weight."))
         out.append(Deviation(f"lora.{case_name}.names", 0.0 if sorted(named) == names else float("inf"), 0, float(len(named)), float(len(names))))
-        for key, p in named.items():
-            if f"{case_name}.weight.{key}" not in expected:
-                continue
-            out.append(deviation(full(p), expected[f"{case_name}.weight.{key}"], "weight", f"lora.{case_name}.weight.{key}"))
-            s = opt.state[p]
-            out.append(deviation(full(s["exp_avg"]), expected[f"{case_name}.m.{key}"], "m", f"lora.{case_name}.m.{key}"))
-            out.append(deviation(full(s["exp_avg_sq"]), expected[f"{case_name}.v.{key}"], "v", f"lora.{case_name}.v.{key}"))
-            if case_name == "noclip":
-                out.append(deviation(full(p.grad), expected[f"{case_name}.grad.{key}"], "grad", f"lora.{case_name}.grad.{key}"))
+        out += compare_update({k: p for k, p in named.items() if f"{case_name}.weight.{k}" in expected}, opt, expected, case_name, "lora.")
     return out
