@@ -27,8 +27,9 @@ from typing import Optional, Sequence
 import torch
 from safetensors.torch import save_file
 
-from .checkpoint import (ADAPTER_CONFIG, ADAPTER_WEIGHTS, BadPolicy, Loaded, _cpu, load_policy, save_checkpoint, save_lora_checkpoint)
-from .contracts import validate
+from .checkpoint import (ADAPTER_CONFIG, ADAPTER_WEIGHTS, BadPolicy, Loaded, _cpu, load_policy, new_attempt_tag, restore_adamw, save_checkpoint,
+                         save_lora_checkpoint)
+from .contracts import validate, validate_file
 from .fsdp import broadcast_object, distributed, shard
 from .grpo import _world, adamw, global_grad_norm, token_logprobs
 from .store import NotFound, Store, sha256_file
@@ -168,8 +169,6 @@ def sft_train(ctx: TrainContext, raw: dict) -> dict:
         raise BadInput("sftTrain: the input names no prepared files (`prepared`): the PyTorch trainer runs from what sftPrepare writes, "
                        "which the SFT workflow schedules when temporal.taskQueues.train names a queue of its own")
     latest = latest_checkpoint(ctx.store, keys["checkpoints"])
-    from .checkpoint import new_attempt_tag
-
     tag = new_attempt_tag(ctx.attempt)
     if distributed():
         ctx.broadcast = True
@@ -182,7 +181,7 @@ def run(ctx: TrainContext, inp: dict, tag: str, latest: Optional[str]) -> dict:
     store, keys = ctx.store, sft_keys(inp["runId"])
     t0 = time.time()
     prepared = inp["prepared"]
-    plan = validate_file(store, f"{prepared}/plan.json")
+    plan = read_plan(store, f"{prepared}/plan.json")
     data = read_data(store, f"{prepared}/data.jsonl")
     if len(data) != plan["dataRows"]:
         raise BadInput(f"s3 {prepared}/data.jsonl: {len(data)} rows, plan.json says {plan['dataRows']}")
@@ -211,8 +210,6 @@ def run(ctx: TrainContext, inp: dict, tag: str, latest: Optional[str]) -> dict:
         shard(model.base_model.model if lora else model)
     opt = adamw([p for p in model.parameters() if p.requires_grad], plan["weightDecay"])
     if loaded.optimizer is not None:
-        from .checkpoint import restore_adamw
-
         try:
             restore_adamw(opt, model, loaded.optimizer, latest)
         except BadPolicy as e:
@@ -236,7 +233,7 @@ def run(ctx: TrainContext, inp: dict, tag: str, latest: Optional[str]) -> dict:
                      if lora else save_checkpoint(store, keys["checkpoints"], s + 1, model, opt, loaded.config_json, lambda _w: {"trainer": trainer_state}, tag))
             if saved is not None and not saved[3]:
                 ctx.log(f"sftTrain step {s + 1}: another attempt committed this checkpoint first; its checkpoint stands, this attempt goes on")
-        if ctx.log and ((s + 1) % 10 == 0 or s + 1 == total):
+        if (s + 1) % 10 == 0 or s + 1 == total:
             ctx.log(f"step {s + 1}/{total} loss {m.loss:.4f} lr {st['lr']:.2e} |g| {m.grad_norm:.3f} {m.tokens} tok")
     ref = _write_final(store, inp, keys, prepared, model, loaded, lora)
     if ref is None:  # a rank > 0
@@ -249,14 +246,13 @@ def run(ctx: TrainContext, inp: dict, tag: str, latest: Optional[str]) -> dict:
     return result
 
 
-def validate_file(store: Store, key: str) -> dict:
-    from .contracts import validate_file as check
-
+def read_plan(store: Store, key: str) -> dict:
+    """plan.json, checked against its contract (contracts.json `files.sftPlan`)."""
     try:
         plan = store.get_json(key)
     except NotFound as e:
         raise BadInput(f"s3 {key}: not found (sftPrepare writes it before sftTrain)") from e
-    return check("sftPlan", plan, f"s3 {key}:")
+    return validate_file("sftPlan", plan, f"s3 {key}:")
 
 
 def _with_adapter(store: Store, model: torch.nn.Module, prefix: str, device: torch.device) -> torch.nn.Module:

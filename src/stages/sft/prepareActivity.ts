@@ -26,25 +26,9 @@ import { ADAPTER_CONFIG, ADAPTER_WEIGHTS } from '../../model/net/lora';
 import { uploadModelWeights } from '../../storage/policyStore';
 import { sftKeys } from '../../run/layout';
 import { Rng } from '../../kernel/dataOrder';
-import { planRun, totalSteps, type TokenizedExample } from './trainer';
+import { dataRow, planRun } from './trainer';
 import { baseModel, sftData, startAdapter, trainerConfig } from './trainActivity';
-import { SftPlanFile, type SftDataRow, type SftPrepareResult, type SftTrainInput } from './shapes';
-
-/** The loss mask as spans of 1s. */
-export function maskSpans(mask: readonly number[]): [number, number][] {
-  const out: [number, number][] = [];
-  for (let i = 0; i < mask.length; i++) {
-    if (mask[i] !== 1) continue;
-    const start = i;
-    while (i < mask.length && mask[i] === 1) i++;
-    out.push([start, i]);
-  }
-  return out;
-}
-
-export function dataRow(ex: TokenizedExample): SftDataRow {
-  return { ids: ex.ids, trained: maskSpans(ex.lossMask) };
-}
+import { SftPlanFile, type SftPrepareResult, type SftTrainInput } from './shapes';
 
 /** Writes the prepared files (skipped when plan.json is there: written last, it means the rest is complete). */
 export async function prepareSft(store: ObjectStore, input: z.infer<typeof SftTrainInput>, log: (line: string) => void): Promise<SftPrepareResult> {
@@ -81,7 +65,6 @@ export async function prepareSft(store: ObjectStore, input: z.infer<typeof SftTr
     format: 'cm2-sft-plan/1', runId: input.runId, examples, truncated, untrainable, dataRows: data.length, maxSeqLen: sft.maxSeqLen, padId: cfg.padId,
     maxGradNorm: sft.maxGradNorm, weightDecay: sft.weightDecay, checkpointEvery: sft.checkpointEvery, rngState: new Rng(sft.seed).state, lora: Boolean(sft.lora), steps,
   };
-  if (steps.length !== totalSteps(data.length, cfg)) throw new Error(`sftPrepare: planned ${steps.length} steps, expected ${totalSteps(data.length, cfg)}`);
   await store.putJson(planKey, plan);
   log(`prepared ${data.length} examples and ${steps.length} steps under ${prefix}`);
   return { prefix, steps: steps.length, dataRows: data.length, reused: false };

@@ -107,13 +107,11 @@ export async function runSft(store: ObjectStore, input: z.infer<typeof SftTrainI
       throw ApplicationFailure.nonRetryable(`${latest.manifestKey}: the checkpoint holds ${sft.lora ? 'full weights' : 'a LoRA adapter'}, but sft.lora is ${sft.lora ? 'set' : 'null'}: a run cannot switch between LoRA and full fine-tuning`, 'BadConfig');
     }
     let restoredOptimizer: AdamWState | undefined;
-    if (sft.lora) {
-      if (latest) {
-        const applied = await applyLoraCheckpoint(store, latest.manifestKey, latest.manifest, model, { optimizer: true });
-        adapter = applied.adapter;
-        restoredOptimizer = applied.optimizer;
-      } else adapter = startAdapter(model, sft);
-    } else startAdapter(model, sft);
+    if (sft.lora && latest) {
+      const applied = await applyLoraCheckpoint(store, latest.manifestKey, latest.manifest, model, { optimizer: true });
+      adapter = applied.adapter;
+      restoredOptimizer = applied.optimizer;
+    } else adapter = startAdapter(model, sft); // none without sft.lora (refuses sft.initAdapter then)
     const trainer = new SftTrainer(model, data, trainerConfig(sft, tok), adapter ? loraTrainable(adapter) : undefined);
     optimizer = trainer.optimizer;
     if (latest && restoredOptimizer) trainer.restore(latest.manifest.state['trainer'] as TrainerState, restoredOptimizer);

@@ -130,6 +130,23 @@ export function planRun(cfg: SftConfig, dataLength: number): StepPlan[] {
   return steps;
 }
 
+/** The loss mask as spans of 1s. */
+export function maskSpans(mask: readonly number[]): [number, number][] {
+  const out: [number, number][] = [];
+  for (let i = 0; i < mask.length; i++) {
+    if (mask[i] !== 1) continue;
+    const start = i;
+    while (i < mask.length && mask[i] === 1) i++;
+    out.push([start, i]);
+  }
+  return out;
+}
+
+/** A line of the prepared data.jsonl (src/stages/sft/prepareActivity.ts). */
+export function dataRow(ex: TokenizedExample): { ids: number[]; trained: [number, number][] } {
+  return { ids: ex.ids, trained: maskSpans(ex.lossMask) };
+}
+
 export class SftTrainer {
   readonly optimizer: AdamW;
   state: TrainerState;
