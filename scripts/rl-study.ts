@@ -72,7 +72,8 @@ import { studyFileReportData, studyFileSvgs } from '../src/report/studyFileRepor
 import { emptyStudyFile, parseStudyFile, promptRewards, studyFileMarkdown, studyFileText, withPolicy, withSearch, type StudyEpisodes, type StudyFile, type StudyFilePolicy, type StudySearch } from '../src/report/studyFile';
 import { firstStepCounts } from '../src/report/firstStep';
 import { RolloutFile } from '../src/stages/rl/shapes';
-import type { Example } from '../src/kernel/schema';
+import { digestEpisodes, digestMarkdown, type RunDigests } from '../src/report/episodeDigest';
+import type { AnnotatedExample } from '../src/stages/checklist/schema';
 import { importBaseIfMissing } from '../src/stages/sft/importActivity';
 import { modelMergeCommand } from '../src/cli/modelCommand';
 import { selectBackend } from '../src/model/net/backend';
@@ -97,6 +98,7 @@ const { values: args } = parseArgs({
     'sft-adapter': { type: 'string', default: '' },
     search: { type: 'string', default: '' },
     note: { type: 'string', default: '' },
+    digests: { type: 'boolean', default: false },
   },
 });
 
@@ -378,7 +380,7 @@ function saveResults(file: string, f: StudyFile, piece: string, extra: string[] 
 }
 
 /** The last held-out evaluation of a run: per-prompt rewards from its advantage rows, and the run's curves. */
-async function heldOutOf(store: ObjectStore, runId: string): Promise<Pick<StudyFilePolicy, 'heldOut' | 'train' | 'evals' | 'episodes'> & { step: number }> {
+async function heldOutOf(store: ObjectStore, runId: string): Promise<Pick<StudyFilePolicy, 'heldOut' | 'train' | 'evals' | 'episodes' | 'digests'> & { step: number }> {
   const rows = await readRlRows(store, runId);
   const h = heldOutSummary(rows);
   const last = h.evals.at(-1);
@@ -387,8 +389,19 @@ async function heldOutOf(store: ObjectStore, runId: string): Promise<Pick<StudyF
   const file = await store.getJson<{ rows?: { id: string; reward?: number }[] }>(key);
   const train = rows.flatMap((r) => (r.kind === 'step' ? [{ step: r.step, mean: r.reward.mean, std: r.reward.std, ...(r.kl !== undefined ? { kl: r.kl } : {}) }] : []));
   const episodes = await withFirstStep(store, runId, last.step, lastEvalEpisodes(rows));
-  return { step: last.step, heldOut: promptRewards(file.rows ?? [], key), evals: h.evals.map((e) => ({ step: e.step, mean: e.mean, se: e.se })), ...(train.length ? { train } : {}), ...(episodes ? { episodes } : {}) };
+  const digests = await digestsOf(store, runId, last.step, train.map((t) => t.step));
+  return { step: last.step, heldOut: promptRewards(file.rows ?? [], key), evals: h.evals.map((e) => ({ step: e.step, mean: e.mean, se: e.se })), ...(train.length ? { train } : {}), ...(episodes ? { episodes } : {}), ...(digests ? { digests } : {}) };
 }
+
+/** The finished rollouts of a step or evaluation folder: the merged file, or else its last phase. */
+async function folderRollouts(store: ObjectStore, folder: string) {
+  const phases = (await store.list(`${folder}/`)).filter((k) => /\/phase-\d+\.json$/.test(k)).sort();
+  const key = (await store.exists(rlKeys.merged(folder))) ? rlKeys.merged(folder) : phases.at(-1);
+  if (!key) throw new Error(`no rollouts in ${folder}/`);
+  return (await store.getJson(key, RolloutFile)).rollouts;
+}
+
+const runExamples = async (store: ObjectStore, runId: string) => new Map((await store.getJsonl<AnnotatedExample>(rlKeys.folder(runId, 'data', 'examples.jsonl'))).map((e) => [e.uuid, e] as const));
 
 /**
  * Adds the first-step outcomes of an evaluation (its finished rollouts against the run's examples) to its format
@@ -396,19 +409,36 @@ async function heldOutOf(store: ObjectStore, runId: string): Promise<Pick<StudyF
  */
 async function withFirstStep(store: ObjectStore, runId: string, step: number, episodes: StudyEpisodes | undefined): Promise<StudyEpisodes | undefined> {
   if (!episodes) return episodes;
-  const folder = rlKeys.eval(runId, step);
   try {
-    const phases = (await store.list(`${folder}/`)).filter((k) => /\/phase-\d+\.json$/.test(k)).sort();
-    const key = (await store.exists(rlKeys.merged(folder))) ? rlKeys.merged(folder) : phases.at(-1);
-    if (!key) throw new Error(`no rollouts in ${folder}/`);
-    const { rollouts } = await store.getJson(key, RolloutFile);
-    const examples = new Map((await store.getJsonl<Example>(rlKeys.folder(runId, 'data', 'examples.jsonl'))).map((e) => [e.uuid, e] as const));
-    const { counts, unmatched } = firstStepCounts(rollouts, examples);
+    const rollouts = await folderRollouts(store, rlKeys.eval(runId, step));
+    const { counts, unmatched } = firstStepCounts(rollouts, await runExamples(store, runId));
     if (unmatched) log(`${runId}: ${unmatched} episode(s) of step ${step} without a first step or an example, left out of the first-step counts`);
     return { ...episodes, firstStep: counts };
   } catch (e) {
     log(`${runId}: first-step outcomes left out (${(e as Error).message.split('\n')[0]})`);
     return episodes;
+  }
+}
+
+/**
+ * The digests of a run (src/report/episodeDigest.ts): its evaluation after `evalStep` and every training step's groups,
+ * with the rewards of their advantage rows; left out, with a line in the log, when S3 no longer has them.
+ */
+async function digestsOf(store: ObjectStore, runId: string, evalStep: number, steps: readonly number[]): Promise<RunDigests | undefined> {
+  try {
+    const examples = await runExamples(store, runId);
+    const of = async (folder: string, groups: boolean) => {
+      // the rows as written (the trainer's schema, AdvantagesFile, leaves their rewards out)
+      const rows = (await store.getJson<{ rows?: { id: string; reward?: number }[] }>(rlKeys.advantages(folder))).rows ?? [];
+      const rewards = new Map(rows.flatMap((r) => (typeof r.reward === 'number' ? [[r.id, r.reward] as const] : [])));
+      return digestEpisodes(await folderRollouts(store, folder), rewards, examples, groups);
+    };
+    const out: RunDigests = { evalStep, eval: await of(rlKeys.eval(runId, evalStep), false), steps: [] };
+    for (const step of [...new Set(steps)].sort((a, b) => a - b)) out.steps.push({ step, groups: await of(rlKeys.step(runId, step), true) });
+    return out;
+  } catch (e) {
+    log(`${runId}: episode digests left out (${(e as Error).message.split('\n')[0]})`);
+    return undefined;
   }
 }
 
@@ -520,6 +550,7 @@ async function runPieces(client: Client, store: ObjectStore, base: Cm2Config, pl
       ...(held.train ? { train: held.train } : {}),
       evals: held.evals,
       ...(held.episodes ? { episodes: held.episodes } : {}),
+      ...(held.digests ? { digests: held.digests } : {}),
     };
     f = withPolicy(readResults(file), p.label, entry); // re-read: another piece may have been recorded meanwhile
     saveResults(file, f, `${p.label} (${((Date.now() - t0) / 60000).toFixed(0)} min)`);
@@ -538,7 +569,8 @@ async function runSearch(client: Client, store: ObjectStore, base: Cm2Config, ct
   const name = args.search;
   if (!/^[A-Za-z0-9][A-Za-z0-9._-]*$/.test(name)) throw new Error(`--search ${name}: a name of letters, digits, '.', '_' and '-'`);
   let f = readResults(file);
-  if (f.searches[name]) {
+  const prior = f.searches[name];
+  if (prior && !(args.digests && !prior.digests)) {
     log(`search ${name}: recorded already in ${path.relative(projectRoot, file)} (skipped)`);
     writeStudyOutputs(file, f);
     return;
@@ -550,6 +582,11 @@ async function runSearch(client: Client, store: ObjectStore, base: Cm2Config, ct
     run: { id: runId },
     rl: { ...base.rl, sourceKey: ctx.sourceKey, policyPrefix: ctx.sftPrefix, ...(name === 'sft' ? { steps: 0 } : {}), eval: { ...base.rl.eval, on: 'validation', atStart: name === 'sft' } },
   };
+  if (prior) {
+    const now = canonicalJson(trainingSettings(rlInput(cfg).rl));
+    if (now !== canonicalJson(prior.settings)) throw new Error(`--search ${name} --digests: the settings differ from the recorded run's (give the same CM2_CFG__rl__… overrides):\n  recorded: ${canonicalJson(prior.settings)}\n  now:      ${now}`);
+    log(`search ${name}: recorded without episode digests; running it again for them (the same settings)`);
+  }
   const t0 = Date.now();
   const result = await runRl(client, { label: `search ${name}`, kind: name === 'sft' ? 'sft' : 'rl', runId, cfg });
   const held = await heldOutOf(store, runId);
@@ -560,13 +597,43 @@ async function runSearch(client: Client, store: ObjectStore, base: Cm2Config, ct
     ...(held.train ? { train: held.train } : {}),
     evals: held.evals,
     ...(held.episodes ? { episodes: held.episodes } : {}),
+    ...(held.digests ? { digests: held.digests } : {}),
     runId,
     ...provenance(),
     ...(args.note ? { note: args.note } : result.stopped ? { note: `stopped at step ${result.steps}` } : {}),
   };
+  const minutes = ((Date.now() - t0) / 60000).toFixed(0);
+  if (prior) {
+    // a rerun for its digests: the same validation rewards (greedy, seeded) add the digests to the recorded run;
+    // different ones are a run of their own, recorded beside it
+    const differ = Object.keys(prior.validation).filter((u) => Math.abs((prior.validation[u] ?? 0) - (entry.validation[u] ?? Number.NaN)) > 1e-9 || !(u in entry.validation));
+    const at = `${entry.commit ?? 'this commit'}, ${minutes} min`;
+    if (differ.length === 0 && entry.digests) {
+      f = withSearch(readResults(file), name, { ...prior, digests: entry.digests, note: `${prior.note ? `${prior.note}; ` : ''}rerun for its episode digests (${at}): every validation reward the same` });
+      saveResults(file, f, `search ${name}: its episode digests (rerun, ${minutes} min)`);
+    } else {
+      const other = `${name}-rerun`;
+      f = withSearch(readResults(file), other, { ...entry, note: `${entry.note ? `${entry.note}; ` : ''}a rerun of ${name} for its episode digests (${at}): ${differ.length} of ${Object.keys(prior.validation).length} validation rewards differ from the recorded run's${entry.digests ? '' : '; no digests (see the log)'}` });
+      saveResults(file, f, `search ${other} (${minutes} min)`);
+    }
+    writeStudyOutputs(file, f);
+    return;
+  }
   f = withSearch(readResults(file), name, entry);
-  saveResults(file, f, `search ${name} (${((Date.now() - t0) / 60000).toFixed(0)} min)`);
+  saveResults(file, f, `search ${name} (${minutes} min)`);
   writeStudyOutputs(file, f);
+}
+
+/**
+ * The diagnosis of every search run and RL policy that has episode digests, against the SFT policy's (the search's
+ * baseline `sft`, the policies' `sft`), as one Markdown file; undefined when there are none.
+ */
+function studyDigestsMarkdown(f: StudyFile, name: string): string | undefined {
+  const parts: string[] = [];
+  for (const [n, s] of Object.entries(f.searches)) if (s.digests && n !== 'sft') parts.push(digestMarkdown(`search ${n}`, s.digests, 'sft', f.searches.sft?.digests));
+  for (const [n, p] of Object.entries(f.policies)) if (p.digests && p.kind === 'rl') parts.push(digestMarkdown(n, p.digests, 'sft', f.policies.sft?.digests, 'held-out'));
+  if (!parts.length) return undefined;
+  return `# Episode digests of study \`${name}\`\n\nMade from \`docs/results/${name}.json\` by \`npx tsx scripts/rl-study.ts --results docs/results/${name}.json --report-only\` (src/report/episodeDigest.ts says how to read it).\n\n${parts.join('\n')}\n`;
 }
 
 /**
@@ -588,6 +655,12 @@ function writeStudyOutputs(file: string, f: StudyFile): void {
   const data = ReportData.parse(studyFileReportData(f, { name, generatedAt: new Date().toISOString(), source: rel }));
   writeFileSync(path.join(dir, 'report.html'), renderReport(data));
   writeFileSync(path.join(dir, 'report.json'), JSON.stringify(data, null, 2));
+  const digests = studyDigestsMarkdown(f, name);
+  if (digests) {
+    const out = path.join(path.dirname(file), `${name}-digests.md`);
+    writeFileSync(out, digests);
+    log(`written: ${path.relative(projectRoot, out)}`);
+  }
   const block = studyFileMarkdown(f);
   console.log(`\n${block}\n`);
   log(`written: ${svgFiles.map((x) => path.relative(projectRoot, x)).join(', ') || 'no charts yet'}, ${path.relative(projectRoot, path.join(dir, 'report.html'))}`);

@@ -11,6 +11,7 @@
 import { z } from 'zod';
 import { promptMeanStats } from '../kernel/heldOut';
 import { FIRST_STEP_KINDS } from './firstStep';
+import { RunDigests } from './episodeDigest';
 
 const Count = z.object({ correct: z.number().int().nonnegative(), total: z.number().int().nonnegative() });
 
@@ -51,6 +52,8 @@ export const StudyFilePolicy = z.object({
   evals: z.array(z.object({ step: z.number().int().nonnegative(), mean: z.number(), se: z.number().nullable() })).optional(),
   /** What its held-out episodes did (the format figures): items passed per focus, end reasons. */
   episodes: StudyEpisodes.optional(),
+  /** Digests of its held-out episodes and of each training step's groups (src/report/episodeDigest.ts). */
+  digests: RunDigests.optional(),
   /** Free text: what happened (a stopped run, a failure), recorded with the numbers. */
   note: z.string().optional(),
 }).strict();
@@ -71,6 +74,8 @@ export const StudySearch = z.object({
   evals: z.array(z.object({ step: z.number().int().nonnegative(), mean: z.number(), se: z.number().nullable() })).optional(),
   /** What its validation episodes did at the last evaluation. */
   episodes: StudyEpisodes.optional(),
+  /** Digests of its last evaluation's episodes and of each training step's groups (src/report/episodeDigest.ts). */
+  digests: RunDigests.optional(),
   runId: z.string().optional(),
   commit: z.string().optional(),
   machine: z.string().optional(),

@@ -7,7 +7,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
-import { existsSync, mkdtempSync, readFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { parseStudyFile } from '../../src/report/studyFile';
@@ -78,6 +78,22 @@ test('rl-study --results: the SFT and one RL piece on the same held-out prompts,
     assert.deepEqual(Object.keys(s.validation).sort(), [...f.validationPrompts].sort());
     assert.equal(f.searches.sft!.steps, 0);
     assert.match(study([...common, '--search', 'lr-high']), /search lr-high: recorded already/);
+    // the episode digests: the last evaluation's episodes and each training step's groups, and their diagnosis
+    assert.deepEqual(s.digests?.eval.map((d) => d.uuid).sort(), [...f.validationPrompts].sort());
+    assert.deepEqual(s.digests?.steps.map((x) => x.step), [1]);
+    assert.ok(s.digests!.steps[0]!.groups.every((g) => g.contrast && g.members.length === cfg.rl.groupSize && g.members.every((m) => typeof m.reward === 'number')));
+    assert.ok(f.searches.sft!.digests?.eval.length === 2 && f.searches.sft!.digests.steps.length === 0);
+    assert.match(readFileSync(path.join(dir, 'tiny-study-digests.md'), 'utf8'), /## search lr-high\n[\s\S]*\| 1 \| \d+ \|[\s\S]*Validation prompts \(evaluation after step 1\)/);
+    // a run recorded without digests (before they existed) gets them from a rerun with the same settings
+    const bare0 = JSON.parse(readFileSync(file, 'utf8')) as { searches: Record<string, { digests?: unknown; note?: string }> };
+    delete bare0.searches['lr-high']!.digests;
+    writeFileSync(file, JSON.stringify(bare0));
+    assert.throws(() => study([...common, '--search', 'lr-high', '--digests'], { ...process.env, CM2_CFG__rl__steps: '1' }), /the settings differ from the recorded run's/);
+    study([...common, '--search', 'lr-high', '--digests'], { ...process.env, CM2_CFG__rl__hp__lr: '0.005', CM2_CFG__rl__steps: '1' });
+    f = parseStudyFile(readFileSync(file, 'utf8'), file);
+    assert.deepEqual(Object.keys(f.searches), ['sft', 'lr-high']);
+    assert.deepEqual(f.searches['lr-high']!.digests, s.digests);
+    assert.match(f.searches['lr-high']!.note ?? '', /^a test run; rerun for its episode digests \(.*\): every validation reward the same$/);
     const text = readFileSync(doc, 'utf8');
     assert.match(text, /<!-- study:tiny-study -->/);
     assert.match(text, /\| trajectory-s1 \| RL, trajectory, seed 1 \| sft \| 2 \|/);
