@@ -67,6 +67,19 @@ export interface TokenEngine {
   dispose(): void;
 }
 
+/**
+ * A serving engine whose policy can be replaced while it runs: full weights from an HF folder on the engine's disk,
+ * or a LoRA adapter (a PEFT folder) served under a name. Each load also drops the engine's prefix cache (its blocks
+ * were computed with the old weights and their keys do not say so). Give each version a folder of its own: an engine
+ * that caches what it read from a path could otherwise serve the old weights.
+ */
+export interface SyncableEngine extends TokenEngine {
+  loadWeights(dir: string): Promise<void>;
+  loadAdapter(name: string, dir: string): Promise<void>;
+  /** The model name requests are sent with (an adapter's name after loadAdapter). */
+  model: string | undefined;
+}
+
 export interface HttpEngineOptions {
   /** Server root, e.g. http://127.0.0.1:8000 (no `/v1`). */
   baseUrl: string;
@@ -96,7 +109,7 @@ interface Generated {
 /** Seed of request `i` without its own: a 31-bit mix of the call's seed and the index (engines take a non-negative int). */
 export const requestSeed = (seed: number, i: number): number => ((Math.imul((seed >>> 0) ^ 0x9e3779b1, 0x85ebca6b) + Math.imul(i + 1, 0xc2b2ae35)) >>> 1) & 0x7fffffff;
 
-abstract class HttpEngine implements TokenEngine {
+abstract class HttpEngine implements SyncableEngine {
   readonly counts: EngineCounts = { prefilled: 0, reused: 0, shared: 0, decoded: 0 };
   protected readonly fetch: typeof fetch;
   protected readonly base: string;
@@ -104,9 +117,14 @@ abstract class HttpEngine implements TokenEngine {
   constructor(protected readonly o: HttpEngineOptions) {
     this.fetch = o.fetch ?? globalThis.fetch;
     this.base = o.baseUrl.replace(/\/+$/, '');
+    this.model = o.model;
   }
 
+  model: string | undefined;
+
   protected abstract generateOne(q: EngineRequest, seed: number, opts: EngineDecodeOptions): Promise<Generated>;
+  abstract loadWeights(dir: string): Promise<void>;
+  abstract loadAdapter(name: string, dir: string): Promise<void>;
 
   async decode(requests: readonly EngineRequest[], opts: EngineDecodeOptions = {}): Promise<EngineResult> {
     const out: EngineResult = { tokens: requests.map(() => []), finished: requests.map(() => false), logprobs: requests.map(() => []) };
@@ -137,6 +155,16 @@ abstract class HttpEngine implements TokenEngine {
 
   /** POSTs JSON and returns the parsed answer; classifies failures (see the file's comment). */
   protected async post(path: string, body: unknown): Promise<unknown> {
+    const text = await this.postText(path, body);
+    try {
+      return JSON.parse(text) as unknown;
+    } catch {
+      throw new LlmFatalError(`engine ${this.base}${path}: not JSON: ${text.slice(0, 200)}`);
+    }
+  }
+
+  /** POSTs JSON and returns the answer's text (some control routes answer in plain text). */
+  protected async postText(path: string, body: unknown, okStatuses: readonly number[] = []): Promise<string> {
     const retries = this.o.retries ?? 3;
     for (let attempt = 0; ; attempt++) {
       let res: Response;
@@ -156,16 +184,21 @@ abstract class HttpEngine implements TokenEngine {
         throw err;
       }
       const text = await res.text();
-      if (!res.ok) {
+      if (!res.ok && !okStatuses.includes(res.status)) {
         const message = `engine ${this.base}${path} answered HTTP ${res.status}: ${text.slice(0, 300)}`;
         if (res.status >= 500 || res.status === 429 || res.status === 408) throw new LlmRetryableError(message, { kind: res.status === 429 ? 'rate_limit' : res.status === 408 ? 'timeout' : 'server', status: res.status, attempts: attempt + 1 });
         throw new LlmFatalError(message, { status: res.status });
       }
-      try {
-        return JSON.parse(text) as unknown;
-      } catch {
-        throw new LlmFatalError(`engine ${this.base}${path}: not JSON: ${text.slice(0, 200)}`);
-      }
+      return text;
+    }
+  }
+
+  /** Retries `attempt` (true = done) every `everyMs` until `timeoutMs`; false at the end is a retryable failure. */
+  protected async until(what: string, attempt: () => Promise<boolean>, timeoutMs = 60_000, everyMs = 500): Promise<void> {
+    const deadline = Date.now() + timeoutMs;
+    while (!(await attempt())) {
+      if (Date.now() > deadline) throw new LlmRetryableError(`engine ${this.base}: ${what} did not succeed within ${timeoutMs / 1000} s`, { kind: 'server' });
+      await new Promise((r) => setTimeout(r, everyMs));
     }
   }
 }
@@ -200,10 +233,49 @@ const VllmCompletion = z.object({
 
 /** vLLM's OpenAI-compatible server (see the file's comment for how it must be started). */
 export class VllmEngine extends HttpEngine {
+  /**
+   * Full weights from `dir` (the served architecture's HF folder): requests drained (`/pause?mode=wait`), the
+   * weights reloaded in place by every worker (`reload_weights`, which redoes what loading does after reading, such
+   * as the CPU build's repacking), the prefix cache reset (retried while running requests hold blocks), requests
+   * resumed. Needs VLLM_SERVER_DEV_MODE=1.
+   */
+  async loadWeights(dir: string): Promise<void> {
+    await this.postText('/pause?mode=wait', {});
+    try {
+      await this.post('/collective_rpc', { method: 'reload_weights', kwargs: { weights_path: dir, is_checkpoint_format: true } });
+      await this.resetPrefixCache();
+    } finally {
+      await this.postText('/resume', {});
+    }
+  }
+
+  /**
+   * A LoRA adapter (PEFT folder) served as `name`: the old one under that name unloaded (absent the first time), the
+   * new one loaded, the prefix cache reset; later requests name it. Needs VLLM_ALLOW_RUNTIME_LORA_UPDATING=1 and
+   * --enable-lora.
+   */
+  async loadAdapter(name: string, dir: string): Promise<void> {
+    await this.postText('/v1/unload_lora_adapter', { lora_name: name }, [400, 404]);
+    await this.postText('/v1/load_lora_adapter', { lora_name: name, lora_path: dir });
+    await this.resetPrefixCache();
+    this.model = name;
+  }
+
+  private async resetPrefixCache(): Promise<void> {
+    await this.until('/reset_prefix_cache', async () => {
+      const text = await this.postText('/reset_prefix_cache', {});
+      try {
+        return (JSON.parse(text) as { success?: boolean }).success !== false;
+      } catch {
+        return true; // older servers answer with an empty body
+      }
+    });
+  }
+
   protected async generateOne(q: EngineRequest, seed: number, opts: EngineDecodeOptions): Promise<Generated> {
     const temperature = opts.temperature ?? 1;
     const raw = await this.post('/v1/completions', {
-      model: this.o.model,
+      model: this.model,
       prompt: [...q.tokens],
       max_tokens: q.maxNewTokens,
       temperature,
@@ -241,6 +313,20 @@ const SglangGenerate = z.object({
 
 /** SGLang's native server (`/generate`). */
 export class SglangEngine extends HttpEngine {
+  /** Full weights from `dir`: SGLang waits for running requests and flushes its cache itself. */
+  async loadWeights(dir: string): Promise<void> {
+    const a = (await this.post('/update_weights_from_disk', { model_path: dir, flush_cache: true })) as { success?: boolean; message?: string };
+    if (a.success === false) throw new LlmFatalError(`SGLang ${this.base}: update_weights_from_disk ${dir} failed: ${a.message ?? ''}`);
+  }
+
+  /** A LoRA adapter served as `name` (unloaded first: SGLang refuses a name it has; each load gets a fresh cache key). */
+  async loadAdapter(name: string, dir: string): Promise<void> {
+    await this.postText('/unload_lora_adapter', { lora_name: name }, [400, 404]);
+    const a = (await this.post('/load_lora_adapter', { lora_name: name, lora_path: dir })) as { success?: boolean; error_message?: string };
+    if (a.success === false) throw new LlmFatalError(`SGLang ${this.base}: load_lora_adapter ${dir} failed: ${a.error_message ?? ''}`);
+    this.model = name;
+  }
+
   protected async generateOne(q: EngineRequest, seed: number, opts: EngineDecodeOptions): Promise<Generated> {
     const temperature = opts.temperature ?? 1;
     const raw = await this.post('/generate', {
@@ -259,7 +345,7 @@ export class SglangEngine extends HttpEngine {
       },
       return_logprob: true,
       top_logprobs_num: 0,
-      ...(this.o.model ? { lora_path: this.o.model } : {}),
+      ...(this.model ? { lora_path: this.model } : {}),
     });
     const a = parseAnswer(SglangGenerate, raw, `SGLang ${this.base}/generate`);
     const lps = a.meta_info.output_token_logprobs ?? [];
@@ -272,4 +358,33 @@ export class SglangEngine extends HttpEngine {
       cachedTokens: a.meta_info.cached_tokens ?? 0,
     };
   }
+}
+
+/** How far an engine's log-probabilities are from the trainer's on the same tokens. */
+export interface ProbeResult {
+  mean: number;
+  max: number;
+  tokens: number;
+}
+
+/**
+ * The stale-weight probe: the engine samples a continuation of `prompt` (temperature 1, a fixed seed) and
+ * `expected` gives the policy's own log-probabilities of those tokens (the trainer's model); their largest gap
+ * says whether the engine serves that policy. A full reload that did not take, or an adapter that was not
+ * swapped, shows as a gap of the size of one update, far above float rounding.
+ */
+export async function probeEngine(engine: TokenEngine, prompt: readonly number[], expected: (prompt: readonly number[], tokens: readonly number[]) => Promise<number[]> | number[], opts: { maxNewTokens?: number; seed?: number } = {}): Promise<ProbeResult> {
+  const r = await engine.decode([{ key: 'probe', tokens: prompt, maxNewTokens: opts.maxNewTokens ?? 16, seed: opts.seed ?? 12345 }], { temperature: 1, topP: 1, stopTokens: [] });
+  const tokens = r.tokens[0] ?? [];
+  const theirs = r.logprobs[0] ?? [];
+  const mine = await expected(prompt, tokens);
+  let sum = 0;
+  let max = 0;
+  tokens.forEach((_, i) => {
+    const d = Math.abs((mine[i] ?? Number.NaN) - (theirs[i] ?? Number.NaN));
+    const gap = Number.isFinite(d) ? d : Number.POSITIVE_INFINITY;
+    sum += gap;
+    max = Math.max(max, gap);
+  });
+  return { mean: tokens.length ? sum / tokens.length : 0, max, tokens: tokens.length };
 }

@@ -171,6 +171,12 @@ export interface SaveOptions {
   /** Bytes, or a size like "5GB"/"500MB" (decimal units, as transformers); default transformers' "50GB". */
   maxShardSize?: number | string;
   chunkBytes?: number;
+  /**
+   * A tied model written untied: its head as a weight of its own (`lm_head.weight`, a copy of the embedding) and
+   * `tie_word_embeddings: false`, the same function. For readers that mishandle a tied head: vLLM's CPU build keeps
+   * serving the old head after reloading a tied model's weights (docs/decisions.md).
+   */
+  untie?: boolean;
 }
 
 /**
@@ -179,10 +185,14 @@ export interface SaveOptions {
  */
 export function saveHfCheckpoint(dir: string, model: QwenModel, opts: SaveOptions = {}): WrittenFile[] {
   mkdirSync(dir, { recursive: true });
-  writeFileSync(join(dir, 'config.json'), `${JSON.stringify(hfConfigJson(model), null, 2)}\n`);
-  return writeShardedSafetensors(dir, model.weightEntries(), {
+  const untie = opts.untie === true && model.config.tie_word_embeddings === true;
+  writeFileSync(join(dir, 'config.json'), `${JSON.stringify({ ...hfConfigJson(model), ...(untie ? { tie_word_embeddings: false } : {}) }, null, 2)}\n`);
+  const entries = [...model.weightEntries()];
+  const embed = entries.find((e) => e.name === 'model.embed_tokens.weight');
+  if (untie && !embed) throw new Error('saveHfCheckpoint: untie needs model.embed_tokens.weight');
+  return writeShardedSafetensors(dir, untie ? [...entries, { ...embed!, name: 'lm_head.weight' }] : entries, {
     metadata: { format: 'pt' },
-    totalParameters: model.numParams(),
+    totalParameters: model.numParams() + (untie ? embed!.shape.reduce((a, b) => a * b, 1) : 0),
     ...(opts.maxShardSize !== undefined ? { maxShardSize: opts.maxShardSize } : {}),
     ...(opts.chunkBytes !== undefined ? { chunkBytes: opts.chunkBytes } : {}),
   });
