@@ -220,6 +220,23 @@ export const RlConfig = z.object({
     on: z.enum(['heldout', 'validation']).default('heldout')
       .describe('Which prompts the evaluations use: `heldout` (the result) or `validation` (a hyperparameter search; needs `validation` > 0).'),
   }).prefault({}).describe('Evaluation on held-out prompts during the run.'),
+  /**
+   * Where the rollouts' tokens are generated (issue 33): the embedded model on the gpu workers, or a serving engine
+   * (src/llm/engine.ts) that the gpu workers keep in sync with the policy of each step.
+   */
+  engine: z.object({
+    kind: z.enum(['embedded', 'vllm', 'sglang']).default('embedded')
+      .describe('`embedded`: the gpu workers generate with their own model (the default); `vllm` or `sglang`: a serving engine at `url` generates (token ids in and out, the method stays here), and the gpu workers load each policy into it before its rollouts.'),
+    url: z.string().default('').describe('The engine server\'s root, e.g. http://10.0.0.5:8000 (vllm, sglang).'),
+    model: z.string().default('policy').describe('The model name requests use (vLLM `--served-model-name`; SGLang: unused for full weights).'),
+    apiKeyEnv: z.string().default('').describe('Environment variable of the workers holding the engine\'s bearer token (never the token itself).'),
+    syncDir: z.string().default('')
+      .describe('Folder the gpu workers write each policy version into (untied HF folders, one per version) and the engine reads at the same path: a shared or local disk of the engine\'s machine.'),
+    concurrency: z.number().int().positive().default(64).describe('Requests in flight per rollout activity.'),
+    probeTolerance: z.number().positive().default(0.01)
+      .describe('Largest |engine − policy| log-probability of the stale-weight probe after a sync (nats); more fails the step: the engine does not serve the policy.'),
+  }).prefault({}).refine((e) => e.kind === 'embedded' || (e.url !== '' && e.syncDir !== ''), { message: 'a serving engine (rl.engine.kind vllm or sglang) needs rl.engine.url and rl.engine.syncDir' })
+    .describe('Where rollouts and held-out evaluations generate their tokens.'),
   async: z.enum(['off', 'one-step-off']).default('off')
     .describe('`one-step-off`: generate the rollouts of step n+1 with the pre-update policy while step n trains (staleness one step; the importance ratio uses the behaviour policy). `off`: synchronous.'),
   seed: z.number().int().default(1).describe('Seed of the prompt order and of the rollout sampling.'),

@@ -78,7 +78,7 @@ export function endStage(): void {
  * ApplicationFailure types that fail a stage activity at once instead of being retried: bad input, bad config and fatal
  * LLM errors. A worker in another language raises these types too (src/activities/contracts.ts exports them).
  */
-export const NON_RETRYABLE_TYPES = ['BadInput', 'BadShard', 'BadConfig', 'ConfigError', 'LlmFatalError', 'BackendUnavailableError'] as const;
+export const NON_RETRYABLE_TYPES = ['BadInput', 'BadShard', 'BadConfig', 'ConfigError', 'LlmFatalError', 'BackendUnavailableError', 'StaleEngineWeights'] as const;
 
 /**
  * The activities of a stage on one task queue. Endpoint outages are waited out (unlimited attempts, backoff capped

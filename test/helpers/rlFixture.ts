@@ -29,13 +29,19 @@ export const tinyRl = (over: Record<string, unknown> = {}) => ({
 });
 
 /** `mapExample` turns the annotated demo examples into other data (e.g. a real dataset's, without the demo's `meta`). */
-export async function writeRlFixture(cfg: Cm2Config, store: ObjectStore, count = 16, mapExample: (ex: AnnotatedExample) => AnnotatedExample = (ex) => ex): Promise<void> {
+/** `policyDir`: an HF folder (config.json + model.safetensors) to start from instead of the tiny random policy. */
+export async function writeRlFixture(cfg: Cm2Config, store: ObjectStore, count = 16, mapExample: (ex: AnnotatedExample) => AnnotatedExample = (ex) => ex, opts: { policyDir?: string } = {}): Promise<void> {
   const examples = generateDemoDataset({ seed: 11, count, brokenRate: 0 });
   const annotated = examples.map((ex) => mapExample({ ...ex, checklists: [toStoredVariant(offlineChecklist(ex), 0)] }));
   await store.putJsonl(runKey(cfg.run.id, 'checklists', 'annotated.jsonl'), annotated);
+  const prefix = runKey(cfg.run.id, 'sft', 'final');
+  if (opts.policyDir) {
+    await store.putFile(`${prefix}/model.safetensors`, path.join(opts.policyDir, 'model.safetensors'));
+    await store.putFile(`${prefix}/config.json`, path.join(opts.policyDir, 'config.json'));
+    return;
+  }
   const tok = loadChatTokenizer(path.join(root, 'assets', 'demo-tokenizer'));
   const model = QwenModel.init(parseQwenConfig({ vocab_size: tok.vocabSize, eos_token_id: tok.special.imEnd, ...TINY_POLICY }), 5);
-  const prefix = runKey(cfg.run.id, 'sft', 'final');
   await store.putJson(`${prefix}/config.json`, model.config);
   await store.putBytes(`${prefix}/model.safetensors`, serializeSafetensors(model.namedWeights(), { format: 'pt' }));
   model.dispose();

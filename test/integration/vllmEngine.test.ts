@@ -9,7 +9,7 @@
  */
 import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
-import { mkdtempSync } from 'node:fs';
+import { existsSync, mkdtempSync, readdirSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import * as tf from '@tensorflow/tfjs';
@@ -22,6 +22,12 @@ import { loadHfCheckpoint, saveHfCheckpoint } from '../../src/model/formats/chec
 import { DecodePool } from '../../src/model/net/decodePool';
 import type { QwenModel } from '../../src/model/net/qwen';
 import { REPO } from '../helpers/paths';
+import { startRl } from '../../src/cli/stages';
+import { connectClient } from '../../src/infra/temporal';
+import { runKey } from '../../src/run/layout';
+import { testConfig, testStore, uniqueId } from '../helpers/env';
+import { startChildWorker, writeConfigFile } from '../helpers/processes';
+import { tinyRl, writeRlFixture } from '../helpers/rlFixture';
 
 const py = vllmPython();
 if (!py && process.env['CM2_REQUIRE_VLLM'] === '1') throw new Error('CM2_REQUIRE_VLLM=1 but no vLLM environment (node scripts/ensure-vllm.mjs makes it)');
@@ -40,7 +46,7 @@ before(async () => {
   // served as the sync writes policies: untied (vLLM's CPU build reloads a tied head stale, docs/decisions.md)
   served = path.join(logs, 'served');
   saveHfCheckpoint(served, model, { untie: true });
-  server = await startVllm({ python: py!, model: served, port: await freePort(), maxModelLen: 256, kvCacheGiB: 1, eager: true, threads: 2, logFile: path.join(logs, 'vllm.log'), watchPid: process.pid, startTimeoutMs: 900_000 });
+  server = await startVllm({ python: py!, model: served, port: await freePort(), maxModelLen: 2048, kvCacheGiB: 1, eager: true, threads: 2, logFile: path.join(logs, 'vllm.log'), watchPid: process.pid, startTimeoutMs: 900_000 });
 });
 
 after(async () => {
@@ -118,6 +124,33 @@ test('full weights reloaded from a folder: the engine then serves them (the prob
   await engine.loadWeights(served);
   assert.ok((await probeEngine(engine, prompt, old)).max < 1e-3, 'the first weights again');
   updated.dispose();
+});
+
+test('RL on vLLM: each batch’s policy is loaded into the engine first, the rollouts and evaluations generate there, the trainer’s log-probabilities agree with the engine’s', { skip, timeout: 900_000 }, async () => {
+  const syncDir = mkdtempSync(path.join(tmpdir(), 'cm2-vllm-sync-'));
+  const cfg = testConfig(uniqueId('vllm'), {
+    rl: tinyRl({ steps: 2, rollout: { maxNewTokens: 12, maxModelLen: 1400, promptMargin: 0, temperature: 1 }, eval: { prompts: 2, every: 2 }, engine: { kind: 'vllm', url: server!.url, model: 'policy', syncDir } }),
+  });
+  const store = testStore(cfg);
+  await writeRlFixture(cfg, store, 16, undefined, { policyDir: dir });
+  const worker = await startChildWorker(writeConfigFile(cfg));
+  let result;
+  try {
+    result = await (await startRl(await connectClient(cfg), cfg)).result();
+  } finally {
+    await worker.kill('SIGTERM');
+  }
+  assert.equal(result.steps, 2);
+  const rows = (await store.getText(runKey(cfg.run.id, 'rl', 'metrics.jsonl'))).split('\n').filter(Boolean).map((l) => JSON.parse(l) as { kind: string; step: number; logprobGap?: { max: number; tokens: number } });
+  const steps = rows.filter((r) => r.kind === 'step');
+  assert.deepEqual(steps.map((r) => r.step), [1, 2]);
+  for (const r of steps) assert.ok(r.logprobGap && r.logprobGap.tokens > 0 && r.logprobGap.max < 1e-3, `step ${r.step}: the trainer's log-probabilities of the engine's tokens: ${JSON.stringify(r.logprobGap)}`);
+  assert.deepEqual(rows.filter((r) => r.kind === 'eval').map((r) => r.step), [0, 2]);
+  // the versions loaded: the SFT policy (step 0's evaluation and step 1), step 1's (step 2), step 2's (the last evaluation)
+  const versions = readdirSync(path.join(syncDir, cfg.run.id)).sort();
+  assert.equal(versions.length, 3, versions.join(', '));
+  assert.ok(versions.every((v) => existsSync(path.join(syncDir, cfg.run.id, v, 'config.json'))));
+  assert.ok(versions.some((v) => v.startsWith('hf_runs')), versions.join(', '));
 });
 
 test('an engine that is not there: a retryable connection failure after its retries', async () => {

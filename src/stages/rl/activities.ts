@@ -3,7 +3,7 @@
  * judge phase, rewards, advantages, batch summary, GRPO) and src/model.
  *
  * - gpu queue: `rlRollout` (advance every live episode of a step by one turn: batched generation + tool calls),
- *   `rlTrain` (one GRPO update → checkpoint).
+ *   `rlTrain` (one GRPO update → checkpoint), `rlEngineSync` (a serving engine made to serve a policy: ./engineActivity.ts).
  * - api queue: `rlJudge` (verdicts for the turns that just completed, then turn control), `rlAdvantages`,
  *   `rlRecordStep` (metrics JSONL), `rlPruneCheckpoints` (retention, `rl.keepCheckpoints`).
  *
@@ -29,6 +29,7 @@ import { isOnline } from '../../llm/llmConfig';
 import { ifExists } from '../../storage/store';
 import { rlKeys } from '../../run/layout';
 import { trainStep } from './trainActivity';
+import { engineSync } from './engineActivity';
 import { heapGuard, heartbeat, once, parseInput } from '../activityKit';
 import { rlWorker, rolloutPhase, judgePhase, type RlDeps, type RlWorker } from './episodesActivity';
 export type { RlDeps } from './episodesActivity';
@@ -37,7 +38,7 @@ import { countsOf, summariseBatch } from './algo/batch';
 import { heldOutShrunk, rlDataShortfall, selectRlData } from './data';
 import { formatReasons } from '../../kernel/floor';
 import { recordJudgePhase, recordRlBatch } from '../activityMetrics';
-import { RlDataInput, RlData, PhaseResult, RlJudgeInput, RlRolloutInput, RlAdvantagesInput, RlMergeInput, RlMergeResult, RlAdvantagesResult, RlTrainInput, RlTrainResult, RlRecordInput, RlPruneInput, RlPruneResult } from './shapes';
+import { RlDataInput, RlData, PhaseResult, RlJudgeInput, RlRolloutInput, RlAdvantagesInput, RlMergeInput, RlMergeResult, RlAdvantagesResult, RlTrainInput, RlTrainResult, RlRecordInput, RlPruneInput, RlPruneResult, RlEngineSyncInput, type RlEngineSyncResult } from './shapes';
 
 export * from './shapes';
 
@@ -85,6 +86,12 @@ export function createRlActivities(deps: RlDeps) {
     async rlRollout(raw: z.input<typeof RlRolloutInput>): Promise<PhaseResult> {
       const input = parseInput(RlRolloutInput, raw, 'rlRollout');
       return heapGuard('rlRollout', log, () => once(store, `${rlKeys.phase(input.folder, input.phase)}.result`, PhaseResult, () => rolloutPhase(w, input)));
+    },
+
+    /** Make the serving engine of `rl.engine` serve `policy` (probe, export, load, probe). gpu queue. */
+    async rlEngineSync(raw: z.input<typeof RlEngineSyncInput>): Promise<RlEngineSyncResult> {
+      const input = parseInput(RlEngineSyncInput, raw, 'rlEngineSync');
+      return engineSync(w, input);
     },
 
     /** Judge the turns that just completed, then continue or end each episode (turn control). api queue. */

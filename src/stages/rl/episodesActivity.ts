@@ -30,6 +30,7 @@ import { ToolEnvironment } from './env/toolEnv';
 import { Judge, type JudgeConfig, judgeConfigOf, withJudgeDefaults } from './judge/judge';
 import { judgePending } from './judge/phase';
 import { advanceRollouts, applyTurnDecisions, initRollouts, type RolloutLimits } from './rollout';
+import { engineOf, usesEngine } from './engineClient';
 import { RolloutFile, type PhaseResult, type RlJudgeInput, type RlRolloutInput } from './shapes';
 import type { Rollout } from './rolloutSchema';
 
@@ -128,7 +129,8 @@ export async function rolloutPhase(w: RlWorker, input: z.infer<typeof RlRolloutI
     rollouts = await w.readRollouts(rlKeys.phase(input.folder, input.phase - 1));
   }
   const before = policyTokens(rollouts);
-  const model = await w.policies.get(input.policy);
+  // On a serving engine (rl.engine) the tokens come from it; rlEngineSync made it serve `policy` before the batch.
+  const model = usesEngine(input.rl) ? engineOf(input.rl.engine) : await w.policies.get(input.policy);
   const limits: RolloutLimits = { ...input.rl.rollout, ...(input.temperature !== undefined ? { temperature: input.temperature } : {}) };
   const signal = cancellationSignal();
   await advanceRollouts(rollouts, d.byUuid, model, tok, w.environment(d, input.rl, input.llm), {

@@ -76,6 +76,20 @@ export const RlRolloutInput = RlJudgeInput.extend({
   seed: z.number().int(),
 });
 
+/** Load `policy` into the serving engine of `rl.engine` unless the probe finds it there already. gpu queue. */
+export const RlEngineSyncInput = z.object({ runId: z.string(), policy: PolicyRef, rl: RlSettings });
+export const RlEngineSyncResult = z.object({
+  /** policyKey of the policy the engine serves now. */
+  policy: z.string(),
+  /** False when the engine already served it (the probe agreed before any load). */
+  reloaded: z.boolean(),
+  /** The folder it was loaded from. */
+  dir: z.string().optional(),
+  probe: z.object({ mean: z.number(), max: z.number(), tokens: z.number().int() }),
+  seconds: z.number(),
+});
+export type RlEngineSyncResult = z.infer<typeof RlEngineSyncResult>;
+
 export const RlAdvantagesInput = RlJudgeInput.omit({ llm: true }).extend({
   granularity: Granularity,
   /** The finished rollouts (the merged chunks of a fanned-out batch); default: `phase` of `folder`. */

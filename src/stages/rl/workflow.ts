@@ -25,6 +25,7 @@
  */
 import {
   type ActivityInterfaceFor,
+  ApplicationFailure,
   CancellationScope,
   condition,
   continueAsNew,
@@ -203,6 +204,9 @@ async function runEpisodes(loop: Loop, data: RlData, folder: string, policy: Pol
  */
 async function collectBatch(loop: Loop, data: RlData, folder: string, policy: PolicyRef, init: EpisodeInit, seed: number, temperature?: number, promptsPerChunk = loop.chunkPrompts): Promise<RlBatch> {
   const t0 = Date.now();
+  // A serving engine (rl.engine) serves the batch's policy before its first rollout (a probe when it does already).
+  // Inputs recorded before `engine` existed have none: no command, so their histories replay.
+  if (engineKind(loop.settings) !== 'embedded') await loop.gpu.rlEngineSync({ runId: loop.input.runId, policy, rl: loop.settings });
   if (loop.chunkPrompts <= 0) {
     const ep = await runEpisodes(loop, data, folder, policy, init, seed, temperature);
     return { ...ep, rolloutsKey: rlKeys.phase(folder, ep.lastPhase), wall: (Date.now() - t0) / 1000, chunks: 1, behaviour: policy };
@@ -222,6 +226,9 @@ async function collectBatch(loop: Loop, data: RlData, folder: string, policy: Po
     behaviour: policy,
   };
 }
+
+/** Where the rollouts generate (`rl.engine.kind`); inputs recorded before it existed: the embedded model. */
+const engineKind = (rl: RlSettings): string => (rl as { engine?: { kind?: string } }).engine?.kind ?? 'embedded';
 
 /** The advantages input's rollouts: named explicitly only for merged chunks (older inputs stay as recorded). */
 const rolloutsOf = (loop: Loop, b: RlBatch) => (loop.chunkPrompts > 0 ? { rolloutsKey: b.rolloutsKey } : {});
@@ -346,6 +353,8 @@ export async function rlWorkflow(input: RlWorkflowInput): Promise<RlResult> {
     setCurrentDetails(`**RL step ${state.step + 1}/${rl.steps}: ${name}**\n\n${details}`);
   };
 
+  // One engine serves one policy at a time; one-step-off would have it serve two (the update's and the next step's).
+  if (engineKind(settings) !== 'embedded' && rl.async === 'one-step-off') throw ApplicationFailure.nonRetryable('rl.async one-step-off with a serving engine (rl.engine) is not supported yet: the engine serves one policy at a time', 'BadConfig');
   const loop: Loop = { input, rl, settings, gpu, api, chunkPrompts: rl.rollout.chunkPrompts ?? 0 };
   const evaluate = async (): Promise<void> => {
     if (state.evals.some((e) => e.step === state.step)) return;

@@ -1,0 +1,16 @@
+/** The serving engine of `rl.engine` (issue 33): whether a run uses one, and its client (src/llm/engine.ts). */
+import { SglangEngine, VllmEngine, type SyncableEngine } from '../../llm/engine';
+import type { RlSettings } from '../../run/config';
+
+export type EngineSettings = RlSettings['engine'];
+
+/** Whether the rollouts generate on a serving engine. Inputs recorded before `engine` existed have none: embedded. */
+export const usesEngine = (rl: Pick<RlSettings, 'engine'> | { engine?: undefined }): boolean => (rl.engine?.kind ?? 'embedded') !== 'embedded';
+
+/** The engine client of the settings; its token from the workers' environment. */
+export function engineOf(e: EngineSettings, env: NodeJS.ProcessEnv = process.env): SyncableEngine {
+  const key = e.apiKeyEnv ? env[e.apiKeyEnv] : undefined;
+  const o = { baseUrl: e.url, model: e.model, concurrency: e.concurrency, ...(key ? { apiKey: key } : {}) };
+  return e.kind === 'sglang' ? new SglangEngine(o) : new VllmEngine(o);
+}
+

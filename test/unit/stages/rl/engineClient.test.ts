@@ -1,0 +1,44 @@
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { RlConfig } from '../../../../src/run/config';
+import { SglangEngine, VllmEngine, requestSeed } from '../../../../src/llm/engine';
+import { engineOf, usesEngine } from '../../../../src/stages/rl/engineClient';
+import { probePrompt, versionFolder } from '../../../../src/stages/rl/engineActivity';
+
+test('rl.engine: embedded by default; a serving engine needs its url and the folder it reads policies from', () => {
+  const rl = RlConfig.parse({});
+  assert.equal(rl.engine.kind, 'embedded');
+  assert.equal(usesEngine(rl), false);
+  assert.equal(usesEngine({}), false, 'inputs recorded before rl.engine: embedded');
+  assert.throws(() => RlConfig.parse({ engine: { kind: 'vllm', url: 'http://127.0.0.1:8000' } }), /needs rl\.engine\.url and rl\.engine\.syncDir/);
+  const v = RlConfig.parse({ engine: { kind: 'vllm', url: 'http://127.0.0.1:8000', syncDir: '/srv/policies' } });
+  assert.equal(usesEngine(v), true);
+  assert.ok(engineOf(v.engine) instanceof VllmEngine);
+  assert.ok(engineOf({ ...v.engine, kind: 'sglang' }) instanceof SglangEngine);
+});
+
+test('the engine token comes from the environment variable the config names', async () => {
+  const seen: string[] = [];
+  const e = RlConfig.parse({ engine: { kind: 'vllm', url: 'http://engine', syncDir: '/x', apiKeyEnv: 'MY_ENGINE_KEY' } }).engine;
+  const engine = engineOf(e, { MY_ENGINE_KEY: 's3cret' });
+  (engine as unknown as { fetch: typeof fetch }).fetch = (async (_url: string, init: RequestInit) => {
+    seen.push(String((init.headers as Record<string, string>).authorization));
+    return new Response(JSON.stringify({ choices: [{ token_ids: [7], finish_reason: 'length', logprobs: { token_logprobs: [-0.5] } }] }), { status: 200 });
+  }) as unknown as typeof fetch;
+  const r = await engine.decode([{ key: 'a', tokens: [1, 2], maxNewTokens: 1 }], { temperature: 1, stopTokens: [9] });
+  assert.deepEqual(r, { tokens: [[7]], finished: [false], logprobs: [[-0.5]] });
+  assert.deepEqual(seen, ['Bearer s3cret']);
+});
+
+test('version folders, probe prompts and request seeds', () => {
+  assert.equal(versionFolder('ckpt:runs/demo/rl/checkpoints/step-000002/manifest.json'), 'ckpt_runs_demo_rl_checkpoints_step-000002_manifest.json');
+  assert.equal(versionFolder('hf:runs/demo/sft/final'), 'hf_runs_demo_sft_final');
+  const p = probePrompt(1024);
+  assert.equal(p.length, 12);
+  assert.ok(p.every((t) => t >= 0 && t < 1024));
+  assert.equal(new Set(p).size, 12);
+  const seeds = Array.from({ length: 100 }, (_, i) => requestSeed(42, i));
+  assert.ok(seeds.every((s) => Number.isInteger(s) && s >= 0 && s <= 0x7fffffff));
+  assert.equal(new Set(seeds).size, 100);
+  assert.equal(requestSeed(42, 3), requestSeed(42, 3));
+});
