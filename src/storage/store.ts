@@ -130,6 +130,28 @@ export class ObjectStore {
     return { key, sha256: hash, bytes: buf.length };
   }
 
+  /**
+   * Writes `data` at `key` only when no object is there (S3's conditional write, `If-None-Match: *`): false when one
+   * was. Two writers of one key (an attempt that outlived its heartbeat timeout and its retry) cannot both land.
+   */
+  async putBytesIfAbsent(key: string, data: Uint8Array, contentType = 'application/octet-stream'): Promise<boolean> {
+    await this.ensureBucket();
+    const buf = Buffer.from(data.buffer, data.byteOffset, data.byteLength);
+    try {
+      await this.client.putObject(this.bucket, key, buf, buf.length, { ...this.opts.writeHeaders, 'Content-Type': contentType, 'x-amz-meta-sha256': sha256(buf), 'If-None-Match': '*' });
+      return true;
+    } catch (e) {
+      const code = (e as { code?: string }).code;
+      if (code === 'PreconditionFailed' || code === 'ConditionalRequestConflict') return false;
+      throw e;
+    }
+  }
+
+  /** `putBytesIfAbsent` of a value as JSON. */
+  async putJsonIfAbsent(key: string, value: unknown): Promise<boolean> {
+    return this.putBytesIfAbsent(key, Buffer.from(`${JSON.stringify(value, null, 1)}\n`), 'application/json');
+  }
+
   async getBytes(key: string): Promise<Buffer> {
     await this.ensureBucket();
     try {

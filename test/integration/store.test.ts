@@ -41,3 +41,18 @@ test('server-side encryption asked of a MinIO without a KMS: the header is sent 
   });
   assert.equal(await store.exists(runKey(cfg.run.id, 'x.txt')), false);
 });
+
+test('a conditional write lands once: the second writer of a key is told, and the first one’s object stays', async () => {
+  const cfg = testConfig(uniqueId('once'));
+  const store = testStore(cfg);
+  const key = runKey(cfg.run.id, 'rl', 'steps', 'step-000001', 'phase-000.json');
+  assert.equal(await store.putJsonIfAbsent(key, { rollouts: [{ id: 'a', tokens: [1, 2, 3] }] }), true);
+  assert.equal(await store.putJsonIfAbsent(key, { rollouts: [{ id: 'a', tokens: [9, 9] }] }), false);
+  assert.deepEqual(await store.getJson(key), { rollouts: [{ id: 'a', tokens: [1, 2, 3] }] });
+  // two at once: exactly one lands
+  const other = `${key}.race`;
+  const results = await Promise.all([1, 2, 3, 4].map((i) => store.putJsonIfAbsent(other, { writer: i })));
+  assert.equal(results.filter(Boolean).length, 1);
+  const winner = results.indexOf(true) + 1;
+  assert.deepEqual(await store.getJson(other), { writer: winner });
+});

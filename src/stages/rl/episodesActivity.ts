@@ -148,7 +148,12 @@ export async function rolloutPhase(w: RlWorker, input: z.infer<typeof RlRolloutI
   }).catch((e: unknown) => {
     throw asTemporalFailure(e);
   });
-  await w.store.putJson(outKey, { rollouts });
+  // Written once: a serving engine samples differently on each attempt, so an attempt that outlived its heartbeat
+  // timeout and its retry must not both land; the later one adopts the phase the first wrote.
+  if (!(await w.store.putJsonIfAbsent(outKey, { rollouts }))) {
+    w.log(`rlRollout ${input.folder} phase ${input.phase}: another attempt wrote this phase first; adopting its episodes`);
+    rollouts = await w.readRollouts(outKey);
+  }
   return { key: outKey, counts: countsOf(rollouts), seconds: (Date.now() - t0) / 1000, generatedTokens: policyTokens(rollouts) - before };
 }
 
