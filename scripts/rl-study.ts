@@ -369,10 +369,13 @@ function saveResults(file: string, f: StudyFile, piece: string, extra: string[] 
   mkdirSync(path.dirname(file), { recursive: true });
   writeFileSync(file, studyFileText(f));
   log(`${piece}: recorded in ${path.relative(projectRoot, file)}`);
+  // the digests go with the record they are made from
+  const digests = writeDigestsFile(file, f);
   if (!args['git-commit']) return;
+  const files = [file, ...(digests ? [digests] : []), ...extra];
   try {
-    sh('git', ['add', '--', file, ...extra]);
-    sh('git', ['commit', '-m', `study ${path.basename(file, '.json')}: ${piece}`, '--', file, ...extra]);
+    sh('git', ['add', '--', ...files]);
+    sh('git', ['commit', '-m', `study ${path.basename(file, '.json')}: ${piece}`, '--', ...files]);
     log(`${piece}: committed`);
   } catch (e) {
     log(`${piece}: git commit failed (${(e as Error).message.split('\n')[0]}); the file is written, commit it by hand`);
@@ -636,6 +639,16 @@ function studyDigestsMarkdown(f: StudyFile, name: string): string | undefined {
   return `# Episode digests of study \`${name}\`\n\nMade from \`docs/results/${name}.json\` by \`npx tsx scripts/rl-study.ts --results docs/results/${name}.json --report-only\` (src/report/episodeDigest.ts says how to read it).\n\n${parts.join('\n')}\n`;
 }
 
+/** The episode digests file beside the record (`<name>-digests.md`), when any run has digests: its path. */
+function writeDigestsFile(file: string, f: StudyFile): string | undefined {
+  const name = path.basename(file, '.json');
+  const digests = studyDigestsMarkdown(f, name);
+  if (!digests) return undefined;
+  const out = path.join(path.dirname(file), `${name}-digests.md`);
+  writeFileSync(out, digests);
+  return out;
+}
+
 /**
  * What a study file shows, made from the file alone (no servers): the Markdown block in `--doc` with its charts as SVG
  * files beside the record (`docs/results/<name>-<chart>.svg`), and the HTML report `.cm2/reports/<name>/report.html`.
@@ -655,12 +668,8 @@ function writeStudyOutputs(file: string, f: StudyFile): void {
   const data = ReportData.parse(studyFileReportData(f, { name, generatedAt: new Date().toISOString(), source: rel }));
   writeFileSync(path.join(dir, 'report.html'), renderReport(data));
   writeFileSync(path.join(dir, 'report.json'), JSON.stringify(data, null, 2));
-  const digests = studyDigestsMarkdown(f, name);
-  if (digests) {
-    const out = path.join(path.dirname(file), `${name}-digests.md`);
-    writeFileSync(out, digests);
-    log(`written: ${path.relative(projectRoot, out)}`);
-  }
+  const digests = writeDigestsFile(file, f);
+  if (digests) log(`written: ${path.relative(projectRoot, digests)}`);
   const block = studyFileMarkdown(f);
   console.log(`\n${block}\n`);
   log(`written: ${svgFiles.map((x) => path.relative(projectRoot, x)).join(', ') || 'no charts yet'}, ${path.relative(projectRoot, path.join(dir, 'report.html'))}`);

@@ -27,7 +27,7 @@ export interface ActivityRegistry {
 
 export function activitiesByQueue(store: ObjectStore, world: OfflineWorld = demoWorld): ActivityRegistry {
   // RL: model work (rollouts, updates) on the gpu queue, LLM/S3 work (judge, advantages, metrics) on the api queue.
-  const { rlRollout, rlTrain, ...rlApi } = createRlActivities({ store, world });
+  const { rlRollout, rlTrain, rlEngineSync, ...rlApi } = createRlActivities({ store, world });
   // The SFT format check and BFCL run in chunks on the gpu queue; their merges (S3 only) on the api queue (and BFCL's
   // on the gpu queue too, for evaluation inputs that name no api queue).
   const { sftEvaluateMerge, sftTrain, ...sftGpu } = createSftActivities({ store });
@@ -41,7 +41,8 @@ export function activitiesByQueue(store: ObjectStore, world: OfflineWorld = demo
       sftEvaluateMerge,
       evalBfclMerge: evals.evalBfclMerge,
     },
-    gpu: { ...sftGpu, rlRollout, ...evals },
+    // rlEngineSync: beside the rollouts (it loads the policy to probe the engine, and writes where the engine reads).
+    gpu: { ...sftGpu, rlRollout, rlEngineSync, ...evals },
     // One RL activities object: a process serving both queues shares the policy cache between rollouts and updates.
     train: { rlTrain, sftTrain },
   };

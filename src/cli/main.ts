@@ -274,6 +274,20 @@ model.command('merge')
     }
   });
 
+model.command('untie')
+  .description('write a tied checkpoint untied (lm_head.weight a copy of the embedding, the same function): what a vLLM engine is started from (README, "Rollouts on a serving engine")')
+  .requiredOption('--checkpoint <dir>', 'the HF checkpoint folder')
+  .requiredOption('--out <dir>', 'the folder to write')
+  .option('--max-shard-size <size>', 'largest weight file, e.g. 5GB (as transformers; default 50GB)')
+  .action((opts: { checkpoint: string; out: string; maxShardSize?: string }) => {
+    try {
+      (require('./modelCommand') as typeof import('./modelCommand')).modelUntieCommand(opts);
+    } catch (e) {
+      console.error(`cm2 model untie: ${(e as Error).message}`);
+      process.exitCode = 1;
+    }
+  });
+
 program.command('backend')
   .description('which tfjs backend model work uses here, and why (native TensorFlow install status, the auto order)')
   .addOption(new Option('--backend <name>', 'check this choice instead of auto').choices(['auto', 'tfjs-node-gpu', 'tfjs-node', 'wasm', 'cpu']).default('auto'))

@@ -71,6 +71,25 @@ export function modelMergeCommand(opts: { checkpoint: string; adapter: string; o
   }
 }
 
+/**
+ * `cm2 model untie --checkpoint DIR --out OUT`: a tied model written untied (its head as `lm_head.weight`, the same
+ * function) with the folder's tokenizer and templates: what a serving engine is started from, because vLLM's CPU build
+ * reloads a tied head stale (README, "Rollouts on a serving engine"). An untied model is copied as it is.
+ */
+export function modelUntieCommand(opts: { checkpoint: string; out: string; maxShardSize?: string }): { out: string; untied: boolean } {
+  if (existsSync(join(opts.out, 'config.json'))) throw new Error(`--out ${opts.out}: a checkpoint is already there`);
+  const model = loadHfCheckpoint(opts.checkpoint);
+  try {
+    const untied = model.config.tie_word_embeddings === true;
+    saveHfCheckpoint(opts.out, model, { untie: true, ...(opts.maxShardSize !== undefined ? { maxShardSize: opts.maxShardSize } : {}) });
+    for (const f of readdirSync(opts.checkpoint)) if (COMPANIONS.test(f)) copyFileSync(join(opts.checkpoint, f), join(opts.out, f));
+    console.log(`${opts.checkpoint} → ${opts.out}${untied ? ' (untied: lm_head.weight written)' : ' (not tied: copied as it is)'}`);
+    return { out: opts.out, untied };
+  } finally {
+    model.dispose();
+  }
+}
+
 /** `cm2 backend`: activates the backend as model work would and says which one and why. */
 export async function backendCommand(opts: { backend: BackendPref; json?: boolean }): Promise<void> {
   const native = readNativeStatus();

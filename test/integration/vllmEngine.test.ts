@@ -9,7 +9,7 @@
  */
 import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
-import { existsSync, mkdtempSync, readdirSync } from 'node:fs';
+import { existsSync, mkdtempSync, readdirSync, readFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import * as tf from '@tensorflow/tfjs';
@@ -24,7 +24,8 @@ import type { QwenModel } from '../../src/model/net/qwen';
 import { REPO } from '../helpers/paths';
 import { startRl } from '../../src/cli/stages';
 import { connectClient } from '../../src/infra/temporal';
-import { runKey } from '../../src/run/layout';
+import { policyKey, runKey } from '../../src/run/layout';
+import { servingMarker } from '../../src/stages/rl/engineActivity';
 import { testConfig, testStore, uniqueId } from '../helpers/env';
 import { startChildWorker, writeConfigFile } from '../helpers/processes';
 import { tinyRl, writeRlFixture } from '../helpers/rlFixture';
@@ -62,22 +63,23 @@ function embeddedLogprobs(prompt: readonly number[], gen: readonly number[], t: 
   return lp[0]!.slice(prompt.length - 1);
 }
 
-test('sampled tokens with their log-probabilities at the sampling temperature: the embedded model gives the same log-probabilities', { skip, timeout: 900_000 }, async () => {
+test('sampled tokens with their log-probabilities at the sampling temperature: the embedded model gives the same log-probabilities', { skip, timeout: 900_000 }, async (t) => {
   const engine = new VllmEngine({ baseUrl: server!.url, model: 'policy' });
-  for (const t of [1, 0.7]) {
-    const r = await engine.decode(prompts.map((p, i) => ({ key: `k${i}`, tokens: p, maxNewTokens: 24, seed: 100 + i })), { temperature: t, topP: 1, stopTokens: [] });
+  for (const temp of [1, 0.7]) {
+    const r = await engine.decode(prompts.map((p, i) => ({ key: `k${i}`, tokens: p, maxNewTokens: 24, seed: 100 + i })), { temperature: temp, topP: 1, stopTokens: [] });
     let worst = 0;
     r.tokens.forEach((toks, i) => {
       assert.equal(toks.length, 24, 'no stop ids: every request runs to its budget (EOS ignored)');
       assert.equal(r.finished[i], false);
-      const mine = embeddedLogprobs(prompts[i]!, toks, t);
+      const mine = embeddedLogprobs(prompts[i]!, toks, temp);
       toks.forEach((_, k) => (worst = Math.max(worst, Math.abs(mine[k]! - r.logprobs[i]![k]!))));
     });
-    assert.ok(worst < 1e-3, `temperature ${t}: |vLLM − embedded| log-probability up to ${worst}`);
+    assert.ok(worst < 1e-3, `temperature ${temp}: |vLLM − embedded| log-probability up to ${worst}`);
+    t.diagnostic(`temperature ${temp}: largest |vLLM − embedded| log-probability ${worst.toExponential(2)} over ${r.tokens.flat().length} tokens`);
     // the same seeds, the same tokens; other seeds, other tokens
-    const again = await engine.decode(prompts.map((p, i) => ({ key: `k${i}`, tokens: p, maxNewTokens: 24, seed: 100 + i })), { temperature: t, stopTokens: [] });
+    const again = await engine.decode(prompts.map((p, i) => ({ key: `k${i}`, tokens: p, maxNewTokens: 24, seed: 100 + i })), { temperature: temp, stopTokens: [] });
     assert.deepEqual(again.tokens, r.tokens);
-    const other = await engine.decode(prompts.map((p, i) => ({ key: `k${i}`, tokens: p, maxNewTokens: 24, seed: 900 + i })), { temperature: t, stopTokens: [] });
+    const other = await engine.decode(prompts.map((p, i) => ({ key: `k${i}`, tokens: p, maxNewTokens: 24, seed: 900 + i })), { temperature: temp, stopTokens: [] });
     assert.notDeepEqual(other.tokens, r.tokens);
   }
   assert.ok(engine.counts.decoded >= 24 * 3 * 4 && engine.counts.prefilled + engine.counts.reused >= 5 * 4);
@@ -126,7 +128,7 @@ test('full weights reloaded from a folder: the engine then serves them (the prob
   updated.dispose();
 });
 
-test('RL on vLLM: each batch’s policy is loaded into the engine first, the rollouts and evaluations generate there, the trainer’s log-probabilities agree with the engine’s', { skip, timeout: 900_000 }, async () => {
+test('RL on vLLM: each batch’s policy is loaded into the engine first, the rollouts and evaluations generate there, the trainer’s log-probabilities agree with the engine’s', { skip, timeout: 900_000 }, async (t) => {
   const syncDir = mkdtempSync(path.join(tmpdir(), 'cm2-vllm-sync-'));
   const cfg = testConfig(uniqueId('vllm'), {
     rl: tinyRl({ steps: 2, rollout: { maxNewTokens: 12, maxModelLen: 1400, promptMargin: 0, temperature: 1 }, eval: { prompts: 2, every: 2 }, engine: { kind: 'vllm', url: server!.url, model: 'policy', syncDir } }),
@@ -144,13 +146,19 @@ test('RL on vLLM: each batch’s policy is loaded into the engine first, the rol
   const rows = (await store.getText(runKey(cfg.run.id, 'rl', 'metrics.jsonl'))).split('\n').filter(Boolean).map((l) => JSON.parse(l) as { kind: string; step: number; logprobGap?: { max: number; tokens: number } });
   const steps = rows.filter((r) => r.kind === 'step');
   assert.deepEqual(steps.map((r) => r.step), [1, 2]);
-  for (const r of steps) assert.ok(r.logprobGap && r.logprobGap.tokens > 0 && r.logprobGap.max < 1e-3, `step ${r.step}: the trainer's log-probabilities of the engine's tokens: ${JSON.stringify(r.logprobGap)}`);
+  for (const r of steps) {
+    assert.ok(r.logprobGap && r.logprobGap.tokens > 0 && r.logprobGap.max < 1e-3, `step ${r.step}: the trainer's log-probabilities of the engine's tokens: ${JSON.stringify(r.logprobGap)}`);
+    t.diagnostic(`step ${r.step}: logprobGap ${JSON.stringify(r.logprobGap)}`);
+  }
   assert.deepEqual(rows.filter((r) => r.kind === 'eval').map((r) => r.step), [0, 2]);
   // the versions loaded: the SFT policy (step 0's evaluation and step 1), step 1's (step 2), step 2's (the last evaluation)
   const versions = readdirSync(path.join(syncDir, cfg.run.id)).sort();
   assert.equal(versions.length, 3, versions.join(', '));
   assert.ok(versions.every((v) => existsSync(path.join(syncDir, cfg.run.id, v, 'config.json'))));
   assert.ok(versions.some((v) => v.startsWith('hf_runs')), versions.join(', '));
+  // the marker names the last one loaded: the final policy
+  const serving = JSON.parse(readFileSync(servingMarker(syncDir, server!.url), 'utf8')) as { policy: string };
+  assert.equal(serving.policy, policyKey(result.policy));
 });
 
 test('an engine that is not there: a retryable connection failure after its retries', async () => {

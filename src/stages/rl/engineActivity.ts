@@ -2,14 +2,16 @@
  * The serving engine of `rl.engine` (issue 33) on the gpu workers: which engine a rollout activity generates with,
  * and `rlEngineSync`, which makes the engine serve a step's policy before its rollouts.
  *
- * A sync probes first (src/llm/engine.ts `probeEngine`: 16 tokens of a fixed prompt sampled by the engine, scored by
- * the policy loaded here): an engine that already serves the policy is left alone, so a retried or replayed sync
- * costs one probe, and an engine that restarted with its first weights is found and loaded again. Otherwise the policy
- * (LoRA merged) is written untied (docs/decisions.md) to `syncDir/<run>/<version>/`, once (a folder is renamed into
- * place complete, and a version's folder is reused), loaded, and probed again: a gap above `probeTolerance` fails the
- * step at once (`StaleEngineWeights`), because rollouts from another policy would train on the wrong ratios.
+ * The policy's version decides whether to load: a marker beside the versions (`syncDir/.serving/<engine>.json`) names
+ * the policy last loaded into that engine. When it is this one, a probe (src/llm/engine.ts `probeEngine`: 16 tokens
+ * of a fixed prompt sampled by the engine, scored by the policy loaded here) checks that the engine still serves it, so
+ * a retried or replayed sync costs one probe and an engine that restarted with its first weights is loaded again.
+ * Otherwise the policy (LoRA merged) is written untied (docs/decisions.md) to `syncDir/<run>/<version>/`, once (a
+ * folder is renamed into place complete, and a version's folder is reused), loaded, and probed: a gap above
+ * `probeTolerance` fails the step at once (`StaleEngineWeights`), because rollouts from another policy would train on
+ * the wrong ratios.
  */
-import { existsSync, mkdirSync, renameSync, rmSync } from 'node:fs';
+import { existsSync, mkdirSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { ApplicationFailure } from '@temporalio/common';
 import * as tf from '@tensorflow/tfjs';
@@ -37,6 +39,17 @@ export function policyLogprobs(model: QwenModel, prompt: readonly number[], toke
 /** A version's folder name: the policy key with what a path cannot hold replaced. */
 export const versionFolder = (key: string): string => key.replace(/[^A-Za-z0-9._-]+/g, '_').replace(/^_+|_+$/g, '').slice(-180);
 
+/** Where a sync records which policy it last loaded into an engine (per engine URL, beside the versions). */
+export const servingMarker = (syncDir: string, url: string): string => path.join(syncDir, '.serving', `${versionFolder(url)}.json`);
+
+function readMarker(file: string): string | undefined {
+  try {
+    return (JSON.parse(readFileSync(file, 'utf8')) as { policy?: string }).policy;
+  } catch {
+    return undefined;
+  }
+}
+
 export async function engineSync(w: RlWorker, input: z.infer<typeof RlEngineSyncInput>): Promise<RlEngineSyncResult> {
   const t0 = Date.now();
   const e = input.rl.engine;
@@ -46,10 +59,18 @@ export async function engineSync(w: RlWorker, input: z.infer<typeof RlEngineSync
   const prompt = probePrompt(model.config.vocab_size);
   const score = (p: readonly number[], t: readonly number[]) => policyLogprobs(model, p, t);
   const key = policyKey(input.policy);
-  const before = await probeEngine(engine, prompt, score);
-  if (before.max <= e.probeTolerance) {
-    w.log(`rlEngineSync ${input.runId}: ${e.url} serves ${key} already (probe gap ${before.max.toExponential(2)})`);
-    return { policy: key, reloaded: false, probe: before, seconds: (Date.now() - t0) / 1000 };
+  const marker = servingMarker(e.syncDir, e.url);
+  // The version decides, the probe checks: a policy one small update away from the served one may pass the probe,
+  // and must be loaded all the same. The marker says what was loaded last; the probe finds an engine that restarted
+  // (or was loaded by someone else) since.
+  let before: Awaited<ReturnType<typeof probeEngine>> | undefined;
+  if (readMarker(marker) === key) {
+    before = await probeEngine(engine, prompt, score);
+    if (before.max <= e.probeTolerance) {
+      w.log(`rlEngineSync ${input.runId}: ${e.url} serves ${key} already (probe gap ${before.max.toExponential(2)})`);
+      return { policy: key, reloaded: false, probe: before, seconds: (Date.now() - t0) / 1000 };
+    }
+    w.log(`rlEngineSync ${input.runId}: ${e.url} should serve ${key} but the probe disagrees (gap ${before.max.toFixed(3)}): restarted? loading it again`);
   }
   const dir = path.join(e.syncDir, versionFolder(input.runId), versionFolder(key));
   if (!existsSync(path.join(dir, 'config.json'))) {
@@ -65,8 +86,12 @@ export async function engineSync(w: RlWorker, input: z.infer<typeof RlEngineSync
   await engine.loadWeights(dir);
   const after = await probeEngine(engine, prompt, score);
   if (after.max > e.probeTolerance) {
-    throw ApplicationFailure.nonRetryable(`${e.kind} at ${e.url} does not serve ${key} after loading ${dir}: the probe's largest log-probability gap is ${after.max.toFixed(4)} (tolerance ${e.probeTolerance}; before the load ${before.max.toFixed(4)})`, 'StaleEngineWeights');
+    rmSync(marker, { force: true });
+    throw ApplicationFailure.nonRetryable(`${e.kind} at ${e.url} does not serve ${key} after loading ${dir}: the probe's largest log-probability gap is ${after.max.toFixed(4)} (tolerance ${e.probeTolerance})`, 'StaleEngineWeights');
   }
-  w.log(`rlEngineSync ${input.runId}: ${e.url} loaded ${dir} (probe gap ${before.max.toFixed(3)} → ${after.max.toExponential(2)}, ${((Date.now() - t0) / 1000).toFixed(1)} s)`);
+  mkdirSync(path.dirname(marker), { recursive: true });
+  writeFileSync(`${marker}.${process.pid}`, JSON.stringify({ policy: key, dir, at: new Date().toISOString() }));
+  renameSync(`${marker}.${process.pid}`, marker);
+  w.log(`rlEngineSync ${input.runId}: ${e.url} loaded ${dir} (probe gap ${after.max.toExponential(2)}${before ? `, ${before.max.toFixed(3)} before` : ''}, ${((Date.now() - t0) / 1000).toFixed(1)} s)`);
   return { policy: key, reloaded: true, dir, probe: after, seconds: (Date.now() - t0) / 1000 };
 }

@@ -5,6 +5,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import * as tf from '@tensorflow/tfjs';
 import { loadHfCheckpoint, saveHfCheckpoint } from '../../../src/model/formats/checkpoint';
+import { modelUntieCommand } from '../../../src/cli/modelCommand';
 import { FIXTURES } from '../../helpers/paths';
 
 test('a tied model saved untied: lm_head.weight a copy of the embedding, tie_word_embeddings false, the same logits', async () => {
@@ -28,4 +29,12 @@ test('a tied model saved untied: lm_head.weight a copy of the embedding, tie_wor
   assert.deepEqual(readFileSync(join(again, 'model.safetensors')), readFileSync(join(dir, 'model.safetensors')));
   tied.dispose();
   untied.dispose();
+});
+
+test('cm2 model untie: the folder untied; refuses to overwrite', () => {
+  const out = join(mkdtempSync(join(tmpdir(), 'cm2-untie-cli-')), 'out');
+  const r = modelUntieCommand({ checkpoint: join(FIXTURES, 'hf-tiny-llama-tied'), out });
+  assert.equal(r.untied, true);
+  assert.equal(JSON.parse(readFileSync(join(out, 'config.json'), 'utf8')).tie_word_embeddings, false);
+  assert.throws(() => modelUntieCommand({ checkpoint: join(FIXTURES, 'hf-tiny-llama-tied'), out }), /already there/);
 });
