@@ -11,7 +11,7 @@
  *
  *   npx tsx bench/engine-rollouts.ts [--prompts 4] [--group 8] [--prompt-tokens 650] [--new-tokens 160] [--temperature 0.7] [--threads 2] [--compile] [--model DIR]
  */
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { cpus, loadavg, tmpdir } from 'node:os';
 import path from 'node:path';
 import { parseArgs } from 'node:util';
@@ -92,6 +92,9 @@ async function main(): Promise<void> {
       console.log(`| embedded (tfjs ${backend}, one decoding loop, shared prompts) | ${requests.length} | ${promptTokens} | ${embeddedTokens} | ${embeddedS.toFixed(1)} | ${(embeddedTokens / embeddedS).toFixed(1)} | – |`);
       console.log(`| vLLM 0.32 CPU (${values.compile ? 'compiled' : 'eager'}, ${values.threads} threads, ${requests.length} requests at once) | ${requests.length} | ${promptTokens} | ${engineTokens} | ${engineS.toFixed(1)} | ${(engineTokens / engineS).toFixed(1)} | ${startS.toFixed(0)} s |`);
       console.log(`\nlargest |vLLM − embedded| log-probability of vLLM's tokens (4 sequences): ${gap.toExponential(2)}; prompt tokens vLLM reused from its cache: ${engine.counts.reused} of ${engine.counts.reused + engine.counts.prefilled}`);
+    } catch (e) {
+      console.error(`vLLM's log (${path.join(work, 'vllm.log')}), last lines:\n${readFileSync(path.join(work, 'vllm.log'), 'utf8').split('\n').filter((l) => /Error|error/.test(l)).slice(-8).join('\n')}`);
+      throw e;
     } finally {
       await server.close();
     }
