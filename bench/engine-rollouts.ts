@@ -15,7 +15,6 @@ import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { cpus, loadavg, tmpdir } from 'node:os';
 import path from 'node:path';
 import { parseArgs } from 'node:util';
-import * as tf from '@tensorflow/tfjs';
 import { ensureVllm } from '../scripts/ensure-vllm.mjs';
 import { freePort } from '../src/infra/localInfra';
 import { startVllm } from '../src/infra/vllm';
@@ -24,15 +23,10 @@ import { loadHfCheckpoint, saveHfCheckpoint } from '../src/model/formats/checkpo
 import { selectBackend } from '../src/model/net/backend';
 import { DecodePool } from '../src/model/net/decodePool';
 import { QwenModel } from '../src/model/net/qwen';
-import type { QwenConfig } from '../src/model/net/qwenConfig';
+import { SMOLLM2_SHAPE } from './smollm2Shape';
 import { Rng } from '../src/model/net/random';
 import { policyLogprobs } from '../src/stages/rl/engineActivity';
 
-const SMOL: QwenConfig = {
-  model_type: 'qwen2', vocab_size: 49152, hidden_size: 576, intermediate_size: 1536, num_hidden_layers: 30, num_attention_heads: 9,
-  num_key_value_heads: 3, rms_norm_eps: 1e-5, rope_theta: 100000, tie_word_embeddings: true, max_position_embeddings: 8192,
-  hidden_act: 'silu', initializer_range: 0.041666,
-};
 
 async function main(): Promise<void> {
   const { values } = parseArgs({
@@ -49,7 +43,7 @@ async function main(): Promise<void> {
   });
   const [P, G, L, N, T] = [Number(values.prompts), Number(values.group), Number(values['prompt-tokens']), Number(values['new-tokens']), Number(values.temperature)];
   const backend = await selectBackend('auto', () => undefined);
-  const model = values.model ? loadHfCheckpoint(values.model) : QwenModel.init(SMOL, 7);
+  const model = values.model ? loadHfCheckpoint(values.model) : QwenModel.init(SMOLLM2_SHAPE, 7);
   const vocab = model.config.vocab_size;
   const rng = new Rng(11);
   const prompts = Array.from({ length: P }, () => Array.from({ length: Math.round(L * (0.9 + 0.2 * rng.next())) }, () => Math.floor(rng.next() * vocab)));
@@ -84,7 +78,7 @@ async function main(): Promise<void> {
       const engineTokens = theirs.tokens.reduce((n, t) => n + t.length, 0);
       let gap = 0;
       for (let i = 0; i < Math.min(4, requests.length); i++) {
-        const lp = tf.tidy(() => policyLogprobs(model, requests[i]!.tokens, theirs.tokens[i]!));
+        const lp = policyLogprobs(model, requests[i]!.tokens, theirs.tokens[i]!, T);
         lp.forEach((x, k) => (gap = Math.max(gap, Math.abs(x - theirs.logprobs[i]![k]!))));
       }
       console.log('\n| engine | sequences | prompt tokens | generated tokens | seconds | generated tokens/s | start-up |');

@@ -27,7 +27,7 @@ import { cpus, loadavg } from 'node:os';
 import { parseArgs } from 'node:util';
 import { selectBackend } from '../src/model/net/backend';
 import { loadHfCheckpoint } from '../src/model/formats/checkpoint';
-import type { QwenConfig } from '../src/model/net/qwenConfig';
+import { SMOLLM2_SHAPE } from './smollm2Shape';
 import { DecodePool } from '../src/model/net/decodePool';
 import { generateAsync } from '../src/model/net/generate';
 import { QwenModel } from '../src/model/net/qwen';
@@ -41,11 +41,6 @@ import { mkdtempSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 
-const SMOL: QwenConfig = {
-  model_type: 'qwen2', vocab_size: 49152, hidden_size: 576, intermediate_size: 1536, num_hidden_layers: 30, num_attention_heads: 9,
-  num_key_value_heads: 3, rms_norm_eps: 1e-5, rope_theta: 100000, tie_word_embeddings: true, max_position_embeddings: 8192,
-  hidden_act: 'silu', initializer_range: 0.041666,
-};
 
 async function main(): Promise<void> {
   const { values } = parseArgs({
@@ -70,7 +65,7 @@ async function main(): Promise<void> {
   });
   const [P, G, L, N, D, M] = [values.prompts, values.group, values['prompt-tokens'], values['new-tokens'], values.delta, values['max-batch-tokens']].map(Number) as [number, number, number, number, number, number];
   const backend = await selectBackend();
-  const model = values.model ? loadHfCheckpoint(values.model) : QwenModel.init(SMOL, 1);
+  const model = values.model ? loadHfCheckpoint(values.model) : QwenModel.init(SMOLLM2_SHAPE, 1);
   const V = model.dims.vocab;
   const rng = new Rng(3);
   const ids = (n: number) => Array.from({ length: n }, () => 10 + Math.floor(rng.next() * (V - 10)));
@@ -159,7 +154,7 @@ async function main(): Promise<void> {
   if (values.part !== 'rollout' && trainOn.length) {
     const params = model.numParams();
     console.log(`\ntraining ${trainOn.length} sequences of ~${Math.round(trainOn.reduce((n, q) => n + q.tokens.length, 0) / trainOn.length)} tokens, ${trainOn.reduce((n, q) => n + q.spans.reduce((m, sp) => m + sp.end - sp.start, 0), 0)} policy tokens, ${params.toLocaleString('en-US')} parameters`);
-    const reference = values.model ? loadHfCheckpoint(values.model) : QwenModel.init(SMOL, 1);
+    const reference = values.model ? loadHfCheckpoint(values.model) : QwenModel.init(SMOLLM2_SHAPE, 1);
     // Every (rank, micro-batch, packing) of the lists, or exactly those of --variants (rank:micro:on|off, …).
     const variants: [number, number, boolean][] = values.variants
       ? values.variants.split(',').map((v) => {

@@ -122,11 +122,12 @@ export class ObjectStore {
     return `ObjectStore ${inspect(this.toJSON())}`;
   }
 
-  async putBytes(key: string, data: Uint8Array, contentType = 'application/octet-stream'): Promise<ObjectRef> {
+  /** `headers`: more request headers (a condition such as `If-None-Match`). */
+  async putBytes(key: string, data: Uint8Array, contentType = 'application/octet-stream', headers: Record<string, string> = {}): Promise<ObjectRef> {
     await this.ensureBucket();
     const buf = Buffer.from(data.buffer, data.byteOffset, data.byteLength);
     const hash = sha256(buf);
-    await this.client.putObject(this.bucket, key, buf, buf.length, { ...this.opts.writeHeaders, 'Content-Type': contentType, 'x-amz-meta-sha256': hash });
+    await this.client.putObject(this.bucket, key, buf, buf.length, { ...this.opts.writeHeaders, 'Content-Type': contentType, 'x-amz-meta-sha256': hash, ...headers });
     return { key, sha256: hash, bytes: buf.length };
   }
 
@@ -135,10 +136,8 @@ export class ObjectStore {
    * was. Two writers of one key (an attempt that outlived its heartbeat timeout and its retry) cannot both land.
    */
   async putBytesIfAbsent(key: string, data: Uint8Array, contentType = 'application/octet-stream'): Promise<boolean> {
-    await this.ensureBucket();
-    const buf = Buffer.from(data.buffer, data.byteOffset, data.byteLength);
     try {
-      await this.client.putObject(this.bucket, key, buf, buf.length, { ...this.opts.writeHeaders, 'Content-Type': contentType, 'x-amz-meta-sha256': sha256(buf), 'If-None-Match': '*' });
+      await this.putBytes(key, data, contentType, { 'If-None-Match': '*' });
       return true;
     } catch (e) {
       const code = (e as { code?: string }).code;

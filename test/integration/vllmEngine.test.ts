@@ -25,7 +25,7 @@ import { REPO } from '../helpers/paths';
 import { startRl } from '../../src/cli/stages';
 import { connectClient } from '../../src/infra/temporal';
 import { policyKey, runKey } from '../../src/run/layout';
-import { servingMarker } from '../../src/stages/rl/engineActivity';
+import { policyLogprobs, servingMarker } from '../../src/stages/rl/engineActivity';
 import { testConfig, testStore, uniqueId } from '../helpers/env';
 import { startChildWorker, writeConfigFile } from '../helpers/processes';
 import { tinyRl, writeRlFixture } from '../helpers/rlFixture';
@@ -57,11 +57,7 @@ after(async () => {
 const prompts = [[5, 90, 213, 17, 640], [7, 7, 7, 1000], [30, 31, 32, 33, 34, 35, 36]];
 
 /** The embedded model's log-probabilities of `gen` after `prompt`, at temperature `t`. */
-function embeddedLogprobs(prompt: readonly number[], gen: readonly number[], t: number, m: QwenModel = model): number[] {
-  const ids = [...prompt, ...gen];
-  const lp = tf.tidy(() => m.tokenLogprobs([ids.slice(0, -1)], [ids.slice(1)], undefined, t).arraySync() as number[][]);
-  return lp[0]!.slice(prompt.length - 1);
-}
+const embeddedLogprobs = (prompt: readonly number[], gen: readonly number[], t: number, m: QwenModel = model): number[] => policyLogprobs(m, prompt, gen, t);
 
 test('sampled tokens with their log-probabilities at the sampling temperature: the embedded model gives the same log-probabilities', { skip, timeout: 900_000 }, async (t) => {
   const engine = new VllmEngine({ baseUrl: server!.url, model: 'policy' });

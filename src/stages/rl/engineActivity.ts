@@ -28,11 +28,11 @@ import type { RlEngineSyncInput, RlEngineSyncResult } from './shapes';
 /** The probe's prompt: a fixed sequence of ids spread over the vocabulary (any ids do: it compares distributions). */
 export const probePrompt = (vocab: number): number[] => Array.from({ length: 12 }, (_, i) => (i * 7919 + 13) % vocab);
 
-/** The policy's log-probabilities (temperature 1) of `tokens` after `prompt`. */
-export function policyLogprobs(model: QwenModel, prompt: readonly number[], tokens: readonly number[]): number[] {
+/** The policy's log-probabilities of `tokens` after `prompt`, at `temperature` (the probe's: 1). */
+export function policyLogprobs(model: QwenModel, prompt: readonly number[], tokens: readonly number[], temperature = 1): number[] {
   if (tokens.length === 0) return [];
   const ids = [...prompt, ...tokens];
-  const lp = tf.tidy(() => model.tokenLogprobs([ids.slice(0, -1)], [ids.slice(1)], undefined, 1).arraySync() as number[][]);
+  const lp = tf.tidy(() => model.tokenLogprobs([ids.slice(0, -1)], [ids.slice(1)], undefined, temperature).arraySync() as number[][]);
   return lp[0]!.slice(prompt.length - 1);
 }
 
