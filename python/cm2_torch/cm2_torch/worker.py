@@ -182,6 +182,7 @@ async def serve(settings: Settings, device: torch.device, autocast: torch.dtype 
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Runs the worker and ends the process with its exit code (never returns)."""
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("-c", "--config", help="the cm2 config file (its temporal and s3 sections)")
     ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu", help="cuda (each rank its LOCAL_RANK's GPU) or cpu")
@@ -206,12 +207,13 @@ def main(argv: list[str] | None = None) -> int:
         except BaseException:
             log.exception("rank %d: an update failed; exiting so that the group starts again", rank)
             code = 1
-    if torch.distributed.is_initialized():
-        # a group whose peers are gone (or broken) may never let destroy_process_group return: leave without it
-        sys.stdout.flush()
-        sys.stderr.flush()
-        os._exit(code)
-    return code
+    # leave without the interpreter's finalization: a group whose peers are gone (or broken) may never let
+    # destroy_process_group return, and the Temporal client's native threads can abort a finalizing interpreter
+    # (seen in CI: "Fatal Python error: PyGILState_Release" after a refused connection, exit by signal instead of 3)
+    logging.shutdown()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
 
 
 if __name__ == "__main__":
