@@ -30,6 +30,8 @@ export interface VllmServerOptions {
   dtype?: 'float32' | 'bfloat16' | 'float16' | 'auto';
   /** LoRA at run time: the largest rank (vLLM accepts 1, 8, 16, 32, 64, …). */
   loraRank?: number;
+  /** Adapters in one batch (default 2: one-step-off's rollouts and the update's evaluation use two versions at once). */
+  maxLoras?: number;
   /** CPU builds: KV cache GiB (VLLM_CPU_KVCACHE_SPACE). */
   kvCacheGiB?: number;
   /** Skip torch.compile and CUDA-graph warm-up (`--enforce-eager`): a faster start, slower decoding. */
@@ -52,7 +54,7 @@ export function vllmCommand(o: VllmServerOptions): { command: string; args: stri
     '--logprobs-mode', 'processed_logprobs',
     '--generation-config', 'vllm',
     '--skip-tokenizer-init',
-    ...(o.loraRank ? ['--enable-lora', '--max-lora-rank', String(o.loraRank), '--max-loras', '1'] : []),
+    ...(o.loraRank ? ['--enable-lora', '--max-lora-rank', String(o.loraRank), '--max-loras', String(o.maxLoras ?? 2)] : []),
     ...(o.eager ? ['--enforce-eager'] : []),
     ...(o.extraArgs ?? []),
   ];

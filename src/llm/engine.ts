@@ -76,15 +76,19 @@ export interface TokenEngine {
 export interface SyncableEngine extends TokenEngine {
   loadWeights(dir: string): Promise<void>;
   loadAdapter(name: string, dir: string): Promise<void>;
-  /** The model name requests are sent with (an adapter's name after loadAdapter). */
+  /** The served model's name (vLLM's `--served-model-name`). */
   model: string | undefined;
+  /** The LoRA adapter requests select (set by loadAdapter), or undefined for the served weights. */
+  adapter: string | undefined;
 }
 
 export interface HttpEngineOptions {
   /** Server root, e.g. http://127.0.0.1:8000 (no `/v1`). */
   baseUrl: string;
-  /** The served model name (vLLM) or the adapter name a request selects; SGLang: a LoRA adapter name, if any. */
+  /** The served model name (vLLM's `--served-model-name`; SGLang ignores it). */
   model?: string;
+  /** A LoRA adapter, loaded earlier under this name, that requests select. */
+  adapter?: string;
   /** Bearer token, from the environment (never from the config). */
   apiKey?: string;
   /** Requests in flight at once (default 64). */
@@ -118,9 +122,11 @@ abstract class HttpEngine implements SyncableEngine {
     this.fetch = o.fetch ?? globalThis.fetch;
     this.base = o.baseUrl.replace(/\/+$/, '');
     this.model = o.model;
+    this.adapter = o.adapter;
   }
 
   model: string | undefined;
+  adapter: string | undefined;
 
   protected abstract generateOne(q: EngineRequest, seed: number, opts: EngineDecodeOptions): Promise<Generated>;
   abstract loadWeights(dir: string): Promise<void>;
@@ -258,7 +264,7 @@ export class VllmEngine extends HttpEngine {
     await this.postText('/v1/unload_lora_adapter', { lora_name: name }, [400, 404]);
     await this.postText('/v1/load_lora_adapter', { lora_name: name, lora_path: dir });
     await this.resetPrefixCache();
-    this.model = name;
+    this.adapter = name;
   }
 
   private async resetPrefixCache(): Promise<void> {
@@ -275,7 +281,7 @@ export class VllmEngine extends HttpEngine {
   protected async generateOne(q: EngineRequest, seed: number, opts: EngineDecodeOptions): Promise<Generated> {
     const temperature = opts.temperature ?? 1;
     const raw = await this.post('/v1/completions', {
-      model: this.model,
+      model: this.adapter ?? this.model,
       prompt: [...q.tokens],
       max_tokens: q.maxNewTokens,
       temperature,
@@ -301,15 +307,34 @@ export class VllmEngine extends HttpEngine {
   }
 }
 
+// Recorded real answers: test/fixtures/sglang (SGLang's executed documentation notebooks). A non-streaming answer's
+// `output_ids` can begin with the prompt's last tokens (seen in 0.5.2rc1: five of them; sgl-project/sglang#17240),
+// so the generated ids are read from `output_token_logprobs` ([logprob, id, text] per new token), or else the last
+// `completion_tokens` of `output_ids`.
 const SglangGenerate = z.object({
-  output_ids: z.array(z.number().int()),
+  output_ids: z.array(z.number().int()).optional(),
   meta_info: z.object({
     finish_reason: z.object({ type: z.string() }).nullable().optional(),
     output_token_logprobs: z.array(z.tuple([z.number().nullable(), z.number().int()]).rest(z.unknown())).optional(),
     prompt_tokens: z.number().int().optional(),
+    completion_tokens: z.number().int().optional(),
     cached_tokens: z.number().int().optional(),
   }),
 });
+
+/** The new tokens and their log-probabilities of an SGLang `/generate` answer (see SglangGenerate). */
+export function sglangOutput(raw: unknown, where: string): { tokens: number[]; logprobs: number[]; stop: boolean; promptTokens?: number; cachedTokens: number } {
+  const a = parseAnswer(SglangGenerate, raw, where);
+  const m = a.meta_info;
+  const lps = m.output_token_logprobs;
+  if (!lps) throw new LlmFatalError(`${where}: no meta_info.output_token_logprobs (was return_logprob sent?)`);
+  const tokens = lps.map((x) => x[1]);
+  const n = m.completion_tokens ?? tokens.length;
+  if (tokens.length !== n) throw new LlmFatalError(`${where}: ${n} completion tokens but ${tokens.length} log-probabilities`);
+  const ids = a.output_ids;
+  if (ids && (ids.length < n || ids.slice(ids.length - n).some((t, i) => t !== tokens[i]))) throw new LlmFatalError(`${where}: output_ids does not end with the ${n} tokens of output_token_logprobs`);
+  return { tokens, logprobs: lps.map((x) => x[0] ?? Number.NEGATIVE_INFINITY), stop: m.finish_reason?.type === 'stop', ...(m.prompt_tokens !== undefined ? { promptTokens: m.prompt_tokens } : {}), cachedTokens: m.cached_tokens ?? 0 };
+}
 
 /** SGLang's native server (`/generate`). */
 export class SglangEngine extends HttpEngine {
@@ -324,7 +349,7 @@ export class SglangEngine extends HttpEngine {
     await this.postText('/unload_lora_adapter', { lora_name: name }, [400, 404]);
     const a = (await this.post('/load_lora_adapter', { lora_name: name, lora_path: dir })) as { success?: boolean; error_message?: string };
     if (a.success === false) throw new LlmFatalError(`SGLang ${this.base}: load_lora_adapter ${dir} failed: ${a.error_message ?? ''}`);
-    this.model = name;
+    this.adapter = name;
   }
 
   protected async generateOne(q: EngineRequest, seed: number, opts: EngineDecodeOptions): Promise<Generated> {
@@ -345,18 +370,10 @@ export class SglangEngine extends HttpEngine {
       },
       return_logprob: true,
       top_logprobs_num: 0,
-      ...(this.model ? { lora_path: this.model } : {}),
+      ...(this.adapter ? { lora_path: this.adapter } : {}),
     });
-    const a = parseAnswer(SglangGenerate, raw, `SGLang ${this.base}/generate`);
-    const lps = a.meta_info.output_token_logprobs ?? [];
-    if (lps.length !== a.output_ids.length) throw new LlmFatalError(`SGLang ${this.base}: ${a.output_ids.length} token ids but ${lps.length} log-probabilities`);
-    return {
-      tokens: a.output_ids,
-      logprobs: lps.map((x) => x[0] ?? Number.NEGATIVE_INFINITY),
-      stoppedByStop: a.meta_info.finish_reason?.type === 'stop',
-      promptTokens: a.meta_info.prompt_tokens ?? q.tokens.length,
-      cachedTokens: a.meta_info.cached_tokens ?? 0,
-    };
+    const o = sglangOutput(raw, `SGLang ${this.base}/generate`);
+    return { tokens: o.tokens, logprobs: o.logprobs, stoppedByStop: o.stop, promptTokens: o.promptTokens ?? q.tokens.length, cachedTokens: o.cachedTokens };
   }
 }
 

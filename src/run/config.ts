@@ -231,8 +231,10 @@ export const RlConfig = z.object({
     model: z.string().default('policy').describe('The model name requests use (vLLM `--served-model-name`; SGLang: unused for full weights).'),
     apiKeyEnv: z.string().default('').describe('Environment variable of the workers holding the engine\'s bearer token (never the token itself).'),
     syncDir: z.string().default('')
-      .describe('Folder the gpu workers write each policy version into (untied HF folders, one per version) and the engine reads at the same path: a shared or local disk of the engine\'s machine.'),
+      .describe('Folder the gpu workers write each policy version into (untied HF folders, or PEFT adapter folders with `sync: adapter`, one per version) and the engine reads at the same path: a shared or local disk of the engine\'s machine.'),
     concurrency: z.number().int().positive().default(64).describe('Requests in flight per rollout activity.'),
+    sync: z.enum(['weights', 'adapter']).default('weights')
+      .describe('How a policy reaches the engine: `weights`, full weights reloaded in place each step (one policy served at a time); `adapter`, with `rl.lora`, the base loaded once and each version\'s LoRA adapter loaded beside the others under a name of its own (vLLM `--enable-lora`, SGLang `--enable-lora`): megabytes a step instead of the model, and several versions served at once, so `async: one-step-off` works.'),
     probeTolerance: z.number().positive().default(0.01)
       .describe('Largest |engine − policy| log-probability of the stale-weight probe after a sync (nats); more fails the step: the engine does not serve the policy.'),
   }).prefault({}).refine((e) => e.kind === 'embedded' || (e.url !== '' && e.syncDir !== ''), { message: 'a serving engine (rl.engine.kind vllm or sglang) needs rl.engine.url and rl.engine.syncDir' })

@@ -25,7 +25,9 @@ import { REPO } from '../helpers/paths';
 import { startRl } from '../../src/cli/stages';
 import { connectClient } from '../../src/infra/temporal';
 import { policyKey, runKey } from '../../src/run/layout';
-import { policyLogprobs, servingMarker } from '../../src/stages/rl/engineActivity';
+import { adapterName, policyLogprobs, servingMarker, versionFolder } from '../../src/stages/rl/engineActivity';
+import { SafetensorsReader } from '../../src/model/formats/safetensors';
+import { LoraAdapter } from '../../src/model/net/lora';
 import { testConfig, testStore, uniqueId } from '../helpers/env';
 import { startChildWorker, writeConfigFile } from '../helpers/processes';
 import { tinyRl, writeRlFixture } from '../helpers/rlFixture';
@@ -47,7 +49,8 @@ before(async () => {
   // served as the sync writes policies: untied (vLLM's CPU build reloads a tied head stale, docs/decisions.md)
   served = path.join(logs, 'served');
   saveHfCheckpoint(served, model, { untie: true });
-  server = await startVllm({ python: py!, model: served, port: await freePort(), maxModelLen: 2048, kvCacheGiB: 1, eager: true, threads: 2, logFile: path.join(logs, 'vllm.log'), watchPid: process.pid, startTimeoutMs: 900_000 });
+  // LoRA on (rank 8, two adapters per batch): the adapter tests load versions by name beside the base weights
+  server = await startVllm({ python: py!, model: served, port: await freePort(), maxModelLen: 2048, kvCacheGiB: 1, eager: true, threads: 2, loraRank: 8, logFile: path.join(logs, 'vllm.log'), watchPid: process.pid, startTimeoutMs: 900_000 });
 });
 
 after(async () => {
@@ -155,6 +158,92 @@ test('RL on vLLM: each batch’s policy is loaded into the engine first, the rol
   // the marker names the last one loaded: the final policy
   const serving = JSON.parse(readFileSync(servingMarker(syncDir, server!.url), 'utf8')) as { policy: string };
   assert.equal(serving.policy, policyKey(result.policy));
+});
+
+test('a LoRA adapter loaded by name: requests that name it get the adapter\'s policy, the others the base weights; an unknown name is refused', { skip, timeout: 600_000 }, async () => {
+  const work = mkdtempSync(path.join(tmpdir(), 'cm2-vllm-lora-'));
+  const tuned = loadHfCheckpoint(dir);
+  const adapter = LoraAdapter.create(tuned, { rank: 8, alpha: 16, rslora: false, dropout: 0, targets: ['q_proj', 'k_proj', 'v_proj', 'o_proj', 'gate_proj', 'up_proj', 'down_proj'], trainTokens: [] }, 3);
+  // B starts at zero (the adapter is then the base): give it values, as training would
+  for (const [name, v] of adapter.params()) if (name.includes('lora_B')) v.assign(tf.randomNormal(v.shape, 0, 0.05, 'float32', 11));
+  adapter.merge();
+  const v1 = path.join(work, 'v1');
+  adapter.save(v1);
+  const base = new VllmEngine({ baseUrl: server!.url, model: 'policy' });
+  const named = new VllmEngine({ baseUrl: server!.url, model: 'policy' });
+  const prompt = prompts[0]!;
+  const old = (p: readonly number[], t: readonly number[]) => embeddedLogprobs(p, t, 1);
+  const neu = (p: readonly number[], t: readonly number[]) => embeddedLogprobs(p, t, 1, tuned);
+  await base.loadWeights(served);
+  const name = adapterName('ckpt:runs/t/rl/checkpoints/step-00000001/manifest.json');
+  await assert.rejects(probeEngine(new VllmEngine({ baseUrl: server!.url, model: 'policy', adapter: name }), prompt, neu), (e: unknown) => e instanceof Error && /HTTP 404/.test(e.message), 'not loaded yet: refused');
+  await named.loadAdapter(name, v1);
+  assert.equal(named.adapter, name);
+  const withAdapter = await probeEngine(named, prompt, neu);
+  const withBase = await probeEngine(base, prompt, old);
+  const crossed = await probeEngine(named, prompt, old);
+  assert.ok(withAdapter.max < 1e-3, `the adapter's requests: the merged policy's log-probabilities (gap ${withAdapter.max})`);
+  assert.ok(withBase.max < 1e-3, `requests without it: the base's (gap ${withBase.max})`);
+  assert.ok(crossed.max > 50 * Math.max(withAdapter.max, 1e-5), `and the probe tells them apart (${crossed.max})`);
+  adapter.dispose();
+  tuned.dispose();
+});
+
+test('RL on vLLM with LoRA adapters (rl.engine.sync adapter) and one-step-off: the base loaded once, each version as an adapter beside the last, every step row naming what generated its rollouts', { skip, timeout: 900_000 }, async (t) => {
+  const syncDir = mkdtempSync(path.join(tmpdir(), 'cm2-vllm-sync-lora-'));
+  const cfg = testConfig(uniqueId('vllm-lora'), {
+    rl: tinyRl({
+      steps: 3,
+      groupSize: 4,
+      async: 'one-step-off',
+      hp: { lr: 1e-2, klCoef: 1e-3, granularity: 'trajectory' },
+      lora: { rank: 8, alpha: 16, targets: ['q_proj', 'k_proj', 'v_proj', 'o_proj', 'gate_proj', 'up_proj', 'down_proj'] },
+      // long enough for whole tool calls, so that groups differ and step 1's adapter is not zero
+      rollout: { maxNewTokens: 64, maxModelLen: 1400, promptMargin: 0, temperature: 1 },
+      eval: { prompts: 2, every: 3 },
+      engine: { kind: 'vllm', url: server!.url, model: 'policy', syncDir, sync: 'adapter' },
+    }),
+  });
+  const store = testStore(cfg);
+  await writeRlFixture(cfg, store, 16, undefined, { policyDir: dir });
+  const worker = await startChildWorker(writeConfigFile(cfg));
+  let result;
+  try {
+    result = await (await startRl(await connectClient(cfg), cfg)).result();
+  } finally {
+    await worker.kill('SIGTERM');
+  }
+  assert.equal(result.steps, 3);
+  type Row = { kind: string; step: number; staleness?: number; advNonzero?: Record<string, number>; logprobGap?: { max: number; tokens: number }; engine?: { kind: string; policy: string; adapter?: string; reloaded: boolean; probeMax: number } };
+  const rows = (await store.getText(runKey(cfg.run.id, 'rl', 'metrics.jsonl'))).split('\n').filter(Boolean).map((l) => JSON.parse(l) as Row);
+  const steps = rows.filter((r) => r.kind === 'step');
+  assert.deepEqual(steps.map((r) => r.step), [1, 2, 3]);
+  for (const r of steps) {
+    assert.ok(r.logprobGap && r.logprobGap.tokens > 0 && r.logprobGap.max < 1e-3, `step ${r.step}: the behaviour policy's log-probabilities of the engine's tokens: ${JSON.stringify(r.logprobGap)}`);
+    assert.ok(r.engine && r.engine.kind === 'vllm' && r.engine.probeMax < 0.01, `step ${r.step}: ${JSON.stringify(r.engine)}`);
+    t.diagnostic(`step ${r.step}: staleness ${r.staleness}, engine ${JSON.stringify(r.engine)}, logprobGap ${JSON.stringify(r.logprobGap)}`);
+  }
+  // steps 1 and 2 roll out with the starting policy (the base weights, no adapter); step 3 with step 1's adapter
+  assert.equal(steps[0]!.engine!.adapter, undefined);
+  assert.equal(steps[1]!.staleness, 1);
+  assert.match(steps[2]!.engine!.policy, /step-0+1\b/);
+  assert.equal(steps[2]!.engine!.adapter, adapterName(steps[2]!.engine!.policy));
+  // in the sync folder: the base once (full weights), then adapters only (a few MB each)
+  const versions = readdirSync(path.join(syncDir, cfg.run.id)).sort();
+  const full = versions.filter((v) => existsSync(path.join(syncDir, cfg.run.id, v, 'config.json')));
+  const adapters = versions.filter((v) => existsSync(path.join(syncDir, cfg.run.id, v, 'adapter_model.safetensors')));
+  assert.equal(full.length, 1, versions.join(', '));
+  assert.ok(adapters.length >= 2, `step 1's and step 3's adapters (the final evaluation): ${versions.join(', ')}`);
+  assert.deepEqual(rows.filter((r) => r.kind === 'eval').map((r) => r.step), [0, 3]);
+  assert.ok(policyKey(result.policy).startsWith('ckpt:'));
+  // step 3's rollouts came from step 1's adapter, which its update moved away from the base: the engine served that
+  // adapter (the sync's probe, and step 3's logprobGap above, compare with the adapted policy, not the base)
+  const v1 = path.join(syncDir, cfg.run.id, versionFolder(steps[2]!.engine!.policy), 'adapter_model.safetensors');
+  const reader = SafetensorsReader.open(v1);
+  const maxB = Math.max(...reader.names().filter((n) => n.includes('lora_B')).map((n) => reader.read(n).reduce((m, x) => Math.max(m, Math.abs(x)), 0)));
+  reader.close();
+  t.diagnostic(`step 1: groups with contrast ${JSON.stringify(steps[0]!.advNonzero)}; its adapter's largest |B| ${maxB.toExponential(2)}`);
+  assert.ok(maxB > 0, 'step 1 changed its adapter');
 });
 
 test('an engine that is not there: a retryable connection failure after its retries', async () => {

@@ -130,7 +130,8 @@ export async function rolloutPhase(w: RlWorker, input: z.infer<typeof RlRolloutI
   }
   const before = policyTokens(rollouts);
   // On a serving engine (rl.engine) the tokens come from it; rlEngineSync made it serve `policy` before the batch.
-  const model = usesEngine(input.rl) ? engineOf(input.rl.engine) : await w.policies.get(input.policy);
+  // (as the adapter rlEngineSync loaded, with rl.engine.sync adapter).
+  const model = usesEngine(input.rl) ? engineOf(input.rl.engine, process.env, input.engineAdapter) : await w.policies.get(input.policy);
   const limits: RolloutLimits = { ...input.rl.rollout, ...(input.temperature !== undefined ? { temperature: input.temperature } : {}) };
   const signal = cancellationSignal();
   await advanceRollouts(rollouts, d.byUuid, model, tok, w.environment(d, input.rl, input.llm), {

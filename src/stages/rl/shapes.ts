@@ -74,6 +74,8 @@ export const RlRolloutInput = RlJudgeInput.extend({
   /** Sampling overrides (evaluation). */
   temperature: z.number().min(0).optional(),
   seed: z.number().int(),
+  /** The adapter name a serving engine serves `policy` under (rlEngineSync's `adapter`; rl.engine.sync adapter). */
+  engineAdapter: z.string().optional(),
 });
 
 /** Load `policy` into the serving engine of `rl.engine` unless the probe finds it there already. gpu queue. */
@@ -85,6 +87,8 @@ export const RlEngineSyncResult = z.object({
   reloaded: z.boolean(),
   /** The folder it was loaded from. */
   dir: z.string().optional(),
+  /** The adapter name requests for this policy use (rl.engine.sync adapter; absent: the served weights). */
+  adapter: z.string().optional(),
   probe: z.object({ mean: z.number(), max: z.number(), tokens: z.number().int() }),
   seconds: z.number(),
 });
@@ -205,6 +209,8 @@ export interface RlBatch {
   chunks: number;
   /** The policy that generated the rollouts. */
   behaviour: PolicyRef;
+  /** A serving engine's rollouts: which engine, serving which policy (policyKey), as which adapter, after a load or not. */
+  engine?: { kind: string; policy: string; adapter?: string; reloaded: boolean; probeMax: number };
 }
 
 export interface RlLoopState {

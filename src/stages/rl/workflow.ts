@@ -38,6 +38,7 @@ import {
   workflowInfo,
 } from '@temporalio/workflow';
 import type { PhaseResult, RlActivities, RlAdvantagesResult, RlData, RlTrainResult } from './activities';
+import { engineConfigProblem } from './engineRules';
 import type { RlBatch, RlEvalPoint, RlLoopState, RlResult, RlStatus, RlWorkflowInput } from './shapes';
 import { CM2_MEAN_REWARD, CM2_STATE, CM2_STEP, rlKeys } from '../../run/layout';
 import type { RlConfig, RlHyperparameters, RlSettings } from '../../run/config';
@@ -173,9 +174,10 @@ function settingsOf(rl: RlConfig): RlSettings {
 }
 
 /** Rollouts then judge, turn by turn, until every episode is done. Returns the last phase and the time per kind. */
-async function runEpisodes(loop: Loop, data: RlData, folder: string, policy: PolicyRef, init: EpisodeInit, seed: number, temperature?: number, episodeSeeds = false) {
+async function runEpisodes(loop: Loop, data: RlData, folder: string, policy: PolicyRef, init: EpisodeInit, seed: number, temperature?: number, episodeSeeds = false, engineAdapter?: string) {
   const { input, settings: rl, gpu, api } = loop;
-  const perEpisode = episodeSeeds ? { episodeSeeds: true } : {};
+  // engineAdapter: the adapter name a serving engine serves this policy under (rl.engine.sync adapter)
+  const perEpisode = { ...(episodeSeeds ? { episodeSeeds: true } : {}), ...(engineAdapter ? { engineAdapter } : {}) };
   const time = { rollout: 0, judge: 0 };
   let judgeStats = zeroJudgeTotals();
   let generated = 0;
@@ -206,14 +208,15 @@ async function collectBatch(loop: Loop, data: RlData, folder: string, policy: Po
   const t0 = Date.now();
   // A serving engine (rl.engine) serves the batch's policy before its first rollout (a probe when it does already).
   // Inputs recorded before `engine` existed have none: no command, so their histories replay.
-  if (engineKind(loop.settings) !== 'embedded') await loop.gpu.rlEngineSync({ runId: loop.input.runId, policy, rl: loop.settings });
+  const synced = engineKind(loop.settings) !== 'embedded' ? await loop.gpu.rlEngineSync({ runId: loop.input.runId, policy, rl: loop.settings }) : undefined;
+  const engine = synced ? { engine: { kind: engineKind(loop.settings), policy: synced.policy, ...(synced.adapter ? { adapter: synced.adapter } : {}), reloaded: synced.reloaded, probeMax: synced.probe.max } } : {};
   if (loop.chunkPrompts <= 0) {
-    const ep = await runEpisodes(loop, data, folder, policy, init, seed, temperature);
-    return { ...ep, rolloutsKey: rlKeys.phase(folder, ep.lastPhase), wall: (Date.now() - t0) / 1000, chunks: 1, behaviour: policy };
+    const ep = await runEpisodes(loop, data, folder, policy, init, seed, temperature, false, synced?.adapter);
+    return { ...ep, rolloutsKey: rlKeys.phase(folder, ep.lastPhase), wall: (Date.now() - t0) / 1000, chunks: 1, behaviour: policy, ...engine };
   }
   const ranges = chunkRanges(init.indices.length, promptsPerChunk);
   const parts = await Promise.all(ranges.map(([a, b], c) =>
-    runEpisodes(loop, data, rlKeys.chunk(folder, c), policy, { indices: init.indices.slice(a, b), groupSize: init.groupSize, groupOffset: a }, seed, temperature, true)));
+    runEpisodes(loop, data, rlKeys.chunk(folder, c), policy, { indices: init.indices.slice(a, b), groupSize: init.groupSize, groupOffset: a }, seed, temperature, true, synced?.adapter)));
   const merged = await loop.api.rlMergeChunks({ runId: loop.input.runId, folder, parts: parts.map((ep, c) => rlKeys.phase(rlKeys.chunk(folder, c), ep.lastPhase)) });
   return {
     rolloutsKey: merged.key,
@@ -224,6 +227,7 @@ async function collectBatch(loop: Loop, data: RlData, folder: string, policy: Po
     generated: parts.reduce((n, ep) => n + ep.generated, 0),
     chunks: ranges.length,
     behaviour: policy,
+    ...engine,
   };
 }
 
@@ -312,6 +316,8 @@ export function stepRow(
     reusedCheckpoint: train.reused,
     ...(how.chunked ? { chunks: ep.chunks } : {}),
     ...(how.oneStepOff ? { staleness: how.staleness } : {}),
+    // which engine generated the rollouts, serving which policy version under which name (issue 33)
+    ...(ep.engine ? { engine: ep.engine } : {}),
     weightsSha256: train.weightsSha256,
     seconds: {
       rollout: ep.time.rollout,
@@ -353,8 +359,9 @@ export async function rlWorkflow(input: RlWorkflowInput): Promise<RlResult> {
     setCurrentDetails(`**RL step ${state.step + 1}/${rl.steps}: ${name}**\n\n${details}`);
   };
 
-  // One engine serves one policy at a time; one-step-off would have it serve two (the update's and the next step's).
-  if (engineKind(settings) !== 'embedded' && rl.async === 'one-step-off') throw ApplicationFailure.nonRetryable('rl.async one-step-off with a serving engine (rl.engine) is not supported yet: the engine serves one policy at a time', 'BadConfig');
+  // Full weights: one policy served at a time, so no one-step-off; adapters: several at once (./engineRules.ts).
+  const engineProblem = engineConfigProblem(settings);
+  if (engineProblem) throw ApplicationFailure.nonRetryable(engineProblem, 'BadConfig');
   const loop: Loop = { input, rl, settings, gpu, api, chunkPrompts: rl.rollout.chunkPrompts ?? 0 };
   const evaluate = async (): Promise<void> => {
     if (state.evals.some((e) => e.step === state.step)) return;

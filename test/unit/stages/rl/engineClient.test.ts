@@ -3,7 +3,9 @@ import assert from 'node:assert/strict';
 import { RlConfig } from '../../../../src/run/config';
 import { SglangEngine, VllmEngine, requestSeed } from '../../../../src/llm/engine';
 import { engineOf, usesEngine } from '../../../../src/stages/rl/engineClient';
-import { probePrompt, versionFolder } from '../../../../src/stages/rl/engineActivity';
+import { adapterName, isUnknownAdapter, probePrompt, versionFolder } from '../../../../src/stages/rl/engineActivity';
+import { engineConfigProblem } from '../../../../src/stages/rl/engineRules';
+import { LlmFatalError, LlmRetryableError } from '../../../../src/llm/errors';
 
 test('rl.engine: embedded by default; a serving engine needs its url and the folder it reads policies from', () => {
   const rl = RlConfig.parse({});
@@ -41,4 +43,31 @@ test('version folders, probe prompts and request seeds', () => {
   assert.ok(seeds.every((s) => Number.isInteger(s) && s >= 0 && s <= 0x7fffffff));
   assert.equal(new Set(seeds).size, 100);
   assert.equal(requestSeed(42, 3), requestSeed(42, 3));
+});
+
+test('which engine settings can run: adapters need rl.lora without token rows; one-step-off needs adapters', () => {
+  const engine = { kind: 'vllm', url: 'http://e', syncDir: '/d' };
+  const lora = { rank: 8, alpha: 16, targets: ['q_proj'] };
+  assert.equal(engineConfigProblem(RlConfig.parse({})), undefined);
+  assert.equal(engineConfigProblem(RlConfig.parse({ async: 'one-step-off' })), undefined, 'the embedded model: any');
+  assert.equal(engineConfigProblem(RlConfig.parse({ engine })), undefined);
+  assert.equal(RlConfig.parse({ engine }).engine.sync, 'weights');
+  assert.match(engineConfigProblem(RlConfig.parse({ engine, async: 'one-step-off' }))!, /one set of weights at a time.*sync adapter/);
+  assert.match(engineConfigProblem(RlConfig.parse({ engine: { ...engine, sync: 'adapter' } }))!, /needs rl\.lora/);
+  assert.match(engineConfigProblem(RlConfig.parse({ engine: { ...engine, sync: 'adapter' }, lora: { ...lora, trainTokens: [5] } }))!, /trainTokens/);
+  assert.equal(engineConfigProblem(RlConfig.parse({ engine: { ...engine, sync: 'adapter' }, lora, async: 'one-step-off' })), undefined);
+  assert.equal(engineConfigProblem({ engine: { kind: 'vllm' } }), undefined, 'inputs recorded before sync: weights');
+});
+
+test('adapter names: one per version, and an engine that does not know one says so', () => {
+  const a = adapterName('ckpt:runs/r/rl/checkpoints/step-00000002/manifest.json');
+  assert.notEqual(a, adapterName('ckpt:runs/r/rl/checkpoints/step-00000003/manifest.json'));
+  assert.match(a, /^cm2-[A-Za-z0-9._-]+$/);
+  assert.ok(isUnknownAdapter(new LlmFatalError('engine http://e/v1/completions answered HTTP 404: The model `x` does not exist.', { status: 404 }), a));
+  assert.ok(isUnknownAdapter(new LlmFatalError(`HTTP 400: adapter ${a} is not loaded`, { status: 400 }), a));
+  assert.ok(!isUnknownAdapter(new LlmFatalError('HTTP 400: max_tokens too large', { status: 400 }), a));
+  assert.ok(!isUnknownAdapter(new LlmRetryableError('HTTP 503', { kind: 'server', status: 503 }), a), 'an outage is not an unknown adapter');
+  const e = engineOf(RlConfig.parse({ engine: { kind: 'vllm', url: 'http://e', syncDir: '/d' } }).engine, {}, a);
+  assert.equal(e.adapter, a);
+  assert.equal(e.model, 'policy');
 });
