@@ -301,6 +301,8 @@ export function pipelineInput(cfg: Cm2Config): PipelineInput {
               tokenizerDir: cfg.sft.tokenizerDir,
               taskQueues: { gpu: cfg.temporal.taskQueues.gpu, api: cfg.temporal.taskQueues.api },
               activity: cfg.temporal.activity,
+              // the run's serving engine generates the evaluations too (each policy loaded into it first)
+              ...(rlEnabled && cfg.rl.engine.kind !== 'embedded' ? { engine: { rl: { engine: cfg.rl.engine, lora: cfg.rl.lora }, maxModelLen: cfg.rl.rollout.maxModelLen } } : {}),
             },
           }
         : {}),

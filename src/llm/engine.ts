@@ -405,3 +405,22 @@ export async function probeEngine(engine: TokenEngine, prompt: readonly number[]
   });
   return { mean: tokens.length ? sum / tokens.length : 0, max, tokens: tokens.length };
 }
+
+/** Where a generation (a BFCL evaluation) runs on a serving engine that already serves its policy: plain JSON, no secret. */
+export const EngineTarget = z.object({
+  kind: z.enum(['vllm', 'sglang']),
+  url: z.string().min(1).describe('The engine server\'s root, e.g. http://10.0.0.5:8000.'),
+  model: z.string().default('policy').describe('The served model name (vLLM\'s --served-model-name).'),
+  adapter: z.string().optional().describe('A LoRA adapter the engine serves the policy as (rl.engine.sync adapter).'),
+  apiKeyEnv: z.string().default('').describe('Environment variable of the workers holding the engine\'s bearer token.'),
+  concurrency: z.number().int().positive().default(64).describe('Requests in flight.'),
+  maxModelLen: z.number().int().positive().default(2048).describe('The engine\'s context cap (--max-model-len): longer prompts are not sent.'),
+});
+export type EngineTarget = z.infer<typeof EngineTarget>;
+
+/** The client of an engine; its token from the environment variable named (never from a config or an input). */
+export function engineFor(t: Pick<EngineTarget, 'kind' | 'url' | 'model' | 'apiKeyEnv' | 'concurrency' | 'adapter'>, env: NodeJS.ProcessEnv = process.env): SyncableEngine {
+  const key = t.apiKeyEnv ? env[t.apiKeyEnv] : undefined;
+  const o: HttpEngineOptions = { baseUrl: t.url, model: t.model, concurrency: t.concurrency, ...(t.adapter ? { adapter: t.adapter } : {}), ...(key ? { apiKey: key } : {}) };
+  return t.kind === 'sglang' ? new SglangEngine(o) : new VllmEngine(o);
+}

@@ -22,7 +22,9 @@ import { loadHfCheckpoint, saveHfCheckpoint } from '../../src/model/formats/chec
 import { DecodePool } from '../../src/model/net/decodePool';
 import type { QwenModel } from '../../src/model/net/qwen';
 import { REPO } from '../helpers/paths';
-import { startRl } from '../../src/cli/stages';
+import { startRl, startStage } from '../../src/cli/stages';
+import { evalWorkflow, type EvalResult } from '../../src/stages/eval/workflow';
+import { BfclResults } from '../../src/stages/eval/bfcl/score';
 import { connectClient } from '../../src/infra/temporal';
 import { policyKey, runKey } from '../../src/run/layout';
 import { adapterName, policyLogprobs, servingMarker, versionFolder } from '../../src/stages/rl/engineActivity';
@@ -208,12 +210,32 @@ test('RL on vLLM with LoRA adapters (rl.engine.sync adapter) and one-step-off: t
   await writeRlFixture(cfg, store, 16, undefined, { policyDir: dir });
   const worker = await startChildWorker(writeConfigFile(cfg));
   let result;
+  let bfclRuns: EvalResult;
   try {
-    result = await (await startRl(await connectClient(cfg), cfg)).result();
+    const client = await connectClient(cfg);
+    result = await (await startRl(client, cfg)).result();
+    // BFCL of the final checkpoint through the engine (loaded as its adapter first) and on the worker's own model
+    const evalInput = {
+      runId: cfg.run.id,
+      bfcl: { ...cfg.eval.bfcl, categories: ['simple_python', 'irrelevance'], limit: 3, maxNewTokens: 24, batchSize: 1, chunkSize: 3 },
+      startToCloseTimeout: cfg.eval.startToCloseTimeout,
+      tokenizerDir: cfg.sft.tokenizerDir,
+      taskQueues: { gpu: cfg.temporal.taskQueues.gpu, api: cfg.temporal.taskQueues.api },
+      activity: cfg.temporal.activity,
+    };
+    const onEngine = (await startStage(client, cfg, evalWorkflow, 'eval', [{ ...evalInput, policies: [{ label: 'final-engine', policy: result.policy }], engine: { rl: { engine: cfg.rl.engine, lora: cfg.rl.lora }, maxModelLen: 1400 } }], 'BFCL on the engine')).result();
+    bfclRuns = await onEngine;
+    const embedded = await (await startStage(client, cfg, evalWorkflow, 'eval-embedded', [{ ...evalInput, policies: [{ label: 'final-embedded', policy: result.policy }] }], 'BFCL embedded')).result();
+    bfclRuns = { runId: cfg.run.id, bfcl: [...bfclRuns.bfcl, ...embedded.bfcl] };
   } finally {
     await worker.kill('SIGTERM');
   }
   assert.equal(result.steps, 3);
+  const [viaEngine, viaModel] = await Promise.all(bfclRuns.bfcl.map(async (b) => BfclResults.parse(JSON.parse(await store.getText(b.key)))));
+  assert.deepEqual(viaEngine!.policy['engine'], { kind: 'vllm', url: server!.url, adapter: adapterName(policyKey(result.policy)) });
+  assert.equal(viaEngine!.examples.length, 6);
+  assert.deepEqual(viaEngine!.examples, viaModel!.examples, 'greedy on the engine (the final adapter) = greedy on the merged model here');
+  t.diagnostic(`BFCL of the final checkpoint through vLLM: ${JSON.stringify(viaEngine!.overall)}; embedded ${JSON.stringify(viaModel!.overall)}`);
   type Row = { kind: string; step: number; staleness?: number; advNonzero?: Record<string, number>; logprobGap?: { max: number; tokens: number }; engine?: { kind: string; policy: string; adapter?: string; reloaded: boolean; probeMax: number } };
   const rows = (await store.getText(runKey(cfg.run.id, 'rl', 'metrics.jsonl'))).split('\n').filter(Boolean).map((l) => JSON.parse(l) as Row);
   const steps = rows.filter((r) => r.kind === 'step');

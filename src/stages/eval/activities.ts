@@ -25,6 +25,7 @@ import { selectBackend } from '../../model/net/backend';
 import { QwenModel } from '../../model/net/qwen';
 import { BadPolicyError, loadPolicy } from '../../storage/policyStore';
 import { PolicyRef } from '../../run/layout';
+import { engineFor } from '../../llm/engine';
 import { type ActivityDeps, activityAttempt, asTemporalFailure, cancellationSignal, heartbeat, once, parseInput, stageLog, workerName } from '../activityKit';
 import { EvalPolicy, EvalBfclInput, EvalBfclPlanInput, EvalBfclPlan, EvalBfclChunkInput, EvalBfclMergeInput, EvalBfclSummary } from './shapes';
 
@@ -101,20 +102,31 @@ async function readStoredModel(store: ObjectStore, ref: z.infer<typeof PolicyRef
   // Weights stream from S3 through a temp folder, one tensor at a time (an RL checkpoint's optimizer state is not fetched).
   const model = await loadPolicy(store, ref);
   try {
-    let tok: ChatTokenizer | undefined;
-    if (ref.kind === 'hf') {
-      const tj = await optionalJson(store, `${ref.prefix}/tokenizer.json`);
-      if (tj && !tokenizerDir) tok = new ChatTokenizer(tj, (await optionalJson(store, `${ref.prefix}/tokenizer_config.json`)) ?? {}, (await optionalJson(store, `${ref.prefix}/generation_config.json`)) ?? {});
-    }
-    if (!tok) {
-      if (!tokenizerDir) throw ApplicationFailure.nonRetryable('the policy folder has no tokenizer.json: give tokenizerDir', 'BadInput');
-      tok = loadChatTokenizer(resolveFromRoot(tokenizerDir));
-    }
-    return { model, tok };
+    return { model, tok: await storedTokenizer(store, ref, tokenizerDir) };
   } catch (e) {
     model.dispose();
     throw e;
   }
+}
+
+/** A stored policy's tokenizer, with loadStoredModel's failures. */
+async function loadTokenizerOf(store: ObjectStore, ref: z.infer<typeof PolicyRef>, tokenizerDir?: string): Promise<ChatTokenizer> {
+  try {
+    return await storedTokenizer(store, ref, tokenizerDir);
+  } catch (e) {
+    if (e instanceof NotFoundError) throw ApplicationFailure.nonRetryable(`policy not found: ${e.message}`, 'BadInput');
+    throw e;
+  }
+}
+
+/** A stored policy's tokenizer: the HF folder's own, else `tokenizerDir`'s (RL checkpoints). */
+async function storedTokenizer(store: ObjectStore, ref: z.infer<typeof PolicyRef>, tokenizerDir?: string): Promise<ChatTokenizer> {
+  if (ref.kind === 'hf' && !tokenizerDir) {
+    const tj = await optionalJson(store, `${ref.prefix}/tokenizer.json`);
+    if (tj) return new ChatTokenizer(tj, (await optionalJson(store, `${ref.prefix}/tokenizer_config.json`)) ?? {}, (await optionalJson(store, `${ref.prefix}/generation_config.json`)) ?? {});
+  }
+  if (!tokenizerDir) throw ApplicationFailure.nonRetryable('the policy folder has no tokenizer.json: give tokenizerDir', 'BadInput');
+  return loadChatTokenizer(resolveFromRoot(tokenizerDir));
 }
 
 export function createEvalActivities(deps: ActivityDeps) {
@@ -127,8 +139,14 @@ export function createEvalActivities(deps: ActivityDeps) {
   const withPolicy = async <R>(input: z.infer<typeof EvalBfclInput>, shared: boolean, use: (policy: Policy) => Promise<R>): Promise<R> => {
     const ref = input.policy;
     if (ref.kind === 'endpoint') return use(new EndpointPolicy(ref.endpoint, { cache: storeCache(store) }));
-    await selectBackend(input.generation.backend, log);
     const description = policyDescription(ref);
+    const target = input.generation.engine;
+    if (target) {
+      // a serving engine that serves this policy (the caller synced it): only the tokenizer is needed here
+      const tok = await loadTokenizerOf(store, ref, input.tokenizerDir);
+      return use(new ModelPolicy(engineFor(target), tok, { ...description, engine: { kind: target.kind, url: target.url, ...(target.adapter ? { adapter: target.adapter } : {}) } }, { ...input.generation, maxModelLen: target.maxModelLen }));
+    }
+    await selectBackend(input.generation.backend, log);
     const run = ({ model, tok }: LoadedModel) => use(new ModelPolicy(model, tok, description, input.generation));
     const load = async (): Promise<LoadedModel> => {
       log(`loading policy ${JSON.stringify(description)} on ${workerName()}`);

@@ -7,6 +7,7 @@ import { Accuracy } from './bfcl/score';
 import { ChunkTiming } from '../../kernel/chunks';
 import { backendPrefs, type BackendPref } from '../../model/net/backend';
 import { PolicyRef } from '../../run/layout';
+import { EngineTarget } from '../../llm/engine';
 
 /** What to evaluate: an SFT policy folder (`hf`), an RL checkpoint (`ckpt`), or an endpoint. No secrets. */
 export const EvalPolicy = z.discriminatedUnion('kind', [
@@ -20,6 +21,7 @@ export const Generation = z.object({
   batchSize: z.number().int().positive().default(8).describe('Examples per generation batch.'),
   enableThinking: z.boolean().optional().describe('`false` appends an empty think block to the generation prompt.'),
   backend: z.enum(backendPrefs as [BackendPref, ...BackendPref[]]).default('auto').describe('tfjs backend.'),
+  engine: EngineTarget.optional().describe('Generate on this serving engine, which serves the policy already (the caller synced it), instead of loading the weights here.'),
 });
 
 export const EvalBfclInput = z.object({

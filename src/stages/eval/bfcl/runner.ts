@@ -4,7 +4,8 @@
  * Policies:
  * - `ModelPolicy`: the project's tfjs Qwen policy. The first turn's messages and the example's functions (as OpenAI
  *   tools, ./tools.ts) go through the chat template (`renderChat` with tools, generation prompt); greedy batched
- *   generation until `<|im_end|>`; the text is decoded like BFCL's Qwen handler (./decode.ts).
+ *   generation until `<|im_end|>`; the text is decoded like BFCL's Qwen handler (./decode.ts). The tokens can come
+ *   from a serving engine that serves the policy instead (src/llm/engine.ts, issue 33): the same prompt ids, greedy.
  * - `EndpointPolicy`: an OpenAI-compatible chat-completions endpoint with native tool calling (`tools` in the
  *   request, `tool_calls` in the answer), tool names with `.` sent as `_` (BFCL does so for OpenAI-style APIs).
  *   The API key is read from the environment variable the endpoint config names, at call time; it is never part
@@ -27,6 +28,7 @@ import { PLACEHOLDER_API_KEY, Semaphore, type ResponseCache } from '../../../llm
 import { canonicalJson } from '../../../kernel/canonicalJson';
 import { LlmRoleConfig } from '../../../llm/llmConfig';
 import { generateAsync } from '../../../model/net/generate';
+import type { TokenEngine } from '../../../llm/engine';
 import type { QwenModel } from '../../../model/net/qwen';
 import { answerFileName, categoryKind, discoverCategories, questionFileName, unsupportedReason } from './categories';
 import { BfclInputError, buildExamples, parsePossibleAnswers, parseQuestions, type AnswerEntry, type BfclExample } from './data';
@@ -110,14 +112,16 @@ export interface ModelPolicyOptions {
   enableThinking?: boolean;
   /** Prompts longer than this are not generated (scored `prompt_too_long`). Default: max_position_embeddings − maxNewTokens. */
   maxPromptTokens?: number;
+  /** A serving engine's context cap (its --max-model-len): the prompt limit's base when the policy is an engine. */
+  maxModelLen?: number;
 }
 
-/** The project's Qwen policy (greedy decoding). The caller owns the model (and disposes of it). */
+/** The project's Qwen policy (greedy decoding), or a serving engine that serves it. The caller owns the model (and disposes of it). */
 export class ModelPolicy implements Policy {
   readonly underscoreToDot = false;
 
   constructor(
-    private readonly model: QwenModel,
+    private readonly model: QwenModel | TokenEngine,
     private readonly tok: ChatTokenizer,
     readonly description: Record<string, unknown>,
     private readonly opts: ModelPolicyOptions,
@@ -131,7 +135,9 @@ export class ModelPolicy implements Policy {
   }
 
   async run(examples: readonly BfclExample[], opts: PolicyRunOptions = {}): Promise<PolicyOutput[]> {
-    const maxPrompt = this.opts.maxPromptTokens ?? Math.max(1, this.model.config.max_position_embeddings - this.opts.maxNewTokens);
+    const positions = 'decode' in this.model ? this.opts.maxModelLen : this.model.config.max_position_embeddings;
+    if (positions === undefined && this.opts.maxPromptTokens === undefined) throw new Error('ModelPolicy on a serving engine needs maxModelLen (its context cap) or maxPromptTokens');
+    const maxPrompt = this.opts.maxPromptTokens ?? Math.max(1, positions! - this.opts.maxNewTokens);
     const outputs = new Array<PolicyOutput>(examples.length);
     const prompts = examples.map((e) => this.promptOf(e));
     let done = 0;
@@ -149,16 +155,13 @@ export class ModelPolicy implements Policy {
     for (let s = 0; s < todo.length; s += this.opts.batchSize) {
       throwIfAborted(opts.signal);
       const batch = todo.slice(s, s + this.opts.batchSize);
-      const out = await generateAsync(this.model, batch.map((i) => prompts[i]!), {
-        maxNewTokens: this.opts.maxNewTokens,
-        temperature: 0,
-        stopTokens: [...this.tok.stopIds],
-        padId: this.tok.special.pad,
-        onStep: () => {
-          throwIfAborted(opts.signal);
-          opts.onBusy?.();
-        },
-      });
+      const onStep = () => {
+        throwIfAborted(opts.signal);
+        opts.onBusy?.();
+      };
+      const out = 'decode' in this.model
+        ? await this.model.decode(batch.map((i) => ({ key: String(i), tokens: prompts[i]!, maxNewTokens: this.opts.maxNewTokens })), { temperature: 0, stopTokens: [...this.tok.stopIds], onStep })
+        : await generateAsync(this.model, batch.map((i) => prompts[i]!), { maxNewTokens: this.opts.maxNewTokens, temperature: 0, stopTokens: [...this.tok.stopIds], padId: this.tok.special.pad, onStep });
       batch.forEach((i, k) => {
         const ids = out.tokens[k] ?? [];
         const text = this.tok.decode(this.tok.withoutStop(ids));
