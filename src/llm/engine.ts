@@ -382,6 +382,31 @@ export interface ProbeResult {
   mean: number;
   max: number;
   tokens: number;
+  /** What the engine sampled (its fingerprint: see `sameFingerprint`). */
+  sample: EngineFingerprint;
+}
+
+/** An engine's answer to the probe: the prompt, its sampled tokens and their log-probabilities (seed and temperature fixed). */
+export interface EngineFingerprint {
+  prompt: number[];
+  tokens: number[];
+  logprobs: number[];
+}
+
+const PROBE = { maxNewTokens: 16, seed: 12345 };
+
+/**
+ * Whether the engine still answers the probe as it did when `fp` was taken: the same tokens, log-probabilities within
+ * `tolerance`. Needs no model here, so a rollout activity can ask it before generating: an engine that restarted with
+ * other weights, or was loaded by someone else, answers differently and is synced again.
+ */
+export async function sameFingerprint(engine: TokenEngine, fp: EngineFingerprint, tolerance: number): Promise<{ same: boolean; gap: number }> {
+  const r = await engine.decode([{ key: 'probe', tokens: fp.prompt, maxNewTokens: fp.tokens.length, seed: PROBE.seed }], { temperature: 1, topP: 1, stopTokens: [] });
+  const tokens = r.tokens[0] ?? [];
+  const lps = r.logprobs[0] ?? [];
+  if (tokens.length !== fp.tokens.length || tokens.some((t, i) => t !== fp.tokens[i])) return { same: false, gap: Number.POSITIVE_INFINITY };
+  const gap = Math.max(0, ...lps.map((x, i) => Math.abs(x - fp.logprobs[i]!)));
+  return { same: gap <= tolerance, gap };
 }
 
 /**
@@ -391,7 +416,7 @@ export interface ProbeResult {
  * swapped, shows as a gap of the size of one update, far above float rounding.
  */
 export async function probeEngine(engine: TokenEngine, prompt: readonly number[], expected: (prompt: readonly number[], tokens: readonly number[]) => Promise<number[]> | number[], opts: { maxNewTokens?: number; seed?: number } = {}): Promise<ProbeResult> {
-  const r = await engine.decode([{ key: 'probe', tokens: prompt, maxNewTokens: opts.maxNewTokens ?? 16, seed: opts.seed ?? 12345 }], { temperature: 1, topP: 1, stopTokens: [] });
+  const r = await engine.decode([{ key: 'probe', tokens: prompt, maxNewTokens: opts.maxNewTokens ?? PROBE.maxNewTokens, seed: opts.seed ?? PROBE.seed }], { temperature: 1, topP: 1, stopTokens: [] });
   const tokens = r.tokens[0] ?? [];
   const theirs = r.logprobs[0] ?? [];
   const mine = await expected(prompt, tokens);
@@ -403,7 +428,7 @@ export async function probeEngine(engine: TokenEngine, prompt: readonly number[]
     sum += gap;
     max = Math.max(max, gap);
   });
-  return { mean: tokens.length ? sum / tokens.length : 0, max, tokens: tokens.length };
+  return { mean: tokens.length ? sum / tokens.length : 0, max, tokens: tokens.length, sample: { prompt: [...prompt], tokens: [...tokens], logprobs: [...theirs] } };
 }
 
 /** Where a generation (a BFCL evaluation) runs on a serving engine that already serves its policy: plain JSON, no secret. */

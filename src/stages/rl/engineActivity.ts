@@ -20,7 +20,7 @@ import path from 'node:path';
 import { ApplicationFailure } from '@temporalio/common';
 import * as tf from '@tensorflow/tfjs';
 import type { z } from 'zod';
-import { probeEngine } from '../../llm/engine';
+import { probeEngine, type ProbeResult } from '../../llm/engine';
 import { LlmFatalError } from '../../llm/errors';
 import { engineOf, type EngineSettings } from './engineClient';
 import { saveHfCheckpoint } from '../../model/formats/checkpoint';
@@ -99,7 +99,7 @@ async function serveWeights(w: RlWorker, runId: string, e: EngineSettings, polic
     before = await probeEngine(engine, prompt, score);
     if (before.max <= e.probeTolerance) {
       w.log(`rlEngineSync ${runId}: ${e.url} serves ${key} already (probe gap ${before.max.toExponential(2)})`);
-      return { policy: key, reloaded: false, probe: before };
+      return { policy: key, reloaded: false, probe: stats(before), fingerprint: before.sample };
     }
     w.log(`rlEngineSync ${runId}: ${e.url} should serve ${key} but the probe disagrees (gap ${before.max.toFixed(3)}): restarted? loading it again`);
   }
@@ -118,7 +118,7 @@ async function serveWeights(w: RlWorker, runId: string, e: EngineSettings, polic
   writeFileSync(`${marker}.${process.pid}`, JSON.stringify({ policy: key, dir, at: new Date().toISOString() }));
   renameSync(`${marker}.${process.pid}`, marker);
   w.log(`rlEngineSync ${runId}: ${e.url} loaded ${dir} (probe gap ${after.max.toExponential(2)}${before ? `, ${before.max.toFixed(3)} before` : ''}, ${((Date.now() - t0) / 1000).toFixed(1)} s)`);
-  return { policy: key, reloaded: true, dir, probe: after };
+  return { policy: key, reloaded: true, dir, probe: stats(after), fingerprint: after.sample };
 }
 
 /**
@@ -142,7 +142,7 @@ async function serveAdapter(w: RlWorker, runId: string, e: EngineSettings, polic
   }
   if (before && before.max <= e.probeTolerance) {
     w.log(`rlEngineSync ${runId}: ${e.url} serves ${key} as adapter ${name} already (probe gap ${before.max.toExponential(2)})`);
-    return { policy: key, adapter: name, reloaded: false, probe: before };
+    return { policy: key, adapter: name, reloaded: false, probe: stats(before), fingerprint: before.sample };
   }
   const dir = path.join(e.syncDir, versionFolder(runId), versionFolder(key));
   await writeOnce(dir, ADAPTER_WEIGHTS, async (staging) => {
@@ -155,8 +155,10 @@ async function serveAdapter(w: RlWorker, runId: string, e: EngineSettings, polic
     throw ApplicationFailure.nonRetryable(`${e.kind} at ${e.url} does not serve ${key} as adapter ${name} after loading ${dir}: the probe's largest log-probability gap is ${after.max.toFixed(4)} (tolerance ${e.probeTolerance})`, 'StaleEngineWeights');
   }
   w.log(`rlEngineSync ${runId}: ${e.url} loaded adapter ${name} from ${dir} (probe gap ${after.max.toExponential(2)}${before ? `, ${before.max.toFixed(3)} before` : ''}, ${((Date.now() - t0) / 1000).toFixed(1)} s)`);
-  return { policy: key, adapter: name, reloaded: true, dir, probe: after };
+  return { policy: key, adapter: name, reloaded: true, dir, probe: stats(after), fingerprint: after.sample };
 }
+
+const stats = (p: ProbeResult) => ({ mean: p.mean, max: p.max, tokens: p.tokens });
 
 /** Writes a version's folder once: made complete in a staging folder, then renamed into place; an existing one (with `file`) is reused. */
 async function writeOnce(dir: string, file: string, write: (staging: string) => Promise<void> | void): Promise<void> {

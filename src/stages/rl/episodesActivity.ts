@@ -17,7 +17,8 @@ import { resolveFromRoot } from '../../infra/binaries';
 import { isOnline, type LlmConfig } from '../../llm/llmConfig';
 import { selectBackend } from '../../model/net/backend';
 import type { RlSettings } from '../../run/config';
-import { rlKeys } from '../../run/layout';
+import { policyKey, rlKeys } from '../../run/layout';
+import { sameFingerprint } from '../../llm/engine';
 import { PolicyCache } from '../../storage/policyStore';
 import { storeVerdictCache, type ObjectStore } from '../../storage/store';
 import { type ActivityDeps, asTemporalFailure, cancellationSignal, heartbeat, llmClients, stageLog } from '../activityKit';
@@ -31,6 +32,7 @@ import { Judge, type JudgeConfig, judgeConfigOf, withJudgeDefaults } from './jud
 import { judgePending } from './judge/phase';
 import { advanceRollouts, applyTurnDecisions, initRollouts, type RolloutLimits } from './rollout';
 import { engineOf, usesEngine } from './engineClient';
+import { engineSync } from './engineActivity';
 import { RolloutFile, type PhaseResult, type RlJudgeInput, type RlRolloutInput } from './shapes';
 import type { Rollout } from './rolloutSchema';
 
@@ -130,8 +132,18 @@ export async function rolloutPhase(w: RlWorker, input: z.infer<typeof RlRolloutI
   }
   const before = policyTokens(rollouts);
   // On a serving engine (rl.engine) the tokens come from it; rlEngineSync made it serve `policy` before the batch.
-  // (as the adapter rlEngineSync loaded, with rl.engine.sync adapter).
+  // (as the adapter rlEngineSync loaded, with rl.engine.sync adapter). An engine that no longer answers the probe as
+  // it did after that sync (restarted with its first weights, loaded by someone else) is synced again first.
   const model = usesEngine(input.rl) ? engineOf(input.rl.engine, process.env, input.engineAdapter) : await w.policies.get(input.policy);
+  if ('loadWeights' in model && input.engineFingerprint) {
+    const check = await sameFingerprint(model, input.engineFingerprint, input.rl.engine.probeTolerance).catch((e: unknown) => {
+      throw asTemporalFailure(e);
+    });
+    if (!check.same) {
+      w.log(`rlRollout ${input.folder} phase ${input.phase}: ${input.rl.engine.url} no longer answers the probe as after its sync (gap ${check.gap}): restarted? syncing ${policyKey(input.policy)} again`);
+      await engineSync(w, { runId: input.runId, policy: input.policy, rl: input.rl });
+    }
+  }
   const limits: RolloutLimits = { ...input.rl.rollout, ...(input.temperature !== undefined ? { temperature: input.temperature } : {}) };
   const signal = cancellationSignal();
   await advanceRollouts(rollouts, d.byUuid, model, tok, w.environment(d, input.rl, input.llm), {

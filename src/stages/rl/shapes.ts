@@ -76,7 +76,12 @@ export const RlRolloutInput = RlJudgeInput.extend({
   seed: z.number().int(),
   /** The adapter name a serving engine serves `policy` under (rlEngineSync's `adapter`; rl.engine.sync adapter). */
   engineAdapter: z.string().optional(),
+  /** rlEngineSync's fingerprint: an engine that no longer answers so is synced again before generating. */
+  engineFingerprint: z.lazy(() => EngineFingerprint).optional(),
 });
+
+/** An engine's answer to the stale-weight probe (src/llm/engine.ts `EngineFingerprint`). */
+export const EngineFingerprint = z.object({ prompt: z.array(z.number().int()), tokens: z.array(z.number().int()), logprobs: z.array(z.number()) });
 
 /** Load `policy` into the serving engine of `rl.engine` unless the probe finds it there already. gpu queue. */
 export const RlEngineSyncInput = z.object({ runId: z.string(), policy: PolicyRef, rl: RlSettings });
@@ -89,6 +94,8 @@ export const RlEngineSyncResult = z.object({
   dir: z.string().optional(),
   /** The adapter name requests for this policy use (rl.engine.sync adapter; absent: the served weights). */
   adapter: z.string().optional(),
+  /** The engine's answer to the probe once it served the policy: rollouts check it first (a restarted engine differs). */
+  fingerprint: z.lazy(() => EngineFingerprint).optional(),
   probe: z.object({ mean: z.number(), max: z.number(), tokens: z.number().int() }),
   seconds: z.number(),
 });

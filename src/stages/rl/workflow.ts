@@ -39,7 +39,7 @@ import {
 } from '@temporalio/workflow';
 import type { PhaseResult, RlActivities, RlAdvantagesResult, RlData, RlTrainResult } from './activities';
 import { engineConfigProblem } from './engineRules';
-import type { RlBatch, RlEvalPoint, RlLoopState, RlResult, RlStatus, RlWorkflowInput } from './shapes';
+import type { RlBatch, RlEngineSyncResult, RlEvalPoint, RlLoopState, RlResult, RlStatus, RlWorkflowInput } from './shapes';
 import { CM2_MEAN_REWARD, CM2_STATE, CM2_STEP, rlKeys } from '../../run/layout';
 import type { RlConfig, RlHyperparameters, RlSettings } from '../../run/config';
 import { takeBatch, type DataCursor } from '../../kernel/dataOrder';
@@ -174,10 +174,10 @@ function settingsOf(rl: RlConfig): RlSettings {
 }
 
 /** Rollouts then judge, turn by turn, until every episode is done. Returns the last phase and the time per kind. */
-async function runEpisodes(loop: Loop, data: RlData, folder: string, policy: PolicyRef, init: EpisodeInit, seed: number, temperature?: number, episodeSeeds = false, engineAdapter?: string) {
+async function runEpisodes(loop: Loop, data: RlData, folder: string, policy: PolicyRef, init: EpisodeInit, seed: number, temperature?: number, episodeSeeds = false, served?: RlEngineSyncResult) {
   const { input, settings: rl, gpu, api } = loop;
-  // engineAdapter: the adapter name a serving engine serves this policy under (rl.engine.sync adapter)
-  const perEpisode = { ...(episodeSeeds ? { episodeSeeds: true } : {}), ...(engineAdapter ? { engineAdapter } : {}) };
+  // served: what rlEngineSync made the engine serve: the adapter name (rl.engine.sync adapter), the engine's fingerprint
+  const perEpisode = { ...(episodeSeeds ? { episodeSeeds: true } : {}), ...(served?.adapter ? { engineAdapter: served.adapter } : {}), ...(served?.fingerprint ? { engineFingerprint: served.fingerprint } : {}) };
   const time = { rollout: 0, judge: 0 };
   let judgeStats = zeroJudgeTotals();
   let generated = 0;
@@ -211,12 +211,12 @@ async function collectBatch(loop: Loop, data: RlData, folder: string, policy: Po
   const synced = engineKind(loop.settings) !== 'embedded' ? await loop.gpu.rlEngineSync({ runId: loop.input.runId, policy, rl: loop.settings }) : undefined;
   const engine = synced ? { engine: { kind: engineKind(loop.settings), policy: synced.policy, ...(synced.adapter ? { adapter: synced.adapter } : {}), reloaded: synced.reloaded, probeMax: synced.probe.max } } : {};
   if (loop.chunkPrompts <= 0) {
-    const ep = await runEpisodes(loop, data, folder, policy, init, seed, temperature, false, synced?.adapter);
+    const ep = await runEpisodes(loop, data, folder, policy, init, seed, temperature, false, synced);
     return { ...ep, rolloutsKey: rlKeys.phase(folder, ep.lastPhase), wall: (Date.now() - t0) / 1000, chunks: 1, behaviour: policy, ...engine };
   }
   const ranges = chunkRanges(init.indices.length, promptsPerChunk);
   const parts = await Promise.all(ranges.map(([a, b], c) =>
-    runEpisodes(loop, data, rlKeys.chunk(folder, c), policy, { indices: init.indices.slice(a, b), groupSize: init.groupSize, groupOffset: a }, seed, temperature, true, synced?.adapter)));
+    runEpisodes(loop, data, rlKeys.chunk(folder, c), policy, { indices: init.indices.slice(a, b), groupSize: init.groupSize, groupOffset: a }, seed, temperature, true, synced)));
   const merged = await loop.api.rlMergeChunks({ runId: loop.input.runId, folder, parts: parts.map((ep, c) => rlKeys.phase(rlKeys.chunk(folder, c), ep.lastPhase)) });
   return {
     rolloutsKey: merged.key,

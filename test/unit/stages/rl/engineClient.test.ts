@@ -1,7 +1,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { RlConfig } from '../../../../src/run/config';
-import { SglangEngine, VllmEngine, requestSeed } from '../../../../src/llm/engine';
+import { SglangEngine, VllmEngine, requestSeed, sameFingerprint } from '../../../../src/llm/engine';
 import { engineOf, usesEngine } from '../../../../src/stages/rl/engineClient';
 import { adapterName, isUnknownAdapter, probePrompt, versionFolder } from '../../../../src/stages/rl/engineActivity';
 import { engineConfigProblem } from '../../../../src/stages/rl/engineRules';
@@ -70,4 +70,20 @@ test('adapter names: one per version, and an engine that does not know one says 
   const e = engineOf(RlConfig.parse({ engine: { kind: 'vllm', url: 'http://e', syncDir: '/d' } }).engine, {}, a);
   assert.equal(e.adapter, a);
   assert.equal(e.model, 'policy');
+});
+
+test('an engine\'s fingerprint: the same answer to the probe, or not (a restarted engine with other weights)', async () => {
+  const answers = [
+    { tokens: [[4, 5, 6]], finished: [false], logprobs: [[-1, -2, -3]] },
+    { tokens: [[4, 5, 6]], finished: [false], logprobs: [[-1, -2.5, -3]] },
+    { tokens: [[4, 9, 6]], finished: [false], logprobs: [[-1, -2, -3]] },
+  ];
+  const seen: unknown[] = [];
+  const fake = { counts: { prefilled: 0, reused: 0, shared: 0, decoded: 0 }, dispose() {}, decode: async (req: unknown, opts: unknown) => (seen.push([req, opts]), answers.shift()!) };
+  const fp = { prompt: [1, 2], tokens: [4, 5, 6], logprobs: [-1, -2.000001, -3] };
+  const first = await sameFingerprint(fake, fp, 0.01);
+  assert.ok(first.same && Math.abs(first.gap - 1e-6) < 1e-12, JSON.stringify(first));
+  assert.equal((await sameFingerprint(fake, fp, 0.01)).same, false, 'other log-probabilities');
+  assert.deepEqual(await sameFingerprint(fake, fp, 0.01), { same: false, gap: Number.POSITIVE_INFINITY }, 'other tokens');
+  assert.deepEqual(seen[0], [[{ key: 'probe', tokens: [1, 2], maxNewTokens: 3, seed: 12345 }], { temperature: 1, topP: 1, stopTokens: [] }]);
 });
