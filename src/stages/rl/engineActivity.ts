@@ -30,8 +30,17 @@ import { policyKey, type PolicyRef } from '../../run/layout';
 import { CheckpointManifest, downloadCheckpoint } from '../../storage/checkpoints';
 import { isLoraCheckpoint, loraBaseOf } from '../../storage/loraCheckpoint';
 import { heartbeat } from '../activityKit';
-import type { RlWorker } from './episodesActivity';
+import type { PolicyCache } from '../../storage/policyStore';
+import type { ObjectStore } from '../../storage/store';
 import type { RlEngineSyncInput, RlEngineSyncResult } from './shapes';
+
+/** What a sync needs of the gpu worker's RL state (./episodesActivity.ts `RlWorker`). */
+export interface SyncWorker {
+  store: ObjectStore;
+  log: (line: string) => void;
+  policies: PolicyCache;
+  ensureBackend(): Promise<string>;
+}
 
 /** The probe's prompt: a fixed sequence of ids spread over the vocabulary (any ids do: it compares distributions). */
 export const probePrompt = (vocab: number): number[] => Array.from({ length: 12 }, (_, i) => (i * 7919 + 13) % vocab);
@@ -65,7 +74,7 @@ export const adapterName = (key: string): string => `cm2-${versionFolder(key).sl
 export const isUnknownAdapter = (e: unknown, name: string): boolean =>
   e instanceof LlmFatalError && (e.status === 404 || (e.status === 400 && e.message.includes(name)));
 
-export async function engineSync(w: RlWorker, input: z.infer<typeof RlEngineSyncInput>): Promise<RlEngineSyncResult> {
+export async function engineSync(w: SyncWorker, input: z.infer<typeof RlEngineSyncInput>): Promise<RlEngineSyncResult> {
   const t0 = Date.now();
   const e = input.rl.engine;
   await w.ensureBackend();
@@ -83,7 +92,7 @@ export async function engineSync(w: RlWorker, input: z.infer<typeof RlEngineSync
 type Served = Omit<RlEngineSyncResult, 'seconds'>;
 
 /** Full weights: the marker and a probe say whether the engine serves `policy`; else exported, loaded and probed. */
-async function serveWeights(w: RlWorker, runId: string, e: EngineSettings, policy: PolicyRef): Promise<Served> {
+async function serveWeights(w: SyncWorker, runId: string, e: EngineSettings, policy: PolicyRef): Promise<Served> {
   const t0 = Date.now();
   const engine = engineOf(e);
   const model = await w.policies.get(policy);
@@ -126,7 +135,7 @@ async function serveWeights(w: RlWorker, runId: string, e: EngineSettings, polic
  * the engine has it (an engine that does not know the name refuses it); else its PEFT files are copied from the
  * checkpoint, loaded, and probed. Earlier versions stay loaded: one-step-off's rollouts may still be using one.
  */
-async function serveAdapter(w: RlWorker, runId: string, e: EngineSettings, policy: Extract<PolicyRef, { kind: 'ckpt' }>): Promise<Served> {
+async function serveAdapter(w: SyncWorker, runId: string, e: EngineSettings, policy: Extract<PolicyRef, { kind: 'ckpt' }>): Promise<Served> {
   const t0 = Date.now();
   const key = policyKey(policy);
   const name = adapterName(key);
