@@ -354,7 +354,8 @@ function searchMarkdown(f: StudyFile): string[] {
   const base = names.find((n) => f.searches[n]!.steps === 0);
   const trained = names.filter((n) => f.searches[n]!.steps > 0);
   const flats = Object.fromEntries(trained.map((n) => [n, flat(f.searches[n]!.settings)]));
-  const keys = [...new Set(trained.flatMap((n) => Object.keys(flats[n]!)))].filter((k) => k === 'hp.lr' || (k !== 'seed' && new Set(trained.map((n) => flats[n]![k] ?? '–')).size > 1));
+  // A setting recorded only by later runs (added to the config since) differs only if its recorded values do.
+  const keys = [...new Set(trained.flatMap((n) => Object.keys(flats[n]!)))].filter((k) => k === 'hp.lr' || (k !== 'seed' && new Set(trained.flatMap((n) => (flats[n]![k] === undefined ? [] : [flats[n]![k]]))).size > 1));
   const lines = ['', `Hyperparameter search: ${f.validationPrompts.length} validation prompts (disjoint from the held-out ones), greedy${base ? `; baseline \`${base}\` (the SFT policy)` : ''}.`, ''];
   const row = (cells: string[]) => `| ${cells.join(' | ')} |`;
   lines.push(row(['run', ...keys, 'RL steps', 'validation reward (mean ± SE)', 'vs baseline, paired: Δ ± SE (z)', 'won / lost / tied', 'last training reward']), row(Array<string>(keys.length + 6).fill('---')));

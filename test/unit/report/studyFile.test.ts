@@ -90,6 +90,9 @@ test('the search is recorded on validation prompts of its own, disjoint from the
   const md = studyFileMarkdown(f);
   assert.match(md, /Hyperparameter search: 3 validation prompts \(disjoint from the held-out ones\), greedy; baseline `sft`/);
   assert.match(md, /\| run \| hp\.lr \| RL steps \|/, 'only the settings that differ between runs (and lr) are columns');
+  // a setting the config gained since the first runs (recorded by later runs only, one value) is not a difference
+  const later = withSearch(f, 'later', run([0.3, 0.5, 0.6], 4, 1e-5, { settings: { steps: 4, hp: { lr: 1e-5, granularity: 'trajectory' }, groupSize: 8, seed: 1, engine: { kind: 'embedded' } } }));
+  assert.match(studyFileMarkdown(later), /\| run \| hp\.lr \| RL steps \|/);
   assert.match(md, /\| lr1e-5 \| 0\.00001 \| 4 \| 0\.4667 ± 0\.\d{4} \| \+0\.0667 ± 0\.0333 \(\+2\.0 SE\) \| 2 \/ 0 \/ 1 \| 0\.3100 \(step 4\) \|/);
   assert.match(md, /\| sft \| – \| 0 \| 0\.4000 ± /);
   assert.match(md, /- lr5e-5: collapsed: KL 0\.07 at step 3/);
