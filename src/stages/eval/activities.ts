@@ -25,14 +25,15 @@ import { selectBackend } from '../../model/net/backend';
 import { QwenModel } from '../../model/net/qwen';
 import { BadPolicyError, loadPolicy } from '../../storage/policyStore';
 import { PolicyRef } from '../../run/layout';
-import { engineFor } from '../../llm/engine';
+import { engineFor, type EngineTarget } from '../../llm/engine';
 import { type ActivityDeps, activityAttempt, asTemporalFailure, cancellationSignal, heartbeat, once, parseInput, stageLog, workerName } from '../activityKit';
 import { EvalPolicy, EvalBfclInput, EvalBfclPlanInput, EvalBfclPlan, EvalBfclChunkInput, EvalBfclMergeInput, EvalBfclSummary } from './shapes';
 
-/** What the results file records as the evaluated policy (never a secret). */
-export function policyDescription(policy: EvalPolicy): Record<string, unknown> {
+/** What the results file records as the evaluated policy (never a secret), and the serving engine that generated, if any. */
+export function policyDescription(policy: EvalPolicy, engine?: EngineTarget): Record<string, unknown> {
   if (policy.kind === 'endpoint') return new EndpointPolicy(policy.endpoint).description;
-  return policy.kind === 'hf' ? { kind: 'hf', prefix: policy.prefix } : { kind: 'ckpt', manifestKey: policy.manifestKey, step: policy.step };
+  const served = engine ? { engine: { kind: engine.kind, url: engine.url, ...(engine.adapter ? { adapter: engine.adapter } : {}) } } : {};
+  return policy.kind === 'hf' ? { kind: 'hf', prefix: policy.prefix, ...served } : { kind: 'ckpt', manifestKey: policy.manifestKey, step: policy.step, ...served };
 }
 
 /** Where an evaluation's results go, its summary and its label. */
@@ -139,12 +140,12 @@ export function createEvalActivities(deps: ActivityDeps) {
   const withPolicy = async <R>(input: z.infer<typeof EvalBfclInput>, shared: boolean, use: (policy: Policy) => Promise<R>): Promise<R> => {
     const ref = input.policy;
     if (ref.kind === 'endpoint') return use(new EndpointPolicy(ref.endpoint, { cache: storeCache(store) }));
-    const description = policyDescription(ref);
     const target = input.generation.engine;
+    const description = policyDescription(ref, target);
     if (target) {
       // a serving engine that serves this policy (the caller synced it): only the tokenizer is needed here
       const tok = await loadTokenizerOf(store, ref, input.tokenizerDir);
-      return use(new ModelPolicy(engineFor(target), tok, { ...description, engine: { kind: target.kind, url: target.url, ...(target.adapter ? { adapter: target.adapter } : {}) } }, { ...input.generation, maxModelLen: target.maxModelLen }));
+      return use(new ModelPolicy(engineFor(target), tok, description, { ...input.generation, maxModelLen: target.maxModelLen }));
     }
     await selectBackend(input.generation.backend, log);
     const run = ({ model, tok }: LoadedModel) => use(new ModelPolicy(model, tok, description, input.generation));
@@ -233,7 +234,7 @@ export function createEvalActivities(deps: ActivityDeps) {
         try {
           results = mergeChunkFiles(files, {
             categories: input.categories,
-            policy: policyDescription(input.policy),
+            policy: policyDescription(input.policy, input.generation.engine),
             dataDir: input.dataDir,
             ...(input.limit !== undefined ? { limit: input.limit } : {}),
             createdAt: new Date().toISOString(),
