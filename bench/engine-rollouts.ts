@@ -87,7 +87,10 @@ async function main(): Promise<void> {
       console.log(`| vLLM 0.32 CPU (${values.compile ? 'compiled' : 'eager'}, ${values.threads} threads, ${requests.length} requests at once) | ${requests.length} | ${promptTokens} | ${engineTokens} | ${engineS.toFixed(1)} | ${(engineTokens / engineS).toFixed(1)} | ${startS.toFixed(0)} s |`);
       console.log(`\nlargest |vLLM − embedded| log-probability of vLLM's tokens (4 sequences): ${gap.toExponential(2)}; prompt tokens vLLM reused from its cache: ${engine.counts.reused} of ${engine.counts.reused + engine.counts.prefilled}`);
     } catch (e) {
-      console.error(`vLLM's log (${path.join(work, 'vllm.log')}), last lines:\n${readFileSync(path.join(work, 'vllm.log'), 'utf8').split('\n').filter((l) => /Error|error/.test(l)).slice(-8).join('\n')}`);
+      // the engine core's own traceback (the API server's lines after it only say that the core died)
+      const lines = readFileSync(path.join(work, 'vllm.log'), 'utf8').split('\n');
+      const core = lines.filter((l) => /EngineCore|Worker/.test(l) && /ERROR|Error|Killed|signal/.test(l));
+      console.error(`vLLM's log (${path.join(work, 'vllm.log')}), the engine core's errors:\n${core.slice(0, 40).join('\n') || lines.slice(-40).join('\n')}`);
       throw e;
     } finally {
       await server.close();

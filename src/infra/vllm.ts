@@ -9,6 +9,7 @@
  * - `--generation-config vllm`: no sampling defaults from the model's generation_config.json;
  * - `--skip-tokenizer-init`: prompts are token ids and the answers are read as token ids, so the served folder needs
  *   no tokenizer files and the engine never re-tokenises (the chat template and its deltas stay in TypeScript);
+ * - `--no-enable-chunked-prefill` (CPU builds): seeded requests with chunked prefills crash the CPU engine core;
  * - `VLLM_SERVER_DEV_MODE=1`: the routes a weight sync needs (`/collective_rpc` with `reload_weights`,
  *   `/reset_prefix_cache`, `/pause`, `/resume`); `VLLM_ALLOW_RUNTIME_LORA_UPDATING=1` with `--enable-lora`: adapters
  *   loaded by name at run time. Both are for a server on a private address: they let any caller replace the weights.
@@ -54,6 +55,13 @@ export function vllmCommand(o: VllmServerOptions): { command: string; args: stri
     '--logprobs-mode', 'processed_logprobs',
     '--generation-config', 'vllm',
     '--skip-tokenizer-init',
+    // Whole prefills only: a seeded request whose prefill is cut into chunks makes the engine rewind its sampler's
+    // generator, which a CPU generator cannot do (vLLM 0.32's CPU build: "CPU Generator does not use offset", the
+    // engine core dies); every rollout request is seeded. Each step's budget then holds at least one whole prompt.
+    '--no-enable-chunked-prefill',
+    // usage.prompt_tokens_details.cached_tokens in each answer: the prompt tokens its prefix cache saved
+    '--enable-prompt-tokens-details',
+    '--max-num-batched-tokens', String(Math.max(o.maxModelLen, 2048)),
     ...(o.loraRank ? ['--enable-lora', '--max-lora-rank', String(o.loraRank), '--max-loras', String(o.maxLoras ?? 2)] : []),
     ...(o.eager ? ['--enforce-eager'] : []),
     ...(o.extraArgs ?? []),
