@@ -38,7 +38,7 @@ import {
   workflowInfo,
 } from '@temporalio/workflow';
 import type { PhaseResult, RlActivities, RlAdvantagesResult, RlData, RlTrainResult } from './activities';
-import { engineConfigProblem } from './engineRules';
+import { engineConfigProblem } from '../../kernel/engineRules';
 import type { RlBatch, RlEngineSyncResult, RlEvalPoint, RlLoopState, RlResult, RlStatus, RlWorkflowInput } from './shapes';
 import { CM2_MEAN_REWARD, CM2_STATE, CM2_STEP, rlKeys } from '../../run/layout';
 import type { RlConfig, RlHyperparameters, RlSettings } from '../../run/config';
@@ -359,7 +359,7 @@ export async function rlWorkflow(input: RlWorkflowInput): Promise<RlResult> {
     setCurrentDetails(`**RL step ${state.step + 1}/${rl.steps}: ${name}**\n\n${details}`);
   };
 
-  // Full weights: one policy served at a time, so no one-step-off; adapters: several at once (./engineRules.ts).
+  // Full weights: one policy served at a time, so no one-step-off; adapters: several at once (src/kernel/engineRules.ts).
   const engineProblem = engineConfigProblem(settings);
   if (engineProblem) throw ApplicationFailure.nonRetryable(engineProblem, 'BadConfig');
   const loop: Loop = { input, rl, settings, gpu, api, chunkPrompts: rl.rollout.chunkPrompts ?? 0 };

@@ -4,7 +4,7 @@ import { RlConfig } from '../../../../src/run/config';
 import { SglangEngine, VllmEngine, requestSeed, sameFingerprint } from '../../../../src/llm/engine';
 import { engineOf, usesEngine } from '../../../../src/stages/rl/engineClient';
 import { adapterName, isUnknownAdapter, probePrompt, versionFolder } from '../../../../src/stages/rl/engineActivity';
-import { engineConfigProblem } from '../../../../src/stages/rl/engineRules';
+import { engineConfigProblem } from '../../../../src/kernel/engineRules';
 import { LlmFatalError, LlmRetryableError } from '../../../../src/llm/errors';
 
 test('rl.engine: embedded by default; a serving engine needs its url and the folder it reads policies from', () => {
