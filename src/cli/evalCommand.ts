@@ -10,6 +10,10 @@
  *
  * with `--category a,b` (or `all`; default: the seven categories CM2 reports), `--limit N`, `--data DIR`, `--out FILE`,
  * `--chunk-size N` (examples generated together as one of the evaluation stage's chunks; default the stage's, 64).
+ *
+ * Multi-turn categories (`multi_turn_base`, `…_miss_func`, `…_miss_param`, `…_long_context`, or `multi_turn` for the
+ * four) come from the installed `bfcl-eval` and are executed and scored by it (src/infra/bfclBridge.ts); answers rows
+ * are BFCL's decoded multi-turn results (`{"id", "result": [[["call(a=1)", …], …steps], …turns]}`).
  */
 import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
@@ -20,7 +24,10 @@ import { DEFAULT_CATEGORIES, parseCategoryList } from '../stages/eval/bfcl/categ
 import { BfclDataError, BfclInputError, parseAnswers } from '../stages/eval/bfcl/data';
 import { stringifyPyJson } from '../stages/eval/bfcl/pyValue';
 import { AnswersPolicy, availableCategories, EndpointConfig, EndpointPolicy, evaluateBfcl, ModelPolicy, ReferencePolicy, type Policy } from '../stages/eval/bfcl/runner';
-import { formatSummary, type BfclResults } from '../stages/eval/bfcl/score';
+import { aggregate, formatSummary, type BfclResults, type ExampleResult } from '../stages/eval/bfcl/score';
+import { isMultiTurn, MULTI_TURN_CATEGORIES, multiTurnResultProblem, evaluateMultiTurnEpisodes, ReferenceMultiTurnPolicy, scoreMultiTurnAnswers, type MultiTurnResult } from '../stages/eval/bfcl/multiTurn';
+import { bridgeBackend, bridgeInfo, loadMultiTurnCategory } from '../stages/eval/bfcl/multiTurnBridge';
+import { BfclBridge } from '../infra/bfclBridge';
 import { bfclDataDir, projectRoot } from '../infra/binaries';
 import { EvalConfig, type Cm2Config } from '../run/config';
 import { ObjectStore } from '../storage/store';
@@ -143,38 +150,119 @@ async function resolvePolicy(opts: EvalBfclCommandOptions, config: () => Cm2Conf
   return modelPolicy(loadHfCheckpoint(dir), tok, { kind: 'checkpoint', dir }, opts);
 }
 
+/** `--category` split into single-turn names (for parseCategoryList) and multi-turn ones (`multi_turn`: all four). */
+export function splitCategories(spec: string): { single: string | undefined; multi: string[] } {
+  const names = spec.split(',').map((s) => s.trim()).filter(Boolean);
+  const multi: string[] = [];
+  for (const n of names) for (const c of n === 'multi_turn' ? MULTI_TURN_CATEGORIES : isMultiTurn(n) ? [n] : []) if (!multi.includes(c)) multi.push(c);
+  const single = names.filter((n) => n !== 'multi_turn' && !isMultiTurn(n));
+  return { single: single.length ? single.join(',') : undefined, multi };
+}
+
+/** The multi-turn categories' results (the bridge is started here and ended before returning). */
+async function evaluateMultiTurnCategories(opts: EvalBfclCommandOptions, categories: readonly string[], limit: number | undefined, log: (l: string) => void): Promise<{ results: ExampleResult[]; info: { bfclEval: string; data: string }; answerIds: Set<string> }> {
+  const bridge = new BfclBridge({ log });
+  try {
+    const info = await bridgeInfo(bridge);
+    log(`multi-turn: bfcl-eval ${info.bfclEval} (Python ${info.python}), data ${info.data}`);
+    const backend = bridgeBackend(bridge);
+    const results: ExampleResult[] = [];
+    const answerIds = new Set<string>();
+    let answers: Map<string, MultiTurnResult> | undefined;
+    for (const category of categories) {
+      const t0 = Date.now();
+      const entries = await loadMultiTurnCategory(bridge, category, limit);
+      let rs;
+      if (opts.answers !== undefined) {
+        if (!answers) {
+          answers = new Map();
+          for (const a of parseAnswers(readFileSync(opts.answers, 'utf8'), opts.answers).values()) {
+            if (!a.id.startsWith('multi_turn_')) continue;
+            const problem = multiTurnResultProblem(a.result);
+            if (problem) throw new BfclDataError(opts.answers, a.line, problem.field, problem.problem);
+            answers.set(a.id, a.result as unknown as MultiTurnResult);
+          }
+        }
+        for (const e of entries) if (answers.has(e.id)) answerIds.add(e.id);
+        rs = await scoreMultiTurnAnswers(entries, answers, backend);
+      } else if (opts.policy === 'reference') {
+        rs = await evaluateMultiTurnEpisodes(entries, new ReferenceMultiTurnPolicy(), backend, { sessionPrefix: `cli${process.pid}` });
+      } else {
+        throw new BfclInputError('multi-turn categories run with --answers or --policy reference so far; checkpoint and endpoint policies are not wired yet (issue 34)');
+      }
+      log(`${category}: ${rs.filter((r) => r.valid).length}/${rs.length} correct in ${((Date.now() - t0) / 1000).toFixed(1)}s`);
+      results.push(...(rs as ExampleResult[]));
+    }
+    return { results, info: { bfclEval: info.bfclEval, data: info.data }, answerIds };
+  } finally {
+    await bridge.close();
+  }
+}
+
 /** Runs the evaluation, writes `--out`, prints the summary. Returns the results. */
 export async function evalBfclCommand(opts: EvalBfclCommandOptions, config: () => Cm2Config): Promise<BfclResults> {
   const log = (l: string) => {
     if (!opts.quiet) console.error(l);
   };
   const dataDir = opts.data ? path.resolve(opts.data) : bfclDataDir();
-  const categories = parseCategoryList(opts.category ?? DEFAULT_CATEGORIES.join(','), (opts.category ?? '').split(',').includes('all') ? availableCategories(dataDir) : []);
+  const split = splitCategories(opts.category ?? DEFAULT_CATEGORIES.join(','));
+  const categories = split.single === undefined ? [] : parseCategoryList(split.single, split.single.split(',').includes('all') ? availableCategories(dataDir) : []);
   const limit = int(opts.limit, 'limit');
   // The stage's chunks: the same batches are formed, so the stage and this command agree on the same policy.
   const chunkSize = int(opts.chunkSize, 'chunk-size') ?? EvalConfig.parse({}).bfcl.chunkSize;
-  const { policy, dispose } = await resolvePolicy(opts, config, log);
-  let results: BfclResults;
-  try {
-    let last = 0;
-    results = await evaluateBfcl(policy, {
-      categories,
-      dataDir,
-      ...(limit !== undefined ? { limit } : {}),
-      chunkSize,
-      log,
-      onProgress: (category, done, total) => {
-        if (Date.now() - last > 5000 || done === total) {
-          last = Date.now();
-          log(`${category}: ${done}/${total}`);
-        }
-      },
-    });
-  } finally {
-    dispose();
+  const t0 = Date.now();
+  let results: BfclResults | undefined;
+  let multiAnswerIds = new Set<string>();
+  let policyForUnused: AnswersPolicy | undefined;
+  let description: Record<string, unknown> = {};
+  if (categories.length > 0) {
+    const { policy, dispose } = await resolvePolicy(opts, config, log);
+    description = policy.description;
+    if (policy instanceof AnswersPolicy) policyForUnused = policy;
+    try {
+      let last = 0;
+      results = await evaluateBfcl(policy, {
+        categories,
+        dataDir,
+        ...(limit !== undefined ? { limit } : {}),
+        chunkSize,
+        log,
+        onProgress: (category, done, total) => {
+          if (Date.now() - last > 5000 || done === total) {
+            last = Date.now();
+            log(`${category}: ${done}/${total}`);
+          }
+        },
+      });
+    } finally {
+      dispose();
+    }
+  } else {
+    const given = [opts.policy, opts.endpoint, opts.answers].filter((x) => x !== undefined).length;
+    if (given !== 1) throw new BfclInputError('give exactly one of --policy, --endpoint (with --model) or --answers');
+    if (opts.answers !== undefined && !existsSync(opts.answers)) throw new BfclInputError(`--answers ${opts.answers}: no such file`);
+    description = opts.answers !== undefined ? { kind: 'answers', file: opts.answers } : { kind: opts.policy ?? 'endpoint' };
   }
-  if (policy instanceof AnswersPolicy) {
-    const unused = policy.unused();
+  if (split.multi.length > 0) {
+    const multi = await evaluateMultiTurnCategories(opts, split.multi, limit, log);
+    multiAnswerIds = multi.answerIds;
+    const all = [...categories, ...split.multi];
+    const examples = [...(results?.examples ?? []), ...multi.results];
+    results = {
+      benchmark: 'BFCL_v4',
+      policy: description,
+      dataDir: categories.length > 0 ? dataDir : multi.info.data,
+      ...(limit !== undefined ? { limit } : {}),
+      createdAt: new Date().toISOString(),
+      seconds: (Date.now() - t0) / 1000,
+      ...aggregate(all, examples),
+      examples,
+      multiTurn: multi.info,
+    };
+  }
+  if (!results) throw new BfclInputError('no category to evaluate');
+  if (policyForUnused) {
+    const unused = policyForUnused.unused().filter((id) => !multiAnswerIds.has(id));
     if (unused.length > 0) log(`${unused.length} answer(s) not scored (ids not among the evaluated examples), e.g. ${unused.slice(0, 3).join(', ')}`);
   }
   if (opts.out) {

@@ -67,6 +67,8 @@ export const BfclResults = z.object({
   categories: z.record(z.string(), CategoryResult),
   overall: Accuracy,
   examples: z.array(ExampleResult),
+  /** Multi-turn categories were executed and scored by this bfcl-eval (its version and data folder). */
+  multiTurn: z.object({ bfclEval: z.string(), data: z.string() }).optional(),
 });
 export type BfclResults = z.infer<typeof BfclResults>;
 

@@ -1,0 +1,74 @@
+/**
+ * The multi-turn backend and data served by the BFCL bridge (src/infra/bfclBridge.ts, python/bfcl_bridge/bridge.py):
+ * the entries come from the installed `bfcl-eval` package (its questions, function docs and possible answers), calls
+ * are executed by its backends and entries scored by its checker.
+ */
+import { z } from 'zod';
+import type { BfclBridge } from '../../../infra/bfclBridge';
+import { BfclInputError } from './categories';
+import type { FunctionDoc } from './checker';
+import { isMultiTurn, type MultiTurnBackend, type MultiTurnEntry, type MultiTurnResult, type MultiTurnVerdict } from './multiTurn';
+
+const Message = z.looseObject({ role: z.string(), content: z.string().nullable().transform((c) => c ?? '') });
+const Doc = z.looseObject({ name: z.string().min(1), parameters: z.looseObject({}) });
+const Entry = z.looseObject({
+  id: z.string().min(1),
+  question: z.array(z.array(Message)),
+  function: z.array(Doc),
+  missed_function: z.record(z.string(), z.array(Doc)).optional(),
+  involved_classes: z.array(z.string()),
+});
+const Loaded = z.object({
+  entries: z.array(Entry),
+  ground_truth: z.array(z.object({ id: z.string(), ground_truth: z.array(z.array(z.string())).nullable() })),
+});
+
+export interface BridgeInfo {
+  bfclEval: string;
+  python: string;
+  data: string;
+}
+
+export async function bridgeInfo(bridge: BfclBridge): Promise<BridgeInfo> {
+  const r = await bridge.request<{ bfcl_eval: string; python: string; data: string }>('hello');
+  return { bfclEval: r.bfcl_eval, python: r.python, data: r.data };
+}
+
+/** The entries of a multi-turn category, in BFCL's order (the first `limit`). The bridge keeps them for execution and checks. */
+export async function loadMultiTurnCategory(bridge: BfclBridge, category: string, limit?: number): Promise<MultiTurnEntry[]> {
+  if (!isMultiTurn(category)) throw new BfclInputError(`'${category}' is not a multi-turn category`);
+  const parsed = Loaded.safeParse(await bridge.request('load', { category }));
+  if (!parsed.success) throw new BfclInputError(`bfcl-eval's ${category} data is not as expected: ${parsed.error.issues[0]?.message} at ${parsed.error.issues[0]?.path.join('.')}`);
+  const truth = new Map(parsed.data.ground_truth.map((g) => [g.id, g.ground_truth]));
+  const entries = parsed.data.entries.map((e): MultiTurnEntry => {
+    const gt = truth.get(e.id);
+    if (!gt) throw new BfclInputError(`bfcl-eval's ${category} has no possible answer for ${e.id}`);
+    return {
+      id: e.id,
+      category,
+      question: e.question.map((turn) => turn.map((m) => ({ role: m.role, content: m.content }))),
+      functions: e.function as unknown as FunctionDoc[],
+      missedFunctions: (e.missed_function ?? {}) as unknown as Record<string, FunctionDoc[]>,
+      involvedClasses: e.involved_classes,
+      groundTruth: gt,
+    };
+  });
+  return limit === undefined ? entries : entries.slice(0, limit);
+}
+
+/** BFCL's execution and checker through the bridge. */
+export function bridgeBackend(bridge: BfclBridge): MultiTurnBackend {
+  return {
+    open: async (session, entryId) => {
+      await bridge.request('open', { session, entry: entryId });
+    },
+    execute: async (session, calls) => (await bridge.request<{ results: string[] }>('execute', { session, calls })).results,
+    close: async (session) => {
+      await bridge.request('close', { session });
+    },
+    check: async (entryId: string, result: MultiTurnResult): Promise<MultiTurnVerdict> => {
+      const r = await bridge.request<{ valid: boolean; error_type?: string; error_message?: string }>('check', { entry: entryId, result });
+      return r.valid ? { valid: true } : { valid: false, ...(r.error_type ? { errorType: r.error_type } : {}), ...(r.error_message ? { errorMessage: r.error_message } : {}) };
+    },
+  };
+}

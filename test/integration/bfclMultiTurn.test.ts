@@ -1,0 +1,171 @@
+/**
+ * BFCL-V4 multi-turn (issue 34) against the real bfcl-eval (PyPI, scripts/ensure-bfcl.mjs: made here when missing):
+ * its backends execute the episodes' calls and its checker scores them, through the bridge process
+ * (src/infra/bfclBridge.ts); the cross-check compares cm2's verdicts with bfcl-eval's own file-level runner in a
+ * process of its own (python/bfcl_bridge/crosscheck.py) on a sample of every category and every perturbation kind
+ * (bench/bfcl-multi-turn-crosscheck.ts runs the whole set).
+ */
+import { after, before, test } from 'node:test';
+import assert from 'node:assert/strict';
+import { execFile } from 'node:child_process';
+import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { promisify } from 'node:util';
+import { BfclBridge, BfclBridgeError, bfclPythonPath } from '../../src/infra/bfclBridge';
+import { MULTI_TURN_CATEGORIES, evaluateMultiTurnEpisodes, ReferenceMultiTurnPolicy, runEpisode, scoreMultiTurnAnswers, type MultiTurnEntry, type MultiTurnPolicy } from '../../src/stages/eval/bfcl/multiTurn';
+import { bridgeBackend, bridgeInfo, loadMultiTurnCategory } from '../../src/stages/eval/bfcl/multiTurnBridge';
+import { BfclResults } from '../../src/stages/eval/bfcl/score';
+import { bfclVerdicts, crossCheckRows, perturb, PERTURBATIONS } from '../helpers/multiTurnCrossCheck';
+import { REPO } from '../helpers/paths';
+
+const exec = promisify(execFile);
+let python: string;
+let bridge: BfclBridge;
+const entries = new Map<string, MultiTurnEntry[]>();
+
+before(async () => {
+  python = bfclPythonPath();
+  bridge = new BfclBridge({ python });
+  for (const c of MULTI_TURN_CATEGORIES) entries.set(c, await loadMultiTurnCategory(bridge, c));
+});
+
+after(async () => {
+  await bridge?.close();
+});
+
+const cli = (args: string[]) => exec(process.execPath, [path.join(REPO, 'bin', 'cm2.js'), 'eval', 'bfcl', ...args], { cwd: REPO, maxBuffer: 64 * 1024 * 1024, env: { ...process.env, CM2_BFCL_PYTHON: python } });
+
+test('the data is bfcl-eval\'s own: 200 entries per category, miss_func turns offer held-back functions', async () => {
+  const info = await bridgeInfo(bridge);
+  assert.match(info.bfclEval, /^\d{4}\.\d+\.\d+$/);
+  for (const c of MULTI_TURN_CATEGORIES) assert.equal(entries.get(c)!.length, 200, c);
+  const missFunc = entries.get('multi_turn_miss_func')!;
+  for (const e of missFunc) {
+    const turns = Object.keys(e.missedFunctions);
+    assert.ok(turns.length > 0, e.id);
+    for (const t of turns) {
+      assert.equal(e.question[Number(t)]!.length, 0, `${e.id}: the data's turn ${t} is empty (the harness writes it)`);
+      for (const f of e.missedFunctions[t]!) assert.ok(!e.functions.some((g) => g.name === f.name), `${e.id}: ${f.name} is held back`);
+    }
+  }
+});
+
+test('cm2 eval bfcl --policy reference plays every multi-turn entry through BFCL\'s backends and scores it ≥ 98%', async () => {
+  const out = path.join(mkdtempSync(path.join(tmpdir(), 'cm2-mt-')), 'ref.json');
+  const { stdout } = await cli(['--policy', 'reference', '--category', 'multi_turn', '--out', out]);
+  const results = BfclResults.parse(JSON.parse(readFileSync(out, 'utf8')));
+  assert.deepEqual(Object.keys(results.categories), [...MULTI_TURN_CATEGORIES]);
+  for (const c of MULTI_TURN_CATEGORIES) assert.ok(results.categories[c]!.accuracy >= 0.98, `${c}: ${results.categories[c]!.accuracy}`);
+  assert.equal(results.overall.total, 800);
+  assert.ok(results.multiTurn?.bfclEval);
+  assert.match(stdout, /multi_turn_long_context\s+100\.0%/);
+});
+
+test('cross-check: cm2\'s verdicts equal bfcl-eval\'s own runner on ground truth and every perturbation kind (a sample of each category)', async () => {
+  const sample = MULTI_TURN_CATEGORIES.flatMap((c) => entries.get(c)!.filter((_, i) => i % 20 === 0)); // 10 per category
+  const backend = bridgeBackend(bridge);
+  let compared = 0;
+  const failedKinds = new Set<string>();
+  for (const kind of PERTURBATIONS) {
+    const rows = crossCheckRows(sample, [kind]);
+    if (rows.length === 0) continue;
+    const theirs = bfclVerdicts(python, rows);
+    const byId = new Map(sample.map((e) => [e.id, e]));
+    const ours = await scoreMultiTurnAnswers(rows.map((r) => byId.get(r.id)!), new Map(rows.map((r) => [r.id, r.result])), backend);
+    for (const r of ours) {
+      compared++;
+      assert.equal(r.valid, theirs[r.id]!.valid, `${kind} ${r.id}: cm2 ${r.valid ? 'valid' : r.bfcl}, bfcl-eval ${theirs[r.id]!.valid ? 'valid' : theirs[r.id]!.error_type}`);
+      if (!r.valid) {
+        assert.equal(r.bfcl, theirs[r.id]!.error_type, `${kind} ${r.id}`);
+        failedKinds.add(kind);
+      }
+    }
+    if (kind === 'truth') assert.ok(ours.every((r) => r.valid), 'ground truth passes');
+  }
+  assert.ok(compared > 250, `${compared} rows compared`);
+  for (const kind of ['drop_last_call', 'empty_turn', 'fewer_turns', 'changed_argument']) assert.ok(failedKinds.has(kind), `${kind} fails some entries`);
+});
+
+test('a long-lived bridge keeps entries apart: the same entry checked again after a failing answer, and episodes interleaved, give fresh verdicts', async () => {
+  const backend = bridgeBackend(bridge);
+  const e = entries.get('multi_turn_base')![3]!;
+  const truth = perturb(e, 'truth')!;
+  const wrong = perturb(e, 'drop_last_call')!;
+  assert.equal((await backend.check(e.id, truth)).valid, true);
+  assert.equal((await backend.check(e.id, wrong)).valid, false);
+  assert.equal((await backend.check(e.id, truth)).valid, true);
+  // two episodes of the same entry at once (two sessions): each executes against its own backends
+  const policy = new ReferenceMultiTurnPolicy();
+  const [a, b] = await Promise.all([runEpisode(e, policy, backend, 'iso-a'), runEpisode(e, policy, backend, 'iso-b')]);
+  assert.deepEqual(a.result, b.result);
+  const toolsA = a.messages.filter((m) => m.role === 'tool').map((m) => m.content);
+  const toolsB = b.messages.filter((m) => m.role === 'tool').map((m) => m.content);
+  assert.deepEqual(toolsA, toolsB, 'the same results: neither session saw the other\'s state');
+  assert.ok(!toolsA.some((t) => t.startsWith('Error during execution')), toolsA.join('\n'));
+});
+
+test('an episode follows BFCL\'s loop: a step without calls ends the turn, more than 20 steps force-terminate the entry', async () => {
+  const backend = bridgeBackend(bridge);
+  const e = entries.get('multi_turn_base')![0]!;
+  const looping: MultiTurnPolicy = {
+    description: { kind: 'loop' },
+    turnMessages: (_v, data) => [...data],
+    answer: async () => ({ text: 'ls()', calls: ['ls()'] }),
+  };
+  const [r] = await evaluateMultiTurnEpisodes([e], looping, backend);
+  assert.equal(r!.valid, false);
+  assert.equal(r!.bfcl, 'multi_turn:force_terminated');
+  assert.equal((r!.calls as unknown[]).length, 1, 'the episode ended in its first turn');
+  assert.equal(((r!.calls as unknown[][])[0]!).length, 21, '21 steps, then the force-quit');
+  const silent: MultiTurnPolicy = { description: { kind: 'silent' }, turnMessages: (_v, d) => [...d], answer: async () => ({ text: 'I cannot.', calls: null, decodeError: 'no calls' }) };
+  const [s] = await evaluateMultiTurnEpisodes([e], silent, backend);
+  assert.equal(s!.bfcl, 'multi_turn:empty_turn_model_response');
+  assert.deepEqual(s!.calls, e.question.map(() => [[]]));
+});
+
+test('a bridge that dies is started again on the next request; the request it was serving fails with the reason', async () => {
+  const own = new BfclBridge({ python });
+  try {
+    await bridgeInfo(own);
+    const gen = own.generation;
+    const pending = own.request('load', { category: 'multi_turn_long_context' });
+    (own as unknown as { child: { kill: (s: string) => void } }).child.kill('SIGKILL');
+    await assert.rejects(pending, (e: Error) => e instanceof BfclBridgeError && /exited/.test(e.message));
+    const info = await bridgeInfo(own);
+    assert.ok(info.bfclEval);
+    assert.equal(own.generation, gen + 1);
+    // a request the bridge refuses is an error answer, and the process lives on
+    await assert.rejects(own.request('execute', { session: 'nope', calls: ['ls()'] }), /no open session/);
+    assert.ok((await bridgeInfo(own)).bfclEval);
+  } finally {
+    await own.close();
+  }
+});
+
+test('--answers: BFCL\'s decoded multi-turn rows are scored; a malformed row names file, line and field; a missing id is no_answer', async () => {
+  const dir = mkdtempSync(path.join(tmpdir(), 'cm2-mt-answers-'));
+  const base = entries.get('multi_turn_base')!;
+  const rows = [
+    { id: base[0]!.id, result: perturb(base[0]!, 'truth') },
+    { id: base[1]!.id, result: perturb(base[1]!, 'drop_last_call') },
+  ];
+  const good = path.join(dir, 'good.jsonl');
+  writeFileSync(good, rows.map((r) => JSON.stringify(r)).join('\n') + '\n');
+  const out = path.join(dir, 'scored.json');
+  await cli(['--answers', good, '--category', 'multi_turn_base', '--limit', '3', '--out', out]);
+  const results = BfclResults.parse(JSON.parse(readFileSync(out, 'utf8')));
+  assert.deepEqual(results.examples.map((x) => [x.id, x.valid, x.reason]), [
+    [base[0]!.id, true, undefined],
+    [base[1]!.id, false, results.examples[1]!.reason],
+    [base[2]!.id, false, 'no_answer'],
+  ]);
+  assert.match(results.examples[1]!.bfcl!, /^multi_turn:/);
+  const bad = path.join(dir, 'bad.jsonl');
+  writeFileSync(bad, `${JSON.stringify(rows[0])}\n${JSON.stringify({ id: base[1]!.id, result: [[['ls()']], [[3]]] })}\n`);
+  await assert.rejects(cli(['--answers', bad, '--category', 'multi_turn_base', '--limit', '2']), (e: { stderr: string; code: number }) => {
+    assert.equal(e.code, 2);
+    assert.match(e.stderr, new RegExp(`${bad.replace(/[.*+?^${}()|[\]\\/]/g, '\\$&')}:2: result\\[1\\]\\[0\\]\\[0\\]: a call is a string`));
+    return true;
+  });
+});
