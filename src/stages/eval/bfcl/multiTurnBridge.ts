@@ -4,10 +4,14 @@
  * are executed by its backends and entries scored by its checker.
  */
 import { z } from 'zod';
-import type { BfclBridge } from '../../../infra/bfclBridge';
 import { BfclInputError } from './categories';
 import type { FunctionDoc } from './checker';
 import { isMultiTurn, type MultiTurnBackend, type MultiTurnEntry, type MultiTurnResult, type MultiTurnVerdict } from './multiTurn';
+
+/** What the modules here need of the bridge process (src/infra/bfclBridge.ts `BfclBridge`): one request, one answer. */
+export interface BfclBridge {
+  request<T extends Record<string, unknown> = Record<string, unknown>>(op: string, body?: Record<string, unknown>): Promise<T>;
+}
 
 const Message = z.looseObject({ role: z.string(), content: z.string().nullable().transform((c) => c ?? '') });
 const Doc = z.looseObject({ name: z.string().min(1), parameters: z.looseObject({}) });
