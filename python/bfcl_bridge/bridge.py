@@ -12,7 +12,10 @@ and comparing the backends' states and results. This process wraps exactly those
   steps, `multi_turn_checker`), given each step's decoded call strings;
 - `decode`: `default_decode_execute_prompting`, BFCL's parser of a prompting model's text; `to_calls`:
   `convert_to_function_call`, its writer of call strings from `{name: arguments}`;
-- `system_prompt`: `system_prompt_pre_processing_chat_model`, BFCL's system prompt for a prompting model.
+- `system_prompt`: `system_prompt_pre_processing_chat_model`, BFCL's system prompt for a prompting model;
+  `format_results` and `missed_function_prompt`: its messages with execution results and with held-back functions
+  (`format_execution_results_prompting`, `DEFAULT_USER_PROMPT_FOR_ADDITIONAL_FUNCTION_PROMPTING`);
+- `parse_calls`: call strings as data (Python's `ast`), for harness checks that play the ground truth.
 
 Two things differ from running BFCL once per process, both so that a long-lived process stays correct:
 - BFCL keeps backend instances in a module-level dict keyed by model name and entry id, and a second evaluation of
@@ -25,6 +28,7 @@ Two things differ from running BFCL once per process, both so that a long-lived 
 Requests: {"id": n, "op": "...", ...}; answers: {"id": n, "ok": true, ...} or {"id": n, "ok": false, "error": "..."}.
 A failing request never ends the process. stdout carries only answers (BFCL's prints go to stderr).
 """
+import ast
 import copy
 import json
 import re
@@ -44,9 +48,11 @@ sys.modules.setdefault("bfcl_eval.constants.model_config", _registry)
 from bfcl_eval.constants.eval_config import PROMPT_PATH  # noqa: E402
 from bfcl_eval.eval_checker import eval_runner  # noqa: E402
 from bfcl_eval.eval_checker.multi_turn_eval import multi_turn_utils  # noqa: E402
+from bfcl_eval.constants.default_prompts import DEFAULT_USER_PROMPT_FOR_ADDITIONAL_FUNCTION_PROMPTING  # noqa: E402
 from bfcl_eval.model_handler.utils import (  # noqa: E402
     convert_to_function_call,
     default_decode_execute_prompting,
+    format_execution_results_prompting,
     system_prompt_pre_processing_chat_model,
 )
 from bfcl_eval.utils import load_dataset_entry, load_ground_truth_entry  # noqa: E402
@@ -151,9 +157,7 @@ def op_check(req):
             _DecodedHandler(), entry_id, req["result"], truth, entry, model_name, category,
         )
     finally:
-        _drop_instances(model_name)
-        _drop_instances(model_name + "_eval")
-        _drop_instances(model_name + "_ground_truth_eval")
+        _drop_instances(model_name)  # also the "_eval" and "_ground_truth_eval" instances: the same prefix
     if verdict.get("valid"):
         return {"valid": True}
     error = verdict.get("error", {})
@@ -179,11 +183,39 @@ def op_decode(req):
 
 
 def op_to_calls(req):
-    return {"calls": convert_to_function_call(list(req["calls"]))}
+    """`calls_json`: [{name: {argument: value}}] as JSON text (floats written with a fraction stay floats)."""
+    calls = json.loads(req["calls_json"]) if "calls_json" in req else req["calls"]
+    return {"calls": convert_to_function_call(list(calls))}
+
+
+def op_format_results(req):
+    """BFCL's one user message with a step's execution results, for a prompting model (a Python repr)."""
+    return {"content": format_execution_results_prompting({}, list(req["results"]), {"model_responses_decoded": list(req["calls"])})}
+
+
+def op_missed_function_prompt(req):
+    """BFCL's user message of a turn that offers held-back functions, for a prompting model."""
+    return {"content": DEFAULT_USER_PROMPT_FOR_ADDITIONAL_FUNCTION_PROMPTING.format(functions=req["functions"])}
 
 
 def op_system_prompt(req):
     return {"messages": system_prompt_pre_processing_chat_model(copy.deepcopy(req["messages"]), req["functions"], req["entry"])}
+
+
+def op_parse_calls(req):
+    """Call strings as data (Python's own parser): name, keyword arguments and positional ones, values as JSON text
+    (floats keep their fraction). For harness checks that play the ground truth as a model would write it."""
+    out = []
+    for text in req["calls"]:
+        node = ast.parse(text, mode="eval").body
+        if not isinstance(node, ast.Call):
+            raise ValueError(f"not a call: {text!r}")
+        out.append({
+            "name": ast.unparse(node.func),
+            "kwargs_json": json.dumps({k.arg: ast.literal_eval(k.value) for k in node.keywords}),
+            "positional_json": json.dumps([ast.literal_eval(a) for a in node.args]),
+        })
+    return {"calls": out}
 
 
 OPS = {name[3:]: fn for name, fn in globals().items() if name.startswith("op_")}

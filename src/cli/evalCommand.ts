@@ -25,8 +25,9 @@ import { BfclDataError, BfclInputError, parseAnswers } from '../stages/eval/bfcl
 import { stringifyPyJson } from '../stages/eval/bfcl/pyValue';
 import { AnswersPolicy, availableCategories, EndpointConfig, EndpointPolicy, evaluateBfcl, ModelPolicy, ReferencePolicy, type Policy } from '../stages/eval/bfcl/runner';
 import { aggregate, formatSummary, type BfclResults, type ExampleResult } from '../stages/eval/bfcl/score';
-import { isMultiTurn, MULTI_TURN_CATEGORIES, multiTurnResultProblem, evaluateMultiTurnEpisodes, ReferenceMultiTurnPolicy, scoreMultiTurnAnswers, type MultiTurnResult } from '../stages/eval/bfcl/multiTurn';
-import { bridgeBackend, bridgeInfo, loadMultiTurnCategory } from '../stages/eval/bfcl/multiTurnBridge';
+import { isMultiTurn, MULTI_TURN_CATEGORIES, multiTurnResultProblem, evaluateMultiTurnEpisodes, ReferenceMultiTurnPolicy, scoreMultiTurnAnswers, type MultiTurnPolicy, type MultiTurnResult } from '../stages/eval/bfcl/multiTurn';
+import { bridgeBackend, bridgeFormatter, bridgeInfo, loadMultiTurnCategory } from '../stages/eval/bfcl/multiTurnBridge';
+import { EndpointMultiTurnPolicy, ModelMultiTurnPolicy, type BfclFormatter, type MultiTurnMode } from '../stages/eval/bfcl/multiTurnPolicies';
 import { BfclBridge } from '../infra/bfclBridge';
 import { bfclDataDir, projectRoot } from '../infra/binaries';
 import { EvalConfig, type Cm2Config } from '../run/config';
@@ -57,10 +58,18 @@ export interface EvalBfclCommandOptions {
   temperature?: string;
   /** One endpoint request's timeout, in milliseconds. */
   timeoutMs?: string;
+  /** An endpoint's calls: `fc` native tool calls (default), `prompt` BFCL's prompting mode (multi-turn so far). */
+  mode?: string;
   /** commander's `--no-thinking`: false appends an empty think block. */
   thinking?: boolean;
   json?: boolean;
   quiet?: boolean;
+}
+
+/** `--mode fc|prompt` (default fc): how an endpoint is asked for calls. */
+export function parseMode(mode: string | undefined): MultiTurnMode {
+  if (mode === undefined || mode === 'fc' || mode === 'prompt') return mode ?? 'fc';
+  throw new BfclInputError(`--mode ${mode}: expected fc (native tool calls) or prompt (BFCL's prompting mode: calls written as text)`);
 }
 
 const int = (v: string | undefined, name: string, min = 1): number | undefined => {
@@ -88,15 +97,21 @@ export function parseS3Ref(ref: string): { bucket: string; prefix: string } {
 interface Loaded {
   policy: Policy;
   dispose: () => void;
+  /** The same policy for multi-turn episodes (checkpoints and endpoints). */
+  multiTurn?: (formatter: BfclFormatter) => MultiTurnPolicy;
 }
 
 async function modelPolicy(model: QwenModel, tok: ReturnType<typeof loadChatTokenizer>, description: Record<string, unknown>, opts: EvalBfclCommandOptions): Promise<Loaded> {
-  const policy = new ModelPolicy(model, tok, description, {
-    maxNewTokens: int(opts.maxNewTokens, 'max-new-tokens') ?? 256,
-    batchSize: int(opts.batchSize, 'batch-size') ?? 8,
+  const maxNewTokens = int(opts.maxNewTokens, 'max-new-tokens') ?? 256;
+  const batchSize = int(opts.batchSize, 'batch-size') ?? 8;
+  const policy = new ModelPolicy(model, tok, description, { maxNewTokens, batchSize, ...(opts.thinking === false ? { enableThinking: false } : {}) });
+  const multiTurn = (formatter: BfclFormatter) => new ModelMultiTurnPolicy(model, tok, description, formatter, {
+    maxNewTokens,
+    batchSize,
+    maxPromptTokens: Math.max(1, model.config.max_position_embeddings - maxNewTokens),
     ...(opts.thinking === false ? { enableThinking: false } : {}),
   });
-  return { policy, dispose: () => model.dispose() };
+  return { policy, dispose: () => model.dispose(), multiTurn };
 }
 
 /** Resolves the policy options into a runnable policy. `config` is loaded only for S3 references. */
@@ -125,7 +140,9 @@ async function resolvePolicy(opts: EvalBfclCommandOptions, config: () => Cm2Conf
       ...(opts.timeoutMs ? { timeoutMs: int(opts.timeoutMs, 'timeout-ms') } : {}),
     });
     if (!parsed.success) throw new BfclInputError(`endpoint: ${parsed.error.issues.map((i) => `${i.path.join('.')}: ${i.message}`).join('; ')}`);
-    return { policy: new EndpointPolicy(parsed.data), dispose: none };
+    const policy = new EndpointPolicy(parsed.data);
+    const mode = parseMode(opts.mode);
+    return { policy, dispose: none, multiTurn: (formatter) => new EndpointMultiTurnPolicy(policy, formatter, mode) };
   }
   await selectBackend((opts.backend ?? 'auto') as BackendPref, log);
   if (spec!.startsWith('s3://')) {
@@ -160,7 +177,7 @@ export function splitCategories(spec: string): { single: string | undefined; mul
 }
 
 /** The multi-turn categories' results (the bridge is started here and ended before returning). */
-async function evaluateMultiTurnCategories(opts: EvalBfclCommandOptions, categories: readonly string[], limit: number | undefined, log: (l: string) => void): Promise<{ results: ExampleResult[]; info: { bfclEval: string; data: string }; answerIds: Set<string> }> {
+async function evaluateMultiTurnCategories(opts: EvalBfclCommandOptions, loaded: Loaded, categories: readonly string[], limit: number | undefined, log: (l: string) => void): Promise<{ results: ExampleResult[]; info: { bfclEval: string; data: string }; answerIds: Set<string> }> {
   const bridge = new BfclBridge({ log });
   try {
     const info = await bridgeInfo(bridge);
@@ -185,10 +202,21 @@ async function evaluateMultiTurnCategories(opts: EvalBfclCommandOptions, categor
         }
         for (const e of entries) if (answers.has(e.id)) answerIds.add(e.id);
         rs = await scoreMultiTurnAnswers(entries, answers, backend);
-      } else if (opts.policy === 'reference') {
-        rs = await evaluateMultiTurnEpisodes(entries, new ReferenceMultiTurnPolicy(), backend, { sessionPrefix: `cli${process.pid}` });
       } else {
-        throw new BfclInputError('multi-turn categories run with --answers or --policy reference so far; checkpoint and endpoint policies are not wired yet (issue 34)');
+        const policy = opts.policy === 'reference' ? new ReferenceMultiTurnPolicy() : loaded.multiTurn?.(bridgeFormatter(bridge));
+        if (!policy) throw new BfclInputError('this policy cannot play multi-turn episodes');
+        const concurrency = opts.policy === 'reference' ? 1 : int(opts.concurrency, 'concurrency') ?? int(opts.batchSize, 'batch-size') ?? 8;
+        let last = 0;
+        rs = await evaluateMultiTurnEpisodes(entries, policy, backend, {
+          sessionPrefix: `cli${process.pid}`,
+          concurrency,
+          onProgress: (done, total) => {
+            if (Date.now() - last > 5000 || done === total) {
+              last = Date.now();
+              log(`${category}: ${done}/${total}`);
+            }
+          },
+        });
       }
       log(`${category}: ${rs.filter((r) => r.valid).length}/${rs.length} correct in ${((Date.now() - t0) / 1000).toFixed(1)}s`);
       results.push(...(rs as ExampleResult[]));
@@ -208,20 +236,21 @@ export async function evalBfclCommand(opts: EvalBfclCommandOptions, config: () =
   const split = splitCategories(opts.category ?? DEFAULT_CATEGORIES.join(','));
   const categories = split.single === undefined ? [] : parseCategoryList(split.single, split.single.split(',').includes('all') ? availableCategories(dataDir) : []);
   const limit = int(opts.limit, 'limit');
+  if (parseMode(opts.mode) === 'prompt' && categories.length > 0) throw new BfclInputError(`--mode prompt covers the multi-turn categories so far; run ${categories.join(', ')} without it`);
   // The stage's chunks: the same batches are formed, so the stage and this command agree on the same policy.
   const chunkSize = int(opts.chunkSize, 'chunk-size') ?? EvalConfig.parse({}).bfcl.chunkSize;
   const t0 = Date.now();
   let results: BfclResults | undefined;
   let multiAnswerIds = new Set<string>();
+  let multi: Awaited<ReturnType<typeof evaluateMultiTurnCategories>> | undefined;
   let policyForUnused: AnswersPolicy | undefined;
-  let description: Record<string, unknown> = {};
-  if (categories.length > 0) {
-    const { policy, dispose } = await resolvePolicy(opts, config, log);
-    description = policy.description;
-    if (policy instanceof AnswersPolicy) policyForUnused = policy;
-    try {
+  const loaded = await resolvePolicy(opts, config, log);
+  const description = loaded.policy.description;
+  if (loaded.policy instanceof AnswersPolicy) policyForUnused = loaded.policy;
+  try {
+    if (categories.length > 0) {
       let last = 0;
-      results = await evaluateBfcl(policy, {
+      results = await evaluateBfcl(loaded.policy, {
         categories,
         dataDir,
         ...(limit !== undefined ? { limit } : {}),
@@ -234,17 +263,12 @@ export async function evalBfclCommand(opts: EvalBfclCommandOptions, config: () =
           }
         },
       });
-    } finally {
-      dispose();
     }
-  } else {
-    const given = [opts.policy, opts.endpoint, opts.answers].filter((x) => x !== undefined).length;
-    if (given !== 1) throw new BfclInputError('give exactly one of --policy, --endpoint (with --model) or --answers');
-    if (opts.answers !== undefined && !existsSync(opts.answers)) throw new BfclInputError(`--answers ${opts.answers}: no such file`);
-    description = opts.answers !== undefined ? { kind: 'answers', file: opts.answers } : { kind: opts.policy ?? 'endpoint' };
+    if (split.multi.length > 0) multi = await evaluateMultiTurnCategories(opts, loaded, split.multi, limit, log);
+  } finally {
+    loaded.dispose();
   }
-  if (split.multi.length > 0) {
-    const multi = await evaluateMultiTurnCategories(opts, split.multi, limit, log);
+  if (multi) {
     multiAnswerIds = multi.answerIds;
     const all = [...categories, ...split.multi];
     const examples = [...(results?.examples ?? []), ...multi.results];

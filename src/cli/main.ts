@@ -195,6 +195,7 @@ program.command('eval').description('evaluate a policy on benchmarks (docs/eval.
   .option('--concurrency <n>', 'concurrent endpoint requests (default 8)')
   .option('--temperature <x>', 'endpoint sampling temperature (default 0)')
   .option('--timeout-ms <n>', 'one endpoint request\'s timeout in ms (default 120000)')
+  .addOption(new Option('--mode <mode>', 'how an endpoint is asked for calls: fc (native tool calls) or prompt (BFCL\'s prompting mode: calls written as text; multi-turn categories)').choices(['fc', 'prompt']))
   .option('--no-thinking', 'append an empty think block to the generation prompt')
   .option('--json', 'print the summary as JSON')
   .action(async (opts: import('./evalCommand').EvalBfclCommandOptions & { config: string }) => {

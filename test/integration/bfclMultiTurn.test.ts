@@ -14,7 +14,11 @@ import path from 'node:path';
 import { promisify } from 'node:util';
 import { BfclBridge, BfclBridgeError, bfclPythonPath } from '../../src/infra/bfclBridge';
 import { MULTI_TURN_CATEGORIES, evaluateMultiTurnEpisodes, ReferenceMultiTurnPolicy, runEpisode, scoreMultiTurnAnswers, type MultiTurnEntry, type MultiTurnPolicy } from '../../src/stages/eval/bfcl/multiTurn';
-import { bridgeBackend, bridgeInfo, loadMultiTurnCategory } from '../../src/stages/eval/bfcl/multiTurnBridge';
+import { bridgeBackend, bridgeFormatter, bridgeInfo, loadMultiTurnCategory } from '../../src/stages/eval/bfcl/multiTurnBridge';
+import { ModelMultiTurnPolicy } from '../../src/stages/eval/bfcl/multiTurnPolicies';
+import { parsePyJson, stringifyPyJson, type PyValue } from '../../src/stages/eval/bfcl/pyValue';
+import { loadChatTokenizer } from '../../src/chat/tokenize';
+import type { EngineRequest, TokenEngine } from '../../src/llm/engine';
 import { BfclResults } from '../../src/stages/eval/bfcl/score';
 import { bfclVerdicts, crossCheckRows, perturb, PERTURBATIONS } from '../helpers/multiTurnCrossCheck';
 import { REPO } from '../helpers/paths';
@@ -168,4 +172,54 @@ test('--answers: BFCL\'s decoded multi-turn rows are scored; a malformed row nam
     assert.match(e.stderr, new RegExp(`${bad.replace(/[.*+?^${}()|[\]\\/]/g, '\\$&')}:2: result\\[1\\]\\[0\\]\\[0\\]: a call is a string`));
     return true;
   });
+});
+
+test('the checkpoint path: a model that writes the ground truth\'s calls as <tool_call> blocks scores as the reference does (template, decoding, BFCL\'s call strings, shared batches)', async () => {
+  const tok = loadChatTokenizer(path.join(REPO, 'assets', 'demo-tokenizer'));
+  // The categories share conversations (base_0 and miss_param_0 begin alike): one category at a time, entries known by their first user message.
+  const byFirstUser = new Map<string, MultiTurnEntry>();
+  // The ground truth's calls as JSON tool calls (positional arguments named by the function's parameter order).
+  const callsJson = async (entry: MultiTurnEntry, calls: readonly string[]): Promise<string> => {
+    const parsed = (await bridge.request<{ calls: { name: string; kwargs_json: string; positional_json: string }[] }>('parse_calls', { calls })).calls;
+    const docs = [...entry.functions, ...Object.values(entry.missedFunctions).flat()];
+    return parsed.map((c) => {
+      const args = parsePyJson(c.kwargs_json) as Record<string, PyValue>;
+      const names = Object.keys(docs.find((d) => d.name === c.name)?.parameters.properties ?? {});
+      (parsePyJson(c.positional_json) as PyValue[]).forEach((v, k) => (args[names[k]!] = v));
+      return `<tool_call>\n{"name": "${c.name}", "arguments": ${stringifyPyJson(args)}}\n</tool_call>`;
+    }).join('\n');
+  };
+  const batches: number[] = [];
+  const imEnd = tok.encode('<|im_end|>');
+  const engine: TokenEngine = {
+    counts: { prefilled: 0, reused: 0, shared: 0, decoded: 0 },
+    dispose: () => undefined,
+    decode: async (reqs: readonly EngineRequest[]) => {
+      batches.push(reqs.length);
+      const tokens = await Promise.all(reqs.map(async (r) => {
+        const text = tok.decode(r.tokens);
+        // which entry: its first user message; which turn: user messages that are not tool responses; answered yet: a tool response after the last of them
+        const users = [...text.matchAll(/<\|im_start\|>user\n([\s\S]*?)<\|im_end\|>/g)].map((m) => m[1]!);
+        const turnUsers = users.filter((u) => !u.startsWith('<tool_response>'));
+        const entry = byFirstUser.get(turnUsers[0]!)!;
+        const answered = !users[users.length - 1]!.startsWith('<tool_response>') ? false : true;
+        const calls = entry.groundTruth[turnUsers.length - 1] ?? [];
+        const out = answered || calls.length === 0 ? 'Done.' : await callsJson(entry, calls);
+        return [...tok.encode(out), ...imEnd];
+      }));
+      return { tokens, finished: tokens.map(() => true), logprobs: tokens.map((t) => t.map(() => 0)) };
+    },
+  };
+  const policy = new ModelMultiTurnPolicy(engine, tok, { kind: 'scripted' }, bridgeFormatter(bridge), { maxNewTokens: 512, batchSize: 8, maxPromptTokens: 1_000_000 });
+  const results = [];
+  for (const c of MULTI_TURN_CATEGORIES) {
+    const sample = entries.get(c)!.slice(0, 6);
+    byFirstUser.clear();
+    for (const e of sample) byFirstUser.set(e.question[0]!.find((m) => m.role === 'user')!.content, e);
+    assert.equal(byFirstUser.size, sample.length);
+    results.push(...(await evaluateMultiTurnEpisodes(sample, policy, bridgeBackend(bridge), { concurrency: 8, sessionPrefix: 'scripted' })));
+  }
+  const failed = results.filter((r) => !r.valid);
+  assert.ok(failed.length <= 1, failed.map((r) => `${r.id}: ${r.bfcl} ${r.detail?.slice(0, 300)}`).join('\n'));
+  assert.ok(Math.max(...batches) > 1, `episodes shared generation batches (${batches.join(',')})`);
 });

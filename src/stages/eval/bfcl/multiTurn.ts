@@ -57,7 +57,7 @@ export interface MultiTurnBackend {
 /** A message of the episode's conversation (the policy renders it as its template or API needs). */
 export type EpisodeMessage =
   | { role: 'system' | 'user'; content: string }
-  | { role: 'assistant'; content: string; calls: string[] }
+  | { role: 'assistant'; content: string; calls: string[]; raw?: unknown }
   | { role: 'tool'; call: string; content: string };
 
 /** What the policy sees at each step. */
@@ -78,13 +78,18 @@ export interface EpisodeAnswer {
   calls: string[] | null;
   decodeError?: string;
   tokens?: number;
+  /** What the policy needs to write this answer back into its conversation (an endpoint's tool calls with their ids). */
+  raw?: unknown;
 }
 
 export interface MultiTurnPolicy {
   readonly description: Record<string, unknown>;
   /** The turn's user messages as the policy's mode writes them (a `miss_func` turn has none in the data). */
-  turnMessages(view: Omit<EpisodeView, 'messages' | 'step'>, dataMessages: readonly BfclMessage[]): BfclMessage[];
+  turnMessages(view: Omit<EpisodeView, 'messages' | 'step'>, dataMessages: readonly BfclMessage[]): BfclMessage[] | Promise<BfclMessage[]>;
   answer(view: EpisodeView): Promise<EpisodeAnswer>;
+  /** An episode starts / ended: a batching policy generates once every running episode waits for an answer. */
+  episodeStart?(): void;
+  episodeDone?(): void;
 }
 
 /** The transcript of an episode, stored beside the verdict. */
@@ -95,6 +100,8 @@ export interface EpisodeTranscript {
   forceQuit: boolean;
   steps: number;
   tokens: number;
+  /** Why answers ended their turn undecoded (the first few), e.g. a prompt that did not fit. */
+  decodeErrors: string[];
 }
 
 /**
@@ -109,20 +116,22 @@ export async function runEpisode(entry: MultiTurnEntry, policy: MultiTurnPolicy,
   let forceQuit = false;
   let steps = 0;
   let tokens = 0;
+  const decodeErrors: string[] = [];
   try {
     for (let turn = 0; turn < entry.question.length; turn++) {
       const newFunctions = entry.missedFunctions[String(turn)] ?? [];
       functions.push(...newFunctions);
       const base = { entry, turn, functions, newFunctions };
-      for (const m of policy.turnMessages(base, entry.question[turn]!)) messages.push({ role: m.role === 'system' ? 'system' : 'user', content: m.content });
+      for (const m of await policy.turnMessages(base, entry.question[turn]!)) messages.push({ role: m.role === 'system' ? 'system' : 'user', content: m.content });
       const turnSteps: string[][] = [];
       for (let step = 0; ; step++) {
         const answer = await policy.answer({ ...base, step, messages });
         steps++;
         tokens += answer.tokens ?? 0;
         opts.onStep?.();
+        if (answer.calls === null && decodeErrors.length < 5) decodeErrors.push(`turn ${turn} step ${step}: ${answer.decodeError ?? 'not decodable'}`);
         const calls = answer.calls ?? [];
-        messages.push({ role: 'assistant', content: answer.text, calls });
+        messages.push({ role: 'assistant', content: answer.text, calls, ...(answer.raw !== undefined ? { raw: answer.raw } : {}) });
         turnSteps.push(calls);
         if (answer.calls === null || calls.length === 0) break;
         const results = await backend.execute(session, calls);
@@ -138,7 +147,7 @@ export async function runEpisode(entry: MultiTurnEntry, policy: MultiTurnPolicy,
   } finally {
     await backend.close(session);
   }
-  return { id: entry.id, result, messages, forceQuit, steps, tokens };
+  return { id: entry.id, result, messages, forceQuit, steps, tokens, decodeErrors };
 }
 
 /**
@@ -190,12 +199,15 @@ export interface MultiTurnExampleResult {
 /** `multi_turn:instance_state_mismatch` → `instance_state_mismatch` (the results' reason; `bfcl` keeps the full type). */
 const reasonOf = (errorType: string | undefined): string => (errorType ? errorType.replace(/^multi_turn:/, '') : 'invalid');
 
-export function multiTurnExampleResult(entry: Pick<MultiTurnEntry, 'id' | 'category'>, result: MultiTurnResult | undefined, verdict: MultiTurnVerdict, extra: { tokens?: number; reason?: string } = {}): MultiTurnExampleResult {
+export function multiTurnExampleResult(entry: Pick<MultiTurnEntry, 'id' | 'category'>, result: MultiTurnResult | undefined, verdict: MultiTurnVerdict, extra: { tokens?: number; reason?: string; decodeErrors?: readonly string[] } = {}): MultiTurnExampleResult {
   const r: MultiTurnExampleResult = { id: entry.id, category: entry.category, valid: verdict.valid };
   if (!verdict.valid) {
-    r.reason = extra.reason ?? reasonOf(verdict.errorType);
+    // A prompt that did not fit is the harness's limit, not the model's answer: said so, as the single-turn runner does.
+    const tooLong = extra.decodeErrors?.some((e) => e.includes('prompt_too_long'));
+    r.reason = extra.reason ?? (tooLong ? 'prompt_too_long' : reasonOf(verdict.errorType));
     if (verdict.errorType) r.bfcl = verdict.errorType;
-    if (verdict.errorMessage) r.detail = verdict.errorMessage.length > 2000 ? `${verdict.errorMessage.slice(0, 2000)}…` : verdict.errorMessage;
+    const detail = [verdict.errorMessage ?? '', ...(extra.decodeErrors?.length ? [`undecoded answers: ${extra.decodeErrors.join('; ')}`] : [])].filter(Boolean).join(' | ');
+    if (detail) r.detail = detail.length > 2000 ? `${detail.slice(0, 2000)}…` : detail;
   }
   if (result) r.calls = result;
   if (extra.tokens !== undefined) r.tokens = extra.tokens;
@@ -205,21 +217,40 @@ export function multiTurnExampleResult(entry: Pick<MultiTurnEntry, 'id' | 'categ
 export interface MultiTurnRunOptions {
   /** A prefix that makes backend session names unique to this attempt. */
   sessionPrefix?: string;
+  /** Episodes played at once (an endpoint's concurrent requests; a model's generation batch). Default 1. */
+  concurrency?: number;
   onProgress?: (done: number, total: number) => void;
   onBusy?: () => void;
   signal?: AbortSignal;
 }
 
-/** Plays every entry as an episode and scores it with BFCL's checker. Entries run one after another. */
+/** Plays every entry as an episode and scores it with BFCL's checker; results in the entries' order. */
 export async function evaluateMultiTurnEpisodes(entries: readonly MultiTurnEntry[], policy: MultiTurnPolicy, backend: MultiTurnBackend, opts: MultiTurnRunOptions = {}): Promise<MultiTurnExampleResult[]> {
-  const out: MultiTurnExampleResult[] = [];
-  for (const [i, entry] of entries.entries()) {
-    if (opts.signal?.aborted) throw opts.signal.reason instanceof Error ? opts.signal.reason : new Error('cancelled');
-    const episode = await runEpisode(entry, policy, backend, `${opts.sessionPrefix ?? 'ep'}-${entry.id}`, { ...(opts.onBusy ? { onStep: opts.onBusy } : {}) });
-    const verdict = await backend.check(entry.id, episode.result);
-    out.push(multiTurnExampleResult(entry, episode.result, verdict, { tokens: episode.tokens }));
-    opts.onProgress?.(i + 1, entries.length);
-  }
+  const out = new Array<MultiTurnExampleResult>(entries.length);
+  let next = 0;
+  let done = 0;
+  let failure: unknown;
+  const worker = async () => {
+    while (failure === undefined && next < entries.length) {
+      const i = next++;
+      const entry = entries[i]!;
+      policy.episodeStart?.();
+      try {
+        if (opts.signal?.aborted) throw opts.signal.reason instanceof Error ? opts.signal.reason : new Error('cancelled');
+        const episode = await runEpisode(entry, policy, backend, `${opts.sessionPrefix ?? 'ep'}-${entry.id}`, { ...(opts.onBusy ? { onStep: opts.onBusy } : {}) });
+        const verdict = await backend.check(entry.id, episode.result);
+        out[i] = multiTurnExampleResult(entry, episode.result, verdict, { tokens: episode.tokens, decodeErrors: episode.decodeErrors });
+      } catch (e) {
+        failure ??= e;
+        return;
+      } finally {
+        policy.episodeDone?.();
+      }
+      opts.onProgress?.(++done, entries.length);
+    }
+  };
+  await Promise.all(Array.from({ length: Math.max(1, Math.min(opts.concurrency ?? 1, entries.length)) }, worker));
+  if (failure !== undefined) throw failure;
   return out;
 }
 

@@ -6,6 +6,9 @@
 import { z } from 'zod';
 import { BfclInputError } from './categories';
 import type { FunctionDoc } from './checker';
+import type { BfclMessage } from './data';
+import type { BfclFormatter } from './multiTurnPolicies';
+import { stringifyPyJson, type PyValue } from './pyValue';
 import { isMultiTurn, type MultiTurnBackend, type MultiTurnEntry, type MultiTurnResult, type MultiTurnVerdict } from './multiTurn';
 
 /** What the modules here need of the bridge process (src/infra/bfclBridge.ts `BfclBridge`): one request, one answer. */
@@ -74,5 +77,19 @@ export function bridgeBackend(bridge: BfclBridge): MultiTurnBackend {
       const r = await bridge.request<{ valid: boolean; error_type?: string; error_message?: string }>('check', { entry: entryId, result });
       return r.valid ? { valid: true } : { valid: false, ...(r.error_type ? { errorType: r.error_type } : {}), ...(r.error_message ? { errorMessage: r.error_message } : {}) };
     },
+  };
+}
+
+/** BFCL's prompt writers and parsers through the bridge. */
+export function bridgeFormatter(bridge: BfclBridge): BfclFormatter {
+  return {
+    systemPrompt: async (entryId, messages, functions) => (await bridge.request<{ messages: BfclMessage[] }>('system_prompt', { entry: entryId, messages, functions })).messages.map((m) => ({ role: m.role, content: m.content ?? '' })),
+    decode: async (text) => {
+      const r = await bridge.request<{ calls: string[] | null; error?: string }>('decode', { text });
+      return { calls: r.calls, ...(r.error ? { error: r.error } : {}) };
+    },
+    toCalls: async (calls: readonly PyValue[]) => (await bridge.request<{ calls: string[] }>('to_calls', { calls_json: stringifyPyJson(calls as PyValue) })).calls,
+    formatResults: async (calls, results) => (await bridge.request<{ content: string }>('format_results', { calls, results })).content,
+    missedFunctionPrompt: async (functions) => (await bridge.request<{ content: string }>('missed_function_prompt', { functions })).content,
   };
 }

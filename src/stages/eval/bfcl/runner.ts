@@ -220,18 +220,21 @@ export class EndpointPolicy implements Policy {
   /** The request body of an example (no secrets; also the cache key's material). */
   requestOf(example: BfclExample): ChatCompletionCreateParamsNonStreaming {
     const tools = exampleTools(example, { dotToUnderscore: true });
-    const body: ChatCompletionCreateParamsNonStreaming = {
-      model: this.cfg.model,
-      messages: exampleMessages(example) as ChatCompletionCreateParamsNonStreaming['messages'],
-      temperature: this.cfg.temperature ?? 0,
-    };
+    const body: ChatCompletionCreateParamsNonStreaming = { ...this.requestBase(), messages: exampleMessages(example) as ChatCompletionCreateParamsNonStreaming['messages'] };
     if (tools.length > 0) body.tools = tools as ChatCompletionCreateParamsNonStreaming['tools'];
+    return body;
+  }
+
+  /** The request's settings without messages and tools: model, temperature, top_p, max_tokens. */
+  requestBase(): Omit<ChatCompletionCreateParamsNonStreaming, 'messages'> {
+    const body: Omit<ChatCompletionCreateParamsNonStreaming, 'messages'> = { model: this.cfg.model, temperature: this.cfg.temperature ?? 0 };
     if (this.cfg.topP !== undefined) body.top_p = this.cfg.topP;
     if (this.cfg.maxTokens !== undefined) body.max_tokens = this.cfg.maxTokens;
     return body;
   }
 
-  private async complete(body: ChatCompletionCreateParamsNonStreaming, signal?: AbortSignal): Promise<z.infer<typeof CachedMessage>> {
+  /** One chat completion, from the cache when it holds this request (retried on transport errors). */
+  async complete(body: ChatCompletionCreateParamsNonStreaming, signal?: AbortSignal): Promise<z.infer<typeof CachedMessage>> {
     const key = createHash('sha256').update(canonicalJson({ kind: 'bfcl-tools', baseUrl: this.cfg.baseUrl, body })).digest('hex');
     const hit = await this.opts.cache?.get(key);
     if (hit !== undefined) {
