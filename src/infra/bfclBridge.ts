@@ -6,8 +6,9 @@
  * The Python comes from scripts/ensure-bfcl.mjs (a cached venv; `CM2_BFCL_PYTHON` names another interpreter with
  * `bfcl-eval` installed). The process gets a minimal environment (PATH, HOME, locale, TMPDIR), never the worker's:
  * BFCL evaluates the model's call strings with Python's `eval`, so nothing the model writes can read a secret from
- * its environment. A process that dies is started again on the next request; the requests it had in flight fail
- * with the reason (sessions it held are gone: an episode that loses its session starts over).
+ * its environment. A process that dies is started again on the next request, with the categories loaded before; the
+ * requests it had in flight fail with the reason (sessions it held are gone: an episode that loses its session fails,
+ * and its chunk is retried without the entries that finished).
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import os from 'node:os';
@@ -48,6 +49,8 @@ export class BfclBridge {
   private readonly pending = new Map<number, Pending>();
   private nextId = 1;
   private stderrTail: string[] = [];
+  /** Categories loaded so far: a restarted process loads them again before anything else. */
+  private readonly loaded = new Set<string>();
   /** Bumped each time a process starts: sessions opened under an older one are gone. */
   generation = 0;
 
@@ -71,6 +74,11 @@ export class BfclBridge {
       /* the exit handler reports it */
     });
     this.child = child;
+    for (const category of this.loaded) {
+      const id = this.nextId++;
+      this.pending.set(id, { resolve: () => undefined, reject: () => undefined, op: 'load' });
+      child.stdin!.write(`${JSON.stringify({ id, op: 'load', category })}\n`);
+    }
     return child;
   }
 
@@ -101,6 +109,7 @@ export class BfclBridge {
   /** One request; resolves with the answer's fields, rejects with the bridge's error. */
   request<T extends Record<string, unknown> = Record<string, unknown>>(op: string, body: Record<string, unknown> = {}): Promise<T> {
     const child = this.child ?? this.start();
+    if (op === 'load' && typeof body['category'] === 'string') this.loaded.add(body['category']);
     const id = this.nextId++;
     return new Promise<T>((resolve, reject) => {
       this.pending.set(id, { resolve: resolve as (v: Record<string, unknown>) => void, reject, op });

@@ -112,6 +112,8 @@ export const evalKeys = {
   bfcl: (runId: string, label: string) => runKey(runId, 'eval', 'bfcl', `${label}.json`),
   /** One chunk of an evaluation run in chunks (`eval.bfcl.chunkSize`), beside its results file `resultKey`. */
   bfclChunk: (resultKey: string, index: number) => `${resultKey.replace(/\.json$/, '')}/chunk-${String(index).padStart(5, '0')}.json`,
+  /** A multi-turn entry's episode (transcript and verdict) within a chunk: a killed worker redoes none that finished. */
+  bfclEpisode: (resultKey: string, index: number, entryId: string) => `${resultKey.replace(/\.json$/, '')}/chunk-${String(index).padStart(5, '0')}/${entryId}.json`,
 };
 
 /** The pipeline's own objects: its input, stage markers and the report. */

@@ -27,6 +27,12 @@ import { BadPolicyError, loadPolicy } from '../../storage/policyStore';
 import { PolicyRef } from '../../run/layout';
 import { engineFor, type EngineTarget } from '../../llm/engine';
 import { type ActivityDeps, activityAttempt, asTemporalFailure, cancellationSignal, heartbeat, once, parseInput, stageLog, workerName } from '../activityKit';
+import { sharedBfclBridge } from '../../infra/bfclBridge';
+import type { TokenEngine } from '../../llm/engine';
+import { evaluateMultiTurnEpisodes, isMultiTurn, type EpisodeTranscript, type MultiTurnPolicy } from './bfcl/multiTurn';
+import { bridgeBackend, bridgeFormatter, bridgeInfo, loadMultiTurnCategory } from './bfcl/multiTurnBridge';
+import { EndpointMultiTurnPolicy, ModelMultiTurnPolicy, type BfclFormatter } from './bfcl/multiTurnPolicies';
+import { ExampleResult } from './bfcl/score';
 import { EvalPolicy, EvalBfclInput, EvalBfclPlanInput, EvalBfclPlan, EvalBfclChunkInput, EvalBfclMergeInput, EvalBfclSummary } from './shapes';
 
 /** What the results file records as the evaluated policy (never a secret), and the serving engine that generated, if any. */
@@ -64,6 +70,12 @@ async function asActivityFailure<T>(fn: () => Promise<T>): Promise<T> {
     throw asTemporalFailure(e);
   }
 }
+
+/** The input's policy as a player of multi-turn episodes, given BFCL's formatter. */
+type MultiTurnFactory = (formatter: BfclFormatter) => MultiTurnPolicy;
+
+/** A multi-turn entry's stored episode: its verdict (as the results record it) and its transcript. */
+const StoredEpisode = z.object({ result: ExampleResult, transcript: z.looseObject({ id: z.string() }) });
 
 /** A loaded model policy and its tokenizer, kept in the worker's slot between chunks. */
 interface LoadedModel {
@@ -136,19 +148,33 @@ export function createEvalActivities(deps: ActivityDeps) {
   /** The model policy of the chunks on this worker: loaded once per policy, not once per chunk. */
   const slot = new PolicySlot<LoadedModel>();
 
-  /** Runs `use` with the input's policy: an endpoint, or a model from S3 (through the slot when `shared`). */
-  const withPolicy = async <R>(input: z.infer<typeof EvalBfclInput>, shared: boolean, use: (policy: Policy) => Promise<R>): Promise<R> => {
+  /**
+   * Runs `use` with the input's policy: an endpoint, or a model from S3 (through the slot when `shared`); `multiTurn`
+   * makes the same policy play BFCL's multi-turn episodes.
+   */
+  const withPolicy = async <R>(input: z.infer<typeof EvalBfclInput>, shared: boolean, use: (policy: Policy, multiTurn: MultiTurnFactory) => Promise<R>): Promise<R> => {
     const ref = input.policy;
-    if (ref.kind === 'endpoint') return use(new EndpointPolicy(ref.endpoint, { cache: storeCache(store) }));
+    const g = input.generation;
+    if (ref.kind === 'endpoint') {
+      const endpoint = new EndpointPolicy(ref.endpoint, { cache: storeCache(store) });
+      return use(endpoint, (formatter) => new EndpointMultiTurnPolicy(endpoint, formatter, g.mode, cancellationSignal()));
+    }
     const target = input.generation.engine;
     const description = policyDescription(ref, target);
+    const multiTurnOf = (model: QwenModel | TokenEngine, tok: ChatTokenizer, positions: number): MultiTurnFactory => (formatter) => new ModelMultiTurnPolicy(model, tok, description, formatter, {
+      maxNewTokens: g.maxNewTokens,
+      batchSize: g.batchSize,
+      maxPromptTokens: Math.max(1, positions - g.maxNewTokens),
+      ...(g.enableThinking !== undefined ? { enableThinking: g.enableThinking } : {}),
+    }, () => heartbeat());
     if (target) {
       // a serving engine that serves this policy (the caller synced it): only the tokenizer is needed here
       const tok = await loadTokenizerOf(store, ref, input.tokenizerDir);
-      return use(new ModelPolicy(engineFor(target), tok, description, { ...input.generation, maxModelLen: target.maxModelLen }));
+      const engine = engineFor(target);
+      return use(new ModelPolicy(engine, tok, description, { ...input.generation, maxModelLen: target.maxModelLen }), multiTurnOf(engine, tok, target.maxModelLen));
     }
     await selectBackend(input.generation.backend, log);
-    const run = ({ model, tok }: LoadedModel) => use(new ModelPolicy(model, tok, description, input.generation));
+    const run = ({ model, tok }: LoadedModel) => use(new ModelPolicy(model, tok, description, input.generation), multiTurnOf(model, tok, model.config.max_position_embeddings));
     const load = async (): Promise<LoadedModel> => {
       log(`loading policy ${JSON.stringify(description)} on ${workerName()}`);
       const { model, tok } = await loadStoredModel(store, ref, input.tokenizerDir);
@@ -163,12 +189,37 @@ export function createEvalActivities(deps: ActivityDeps) {
     }
   };
 
+  /**
+   * The multi-turn entries of a chunk's segment, played as episodes (`batchSize` at once) and scored by bfcl-eval;
+   * each finished entry's transcript and verdict go to S3 at once, so a retried chunk plays only the others.
+   */
+  const playMultiTurnSegment = async (key: string, index: number, segment: { category: string; start: number; count: number }, multiTurn: MultiTurnFactory, batchSize: number, signal?: AbortSignal): Promise<ExampleResult[]> => {
+    const bridge = sharedBfclBridge({ log });
+    const entries = (await loadMultiTurnCategory(bridge, segment.category, segment.start + segment.count)).slice(segment.start);
+    if (entries.length !== segment.count) throw new BfclInputError(`chunk ${index}: ${segment.category} has ${segment.start + entries.length} entries in bfcl-eval, the plan expected at least ${segment.start + segment.count}`);
+    const t0 = Date.now();
+    const results = await evaluateMultiTurnEpisodes(entries, multiTurn(bridgeFormatter(bridge)), bridgeBackend(bridge), {
+      concurrency: batchSize,
+      sessionPrefix: `${workerName()}-${index}-${activityAttempt()}`,
+      onProgress: (done, total) => heartbeat({ chunk: index, category: segment.category, done, total }),
+      onBusy: () => heartbeat(),
+      ...(signal ? { signal } : {}),
+      recorded: async (entry) => (await ifExists(() => store.getJson(evalKeys.bfclEpisode(key, index, entry.id), StoredEpisode)))?.result,
+      record: async (entry, result, transcript: EpisodeTranscript) => {
+        await store.putJson(evalKeys.bfclEpisode(key, index, entry.id), { result, transcript });
+      },
+    });
+    log(`chunk ${index}: ${segment.category} [${segment.start}, ${segment.start + segment.count}): ${results.filter((r) => r.valid).length}/${results.length} correct in ${((Date.now() - t0) / 1000).toFixed(1)}s`);
+    return results as ExampleResult[];
+  };
+
   return {
     /** BFCL accuracy of a policy in one activity: full results to S3, summary returned. Heartbeats per batch / answered example. */
     async evalBfcl(raw: EvalBfclInput): Promise<EvalBfclSummary> {
       const input = parseInput(EvalBfclInput, raw, 'evalBfcl');
       const { label, key, summaryKey } = outputOf(input);
       return once(store, summaryKey, EvalBfclSummary, () => asActivityFailure(async () => {
+        if (input.categories.some(isMultiTurn)) throw new BfclInputError('multi-turn categories are evaluated in chunks (eval.bfcl.chunkSize), not by evalBfcl');
         const signal = cancellationSignal();
         const results = await withPolicy(input, false, (policy) => evaluateBfcl(policy, {
           categories: input.categories,
@@ -190,9 +241,15 @@ export function createEvalActivities(deps: ActivityDeps) {
       const input = parseInput(EvalBfclPlanInput, raw, 'evalBfclPlan');
       return asActivityFailure(async () => {
         const dataDir = input.dataDir ?? bfclDataDir();
-        const counts = input.categories.map((category) => ({ category, count: loadCategory(dataDir, category, input.limit).length }));
+        const counts: { category: string; count: number }[] = [];
+        for (const category of input.categories) {
+          // multi-turn categories come from the installed bfcl-eval (the worker's bridge process)
+          const count = isMultiTurn(category) ? (await loadMultiTurnCategory(sharedBfclBridge(), category, input.limit)).length : loadCategory(dataDir, category, input.limit).length;
+          counts.push({ category, count });
+        }
         const chunks = planChunks(counts, input.chunkSize);
-        return { chunks, examples: counts.reduce((n, c) => n + c.count, 0), dataDir };
+        const multiTurn = input.categories.some(isMultiTurn) ? await bridgeInfo(sharedBfclBridge()) : undefined;
+        return { chunks, examples: counts.reduce((n, c) => n + c.count, 0), dataDir, ...(multiTurn ? { multiTurn: { bfclEval: multiTurn.bfclEval, data: multiTurn.data } } : {}) };
       });
     },
 
@@ -207,13 +264,24 @@ export function createEvalActivities(deps: ActivityDeps) {
       const stored = await once(store, evalKeys.bfclChunk(key, chunk.index), BfclChunkFile, () => asActivityFailure(async () => {
         const startedAt = Date.now();
         log(`${label} chunk ${chunk.index}: ${chunkExamples(chunk)} examples on ${workerName()} (attempt ${activityAttempt()})`);
-        const segments = loadChunk(input.dataDir ?? bfclDataDir(), chunk);
         const signal = cancellationSignal();
-        const results = await withPolicy(input, true, (policy) => evaluateChunk(policy, segments, {
-          onProgress: (category, done, total) => heartbeat({ chunk: chunk.index, category, done, total }),
-          log: (l) => log(`${label} chunk ${chunk.index}: ${l}`),
-          ...(signal ? { signal } : {}),
-        }));
+        const results = await withPolicy(input, true, async (policy, multiTurn) => {
+          const out: ExampleResult[] = [];
+          // segments in order: single-turn ones from the data folder, multi-turn ones played through the bridge
+          for (const segment of chunk.segments) {
+            if (!isMultiTurn(segment.category)) {
+              const single = loadChunk(input.dataDir ?? bfclDataDir(), { ...chunk, segments: [segment] });
+              out.push(...(await evaluateChunk(policy, single, {
+                onProgress: (category, done, total) => heartbeat({ chunk: chunk.index, category, done, total }),
+                log: (l) => log(`${label} chunk ${chunk.index}: ${l}`),
+                ...(signal ? { signal } : {}),
+              })));
+              continue;
+            }
+            out.push(...(await playMultiTurnSegment(key, chunk.index, segment, multiTurn, input.generation.batchSize, signal)));
+          }
+          return out;
+        });
         const finishedAt = Date.now();
         const seconds = (finishedAt - startedAt) / 1000;
         log(`${label} chunk ${chunk.index}: ${results.length} examples in ${seconds.toFixed(1)}s on ${workerName()}`);
@@ -239,6 +307,7 @@ export function createEvalActivities(deps: ActivityDeps) {
             ...(input.limit !== undefined ? { limit: input.limit } : {}),
             createdAt: new Date().toISOString(),
           });
+          if (input.multiTurn) results.multiTurn = input.multiTurn;
         } catch (e) {
           throw ApplicationFailure.nonRetryable(`${key}: ${e instanceof Error ? e.message : String(e)}`, 'BadInput');
         }

@@ -22,6 +22,7 @@ export const Generation = z.object({
   enableThinking: z.boolean().optional().describe('`false` appends an empty think block to the generation prompt.'),
   backend: z.enum(backendPrefs as [BackendPref, ...BackendPref[]]).default('auto').describe('tfjs backend.'),
   engine: EngineTarget.optional().describe('Generate on this serving engine, which serves the policy already (the caller synced it), instead of loading the weights here.'),
+  mode: z.enum(['fc', 'prompt']).default('fc').describe('How an endpoint is asked for calls in multi-turn episodes: `fc` native tool calls, `prompt` BFCL\'s prompting mode (calls written as text).'),
 });
 
 export const EvalBfclInput = z.object({
@@ -50,10 +51,12 @@ export const EvalBfclPlan = z.object({
   examples: z.number().int().nonnegative(),
   /** The data folder as the gpu workers name it (recorded in the results). */
   dataDir: z.string(),
+  /** Multi-turn categories: the bfcl-eval that serves them (its version and data folder). */
+  multiTurn: z.object({ bfclEval: z.string(), data: z.string() }).optional(),
 });
 export type EvalBfclPlan = z.infer<typeof EvalBfclPlan>;
 export const EvalBfclChunkInput = EvalBfclInput.extend({ chunk: BfclChunk });
-export const EvalBfclMergeInput = EvalBfclInput.extend({ chunks: z.number().int().nonnegative(), dataDir: z.string() });
+export const EvalBfclMergeInput = EvalBfclInput.extend({ chunks: z.number().int().nonnegative(), dataDir: z.string(), multiTurn: z.object({ bfclEval: z.string(), data: z.string() }).optional() });
 
 export const EvalBfclSummary = z.object({
   /** S3 key of the full results (./src/stages/eval/bfcl/score.ts `BfclResults`). */

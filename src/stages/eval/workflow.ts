@@ -75,7 +75,7 @@ export async function evalWorkflow(input: EvalWorkflowInput): Promise<EvalResult
         await acts.evalBfclChunk({ ...args, chunk });
         progress.counts[`${label}_chunks_done`] = ++done;
       }));
-      r = await mergeActs.evalBfclMerge({ ...args, chunks: plan.chunks.length, dataDir: plan.dataDir });
+      r = await mergeActs.evalBfclMerge({ ...args, chunks: plan.chunks.length, dataDir: plan.dataDir, ...(plan.multiTurn ? { multiTurn: plan.multiTurn } : {}) });
     }
     bfcl.push(r);
     progress.done++;

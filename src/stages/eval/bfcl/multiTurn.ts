@@ -222,6 +222,10 @@ export interface MultiTurnRunOptions {
   onProgress?: (done: number, total: number) => void;
   onBusy?: () => void;
   signal?: AbortSignal;
+  /** An entry's result recorded before (a retried chunk): it is not played again. */
+  recorded?: (entry: MultiTurnEntry) => Promise<MultiTurnExampleResult | undefined>;
+  /** Keeps a finished entry's result and transcript (before it counts as done). */
+  record?: (entry: MultiTurnEntry, result: MultiTurnExampleResult, episode: EpisodeTranscript) => Promise<void>;
 }
 
 /** Plays every entry as an episode and scores it with BFCL's checker; results in the entries' order. */
@@ -234,12 +238,24 @@ export async function evaluateMultiTurnEpisodes(entries: readonly MultiTurnEntry
     while (failure === undefined && next < entries.length) {
       const i = next++;
       const entry = entries[i]!;
+      try {
+        const before = await opts.recorded?.(entry);
+        if (before) {
+          out[i] = before;
+          opts.onProgress?.(++done, entries.length);
+          continue;
+        }
+      } catch (e) {
+        failure ??= e;
+        return;
+      }
       policy.episodeStart?.();
       try {
         if (opts.signal?.aborted) throw opts.signal.reason instanceof Error ? opts.signal.reason : new Error('cancelled');
         const episode = await runEpisode(entry, policy, backend, `${opts.sessionPrefix ?? 'ep'}-${entry.id}`, { ...(opts.onBusy ? { onStep: opts.onBusy } : {}) });
         const verdict = await backend.check(entry.id, episode.result);
         out[i] = multiTurnExampleResult(entry, episode.result, verdict, { tokens: episode.tokens, decodeErrors: episode.decodeErrors });
+        await opts.record?.(entry, out[i]!, episode);
       } catch (e) {
         failure ??= e;
         return;
