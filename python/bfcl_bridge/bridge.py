@@ -15,6 +15,7 @@ and comparing the backends' states and results. This process wraps exactly those
 - `system_prompt`: `system_prompt_pre_processing_chat_model`, BFCL's system prompt for a prompting model;
   `format_results` and `missed_function_prompt`: its messages with execution results and with held-back functions
   (`format_execution_results_prompting`, `DEFAULT_USER_PROMPT_FOR_ADDITIONAL_FUNCTION_PROMPTING`);
+- `prompt_messages` and `decode_ast`: the same prompting mode for the single-turn (AST) categories, by entry id;
 - `parse_calls`: call strings as data (Python's `ast`), for harness checks that play the ground truth.
 
 Two things differ from running BFCL once per process, both so that a long-lived process stays correct:
@@ -49,8 +50,10 @@ from bfcl_eval.constants.eval_config import PROMPT_PATH  # noqa: E402
 from bfcl_eval.eval_checker import eval_runner  # noqa: E402
 from bfcl_eval.eval_checker.multi_turn_eval import multi_turn_utils  # noqa: E402
 from bfcl_eval.constants.default_prompts import DEFAULT_USER_PROMPT_FOR_ADDITIONAL_FUNCTION_PROMPTING  # noqa: E402
+from bfcl_eval.constants.enums import ReturnFormat  # noqa: E402
 from bfcl_eval.model_handler.utils import (  # noqa: E402
     convert_to_function_call,
+    default_decode_ast_prompting,
     default_decode_execute_prompting,
     format_execution_results_prompting,
     system_prompt_pre_processing_chat_model,
@@ -94,7 +97,10 @@ def op_hello(_req):
 def op_load(req):
     category = req["category"]
     entries = load_dataset_entry(category)
-    truth = {t["id"]: t["ground_truth"] for t in load_ground_truth_entry(category)}
+    try:
+        truth = {t["id"]: t["ground_truth"] for t in load_ground_truth_entry(category)}
+    except FileNotFoundError:  # relevance categories have no possible answers
+        truth = {}
     for e in entries:
         _entries[e["id"]] = e
         if e["id"] in truth:
@@ -196,6 +202,25 @@ def op_format_results(req):
 def op_missed_function_prompt(req):
     """BFCL's user message of a turn that offers held-back functions, for a prompting model."""
     return {"content": DEFAULT_USER_PROMPT_FOR_ADDITIONAL_FUNCTION_PROMPTING.format(functions=req["functions"])}
+
+
+def op_prompt_messages(req):
+    """A loaded entry's first-turn messages with BFCL's system prompt for a prompting model (its function docs as
+    `load_dataset_entry` gives them: language hints included)."""
+    if req["entry"] not in _entries:  # loaded on first use: the category is the id without its last "_<n>"
+        for e in load_dataset_entry(req["entry"].rsplit("_", 1)[0]):
+            _entries[e["id"]] = e
+    entry = _entry(req["entry"])
+    return {"messages": system_prompt_pre_processing_chat_model(copy.deepcopy(entry["question"][0]), entry["function"], entry["id"])}
+
+
+def op_decode_ast(req):
+    """BFCL's parser of a prompting model's text for the AST categories: [{name: {argument: value}}] as JSON text."""
+    try:
+        calls = default_decode_ast_prompting(req["text"], ReturnFormat[req.get("language", "python").upper()], has_tool_call_tag=False)
+        return {"calls_json": json.dumps(calls)}
+    except Exception as e:  # a text that does not parse: BFCL's decoder failure
+        return {"calls_json": None, "error": f"{type(e).__name__}: {e}"}
 
 
 def op_system_prompt(req):

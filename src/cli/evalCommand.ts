@@ -27,7 +27,7 @@ import { AnswersPolicy, availableCategories, EndpointConfig, EndpointPolicy, eva
 import { aggregate, formatSummary, type BfclResults, type ExampleResult } from '../stages/eval/bfcl/score';
 import { isMultiTurn, MULTI_TURN_CATEGORIES, multiTurnResultProblem, evaluateMultiTurnEpisodes, ReferenceMultiTurnPolicy, scoreMultiTurnAnswers, type MultiTurnPolicy, type MultiTurnResult } from '../stages/eval/bfcl/multiTurn';
 import { bridgeBackend, bridgeFormatter, bridgeInfo, loadMultiTurnCategory } from '../stages/eval/bfcl/multiTurnBridge';
-import { EndpointMultiTurnPolicy, ModelMultiTurnPolicy, type BfclFormatter, type MultiTurnMode } from '../stages/eval/bfcl/multiTurnPolicies';
+import { EndpointMultiTurnPolicy, EndpointPromptPolicy, ModelMultiTurnPolicy, type BfclFormatter, type MultiTurnMode } from '../stages/eval/bfcl/multiTurnPolicies';
 import { BfclBridge } from '../infra/bfclBridge';
 import { bfclDataDir, projectRoot } from '../infra/binaries';
 import { EvalConfig, type Cm2Config } from '../run/config';
@@ -115,7 +115,7 @@ async function modelPolicy(model: QwenModel, tok: ReturnType<typeof loadChatToke
 }
 
 /** Resolves the policy options into a runnable policy. `config` is loaded only for S3 references. */
-async function resolvePolicy(opts: EvalBfclCommandOptions, config: () => Cm2Config, log: (l: string) => void): Promise<Loaded> {
+async function resolvePolicy(opts: EvalBfclCommandOptions, config: () => Cm2Config, log: (l: string) => void, bridge: () => BfclBridge): Promise<Loaded> {
   const given = [opts.policy, opts.endpoint, opts.answers].filter((x) => x !== undefined).length;
   if (given !== 1) throw new BfclInputError('give exactly one of --policy, --endpoint (with --model) or --answers');
   const none = () => undefined;
@@ -140,9 +140,11 @@ async function resolvePolicy(opts: EvalBfclCommandOptions, config: () => Cm2Conf
       ...(opts.timeoutMs ? { timeoutMs: int(opts.timeoutMs, 'timeout-ms') } : {}),
     });
     if (!parsed.success) throw new BfclInputError(`endpoint: ${parsed.error.issues.map((i) => `${i.path.join('.')}: ${i.message}`).join('; ')}`);
-    const policy = new EndpointPolicy(parsed.data);
+    const endpoint = new EndpointPolicy(parsed.data);
     const mode = parseMode(opts.mode);
-    return { policy, dispose: none, multiTurn: (formatter) => new EndpointMultiTurnPolicy(policy, formatter, mode) };
+    // BFCL's prompting mode: its system prompt and decoder (bfcl-eval, through the bridge) for the single-turn categories too
+    const policy = mode === 'prompt' ? new EndpointPromptPolicy(endpoint, bridgeFormatter(bridge())) : endpoint;
+    return { policy, dispose: none, multiTurn: (formatter) => new EndpointMultiTurnPolicy(endpoint, formatter, mode) };
   }
   await selectBackend((opts.backend ?? 'auto') as BackendPref, log);
   if (spec!.startsWith('s3://')) {
@@ -177,54 +179,49 @@ export function splitCategories(spec: string): { single: string | undefined; mul
 }
 
 /** The multi-turn categories' results (the bridge is started here and ended before returning). */
-async function evaluateMultiTurnCategories(opts: EvalBfclCommandOptions, loaded: Loaded, categories: readonly string[], limit: number | undefined, log: (l: string) => void): Promise<{ results: ExampleResult[]; info: { bfclEval: string; data: string }; answerIds: Set<string> }> {
-  const bridge = new BfclBridge({ log });
-  try {
-    const info = await bridgeInfo(bridge);
-    log(`multi-turn: bfcl-eval ${info.bfclEval} (Python ${info.python}), data ${info.data}`);
-    const backend = bridgeBackend(bridge);
-    const results: ExampleResult[] = [];
-    const answerIds = new Set<string>();
-    let answers: Map<string, MultiTurnResult> | undefined;
-    for (const category of categories) {
-      const t0 = Date.now();
-      const entries = await loadMultiTurnCategory(bridge, category, limit);
-      let rs;
-      if (opts.answers !== undefined) {
-        if (!answers) {
-          answers = new Map();
-          for (const a of parseAnswers(readFileSync(opts.answers, 'utf8'), opts.answers).values()) {
-            if (!a.id.startsWith('multi_turn_')) continue;
-            const problem = multiTurnResultProblem(a.result);
-            if (problem) throw new BfclDataError(opts.answers, a.line, problem.field, problem.problem);
-            answers.set(a.id, a.result as unknown as MultiTurnResult);
-          }
+async function evaluateMultiTurnCategories(opts: EvalBfclCommandOptions, loaded: Loaded, categories: readonly string[], limit: number | undefined, log: (l: string) => void, bridge: BfclBridge): Promise<{ results: ExampleResult[]; info: { bfclEval: string; data: string }; answerIds: Set<string> }> {
+  const info = await bridgeInfo(bridge);
+  log(`multi-turn: bfcl-eval ${info.bfclEval} (Python ${info.python}), data ${info.data}`);
+  const backend = bridgeBackend(bridge);
+  const results: ExampleResult[] = [];
+  const answerIds = new Set<string>();
+  let answers: Map<string, MultiTurnResult> | undefined;
+  for (const category of categories) {
+    const t0 = Date.now();
+    const entries = await loadMultiTurnCategory(bridge, category, limit);
+    let rs;
+    if (opts.answers !== undefined) {
+      if (!answers) {
+        answers = new Map();
+        for (const a of parseAnswers(readFileSync(opts.answers, 'utf8'), opts.answers).values()) {
+          if (!a.id.startsWith('multi_turn_')) continue;
+          const problem = multiTurnResultProblem(a.result);
+          if (problem) throw new BfclDataError(opts.answers, a.line, problem.field, problem.problem);
+          answers.set(a.id, a.result as unknown as MultiTurnResult);
         }
-        for (const e of entries) if (answers.has(e.id)) answerIds.add(e.id);
-        rs = await scoreMultiTurnAnswers(entries, answers, backend);
-      } else {
-        const policy = opts.policy === 'reference' ? new ReferenceMultiTurnPolicy() : loaded.multiTurn?.(bridgeFormatter(bridge));
-        if (!policy) throw new BfclInputError('this policy cannot play multi-turn episodes');
-        const concurrency = opts.policy === 'reference' ? 1 : int(opts.concurrency, 'concurrency') ?? int(opts.batchSize, 'batch-size') ?? 8;
-        let last = 0;
-        rs = await evaluateMultiTurnEpisodes(entries, policy, backend, {
-          sessionPrefix: `cli${process.pid}`,
-          concurrency,
-          onProgress: (done, total) => {
-            if (Date.now() - last > 5000 || done === total) {
-              last = Date.now();
-              log(`${category}: ${done}/${total}`);
-            }
-          },
-        });
       }
-      log(`${category}: ${rs.filter((r) => r.valid).length}/${rs.length} correct in ${((Date.now() - t0) / 1000).toFixed(1)}s`);
-      results.push(...(rs as ExampleResult[]));
+      for (const e of entries) if (answers.has(e.id)) answerIds.add(e.id);
+      rs = await scoreMultiTurnAnswers(entries, answers, backend);
+    } else {
+      const policy = opts.policy === 'reference' ? new ReferenceMultiTurnPolicy() : loaded.multiTurn?.(bridgeFormatter(bridge));
+      if (!policy) throw new BfclInputError('this policy cannot play multi-turn episodes');
+      const concurrency = opts.policy === 'reference' ? 1 : int(opts.concurrency, 'concurrency') ?? int(opts.batchSize, 'batch-size') ?? 8;
+      let last = 0;
+      rs = await evaluateMultiTurnEpisodes(entries, policy, backend, {
+        sessionPrefix: `cli${process.pid}`,
+        concurrency,
+        onProgress: (done, total) => {
+          if (Date.now() - last > 5000 || done === total) {
+            last = Date.now();
+            log(`${category}: ${done}/${total}`);
+          }
+        },
+      });
     }
-    return { results, info: { bfclEval: info.bfclEval, data: info.data }, answerIds };
-  } finally {
-    await bridge.close();
+    log(`${category}: ${rs.filter((r) => r.valid).length}/${rs.length} correct in ${((Date.now() - t0) / 1000).toFixed(1)}s`);
+    results.push(...(rs as ExampleResult[]));
   }
+  return { results, info: { bfclEval: info.bfclEval, data: info.data }, answerIds };
 }
 
 /** Runs the evaluation, writes `--out`, prints the summary. Returns the results. */
@@ -236,7 +233,7 @@ export async function evalBfclCommand(opts: EvalBfclCommandOptions, config: () =
   const split = splitCategories(opts.category ?? DEFAULT_CATEGORIES.join(','));
   const categories = split.single === undefined ? [] : parseCategoryList(split.single, split.single.split(',').includes('all') ? availableCategories(dataDir) : []);
   const limit = int(opts.limit, 'limit');
-  if (parseMode(opts.mode) === 'prompt' && categories.length > 0) throw new BfclInputError(`--mode prompt covers the multi-turn categories so far; run ${categories.join(', ')} without it`);
+  if (parseMode(opts.mode) === 'prompt' && opts.endpoint === undefined && !opts.policy?.startsWith('openai:')) throw new BfclInputError('--mode prompt is for endpoints (--endpoint or --policy openai:MODEL@URL)');
   // The stage's chunks: the same batches are formed, so the stage and this command agree on the same policy.
   const chunkSize = int(opts.chunkSize, 'chunk-size') ?? EvalConfig.parse({}).bfcl.chunkSize;
   const t0 = Date.now();
@@ -244,7 +241,9 @@ export async function evalBfclCommand(opts: EvalBfclCommandOptions, config: () =
   let multiAnswerIds = new Set<string>();
   let multi: Awaited<ReturnType<typeof evaluateMultiTurnCategories>> | undefined;
   let policyForUnused: AnswersPolicy | undefined;
-  const loaded = await resolvePolicy(opts, config, log);
+  let bridge: BfclBridge | undefined;
+  const getBridge = () => (bridge ??= new BfclBridge({ log }));
+  const loaded = await resolvePolicy(opts, config, log, getBridge);
   const description = loaded.policy.description;
   if (loaded.policy instanceof AnswersPolicy) policyForUnused = loaded.policy;
   try {
@@ -264,9 +263,10 @@ export async function evalBfclCommand(opts: EvalBfclCommandOptions, config: () =
         },
       });
     }
-    if (split.multi.length > 0) multi = await evaluateMultiTurnCategories(opts, loaded, split.multi, limit, log);
+    if (split.multi.length > 0) multi = await evaluateMultiTurnCategories(opts, loaded, split.multi, limit, log, getBridge());
   } finally {
     loaded.dispose();
+    await bridge?.close();
   }
   if (multi) {
     multiAnswerIds = multi.answerIds;

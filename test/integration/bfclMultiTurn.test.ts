@@ -22,6 +22,10 @@ import type { EngineRequest, TokenEngine } from '../../src/llm/engine';
 import { BfclResults } from '../../src/stages/eval/bfcl/score';
 import { bfclVerdicts, crossCheckRows, perturb, PERTURBATIONS } from '../helpers/multiTurnCrossCheck';
 import { REPO } from '../helpers/paths';
+import { bfclDataDir } from '../../src/infra/binaries';
+import { loadCategory } from '../../src/stages/eval/bfcl/runner';
+import { referenceCalls } from '../../src/stages/eval/bfcl/reference';
+import { scoreExample } from '../../src/stages/eval/bfcl/score';
 
 const exec = promisify(execFile);
 let python: string;
@@ -222,4 +226,25 @@ test('the checkpoint path: a model that writes the ground truth\'s calls as <too
   const failed = results.filter((r) => !r.valid);
   assert.ok(failed.length <= 1, failed.map((r) => `${r.id}: ${r.bfcl} ${r.detail?.slice(0, 300)}`).join('\n'));
   assert.ok(Math.max(...batches) > 1, `episodes shared generation batches (${batches.join(',')})`);
+});
+
+test('prompting mode, single-turn: every reference answer written as BFCL\'s call text, parsed by bfcl-eval\'s decoder, scores correct in cm2\'s checker', async () => {
+  const formatter = bridgeFormatter(bridge);
+  for (const category of ['simple_python', 'multiple', 'parallel', 'parallel_multiple']) {
+    const examples = loadCategory(bfclDataDir(), category, 40);
+    for (const example of examples) {
+      const calls = await formatter.toCalls(referenceCalls(example));
+      const text = `[${calls.join(', ')}]`;
+      const decoded = await formatter.decodeAst(text, 'python');
+      const verdict = scoreExample(example, decoded);
+      assert.ok(verdict.valid, `${example.id}: ${text} → ${JSON.stringify(decoded)}: ${verdict.reason} ${verdict.detail}`);
+    }
+    // BFCL's own system prompt, with the function docs as bfcl-eval loads them
+    const messages = await formatter.promptMessages(examples[0]!.id);
+    assert.equal(messages[0]!.role, 'system');
+    assert.match(messages[0]!.content, /You are an expert in composing functions/);
+    assert.ok(messages[0]!.content.includes(examples[0]!.functions[0]!.name));
+  }
+  const bad = await formatter.decodeAst('I would call the weather tool.', 'python');
+  assert.ok(bad.error, 'a text that is not a call list does not decode');
 });

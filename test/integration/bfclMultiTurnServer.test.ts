@@ -68,20 +68,21 @@ test('real server, function calling: forced tool calls are executed by BFCL\'s b
   assert.ok(bodies.every((b) => (b.tools?.length ?? 0) === base[0]!.functions.length), 'every request offered the entry\'s functions as tools');
 });
 
-test('real server: `cm2 eval bfcl --endpoint … --category multi_turn_base` in both modes plays and scores every entry', async (t) => {
+test('real server: `cm2 eval bfcl --endpoint … --category multi_turn_base,simple_python` in both modes plays and scores every entry', async (t) => {
   if (!server) return t.skip(skip ?? 'llama-server did not start');
   const dir = mkdtempSync(path.join(tmpdir(), 'cm2-mt-real-'));
   for (const mode of ['fc', 'prompt']) {
     const out = path.join(dir, `${mode}.json`);
-    const r = await cm2(['eval', 'bfcl', '--endpoint', server.url, '--model', server.model, '--category', 'multi_turn_base', '--limit', '2', '--mode', mode,
+    const r = await cm2(['eval', 'bfcl', '--endpoint', server.url, '--model', server.model, '--category', 'multi_turn_base,simple_python', '--limit', '2', '--mode', mode,
       '--concurrency', '2', '--max-new-tokens', '96', '--timeout-ms', '300000', '--out', out]);
     assert.equal(r.code, 0, r.out);
     const res = BfclResults.parse(JSON.parse(readFileSync(out, 'utf8')));
     t.diagnostic(`${mode}: ${JSON.stringify(res.categories)} ${JSON.stringify(res.examples.map((e) => [e.id, e.valid, e.reason, (e.calls as unknown[]).length]))}`);
     assert.equal(res.categories['multi_turn_base']!.total, 2);
+    assert.equal(res.categories['simple_python']!.total, 2);
     assert.equal(res.policy['mode'], mode);
     // every turn of every entry was played (or the episode was force-terminated): nothing was skipped silently
-    for (const e of res.examples) {
+    for (const e of res.examples.filter((x) => x.category === 'multi_turn_base')) {
       const entry = base.find((b) => b.id === e.id)!;
       assert.ok((e.calls as unknown[]).length === entry.question.length || e.bfcl === 'multi_turn:force_terminated', JSON.stringify(e));
     }

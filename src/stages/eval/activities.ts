@@ -31,7 +31,7 @@ import { sharedBfclBridge } from '../../infra/bfclBridge';
 import type { TokenEngine } from '../../llm/engine';
 import { evaluateMultiTurnEpisodes, isMultiTurn, type EpisodeTranscript, type MultiTurnPolicy } from './bfcl/multiTurn';
 import { bridgeBackend, bridgeFormatter, bridgeInfo, loadMultiTurnCategory } from './bfcl/multiTurnBridge';
-import { EndpointMultiTurnPolicy, ModelMultiTurnPolicy, type BfclFormatter } from './bfcl/multiTurnPolicies';
+import { EndpointMultiTurnPolicy, EndpointPromptPolicy, ModelMultiTurnPolicy, type BfclFormatter } from './bfcl/multiTurnPolicies';
 import { ExampleResult } from './bfcl/score';
 import { EvalPolicy, EvalBfclInput, EvalBfclPlanInput, EvalBfclPlan, EvalBfclChunkInput, EvalBfclMergeInput, EvalBfclSummary } from './shapes';
 
@@ -157,7 +157,9 @@ export function createEvalActivities(deps: ActivityDeps) {
     const g = input.generation;
     if (ref.kind === 'endpoint') {
       const endpoint = new EndpointPolicy(ref.endpoint, { cache: storeCache(store) });
-      return use(endpoint, (formatter) => new EndpointMultiTurnPolicy(endpoint, formatter, g.mode, cancellationSignal()));
+      // BFCL's prompting mode: its system prompt and decoder (bfcl-eval, the worker's bridge) for the single-turn categories too
+      const single = g.mode === 'prompt' ? new EndpointPromptPolicy(endpoint, bridgeFormatter(sharedBfclBridge({ log }))) : endpoint;
+      return use(single, (formatter) => new EndpointMultiTurnPolicy(endpoint, formatter, g.mode, cancellationSignal()));
     }
     const target = input.generation.engine;
     const description = policyDescription(ref, target);

@@ -8,7 +8,7 @@ import { BfclInputError } from './categories';
 import type { FunctionDoc } from './checker';
 import type { BfclMessage } from './data';
 import type { BfclFormatter } from './multiTurnPolicies';
-import { stringifyPyJson, type PyValue } from './pyValue';
+import { parsePyJson, stringifyPyJson, type PyValue } from './pyValue';
 import { isMultiTurn, type MultiTurnBackend, type MultiTurnEntry, type MultiTurnResult, type MultiTurnVerdict } from './multiTurn';
 
 /** What the modules here need of the bridge process (src/infra/bfclBridge.ts `BfclBridge`): one request, one answer. */
@@ -91,5 +91,12 @@ export function bridgeFormatter(bridge: BfclBridge): BfclFormatter {
     toCalls: async (calls: readonly PyValue[]) => (await bridge.request<{ calls: string[] }>('to_calls', { calls_json: stringifyPyJson(calls as PyValue) })).calls,
     formatResults: async (calls, results) => (await bridge.request<{ content: string }>('format_results', { calls, results })).content,
     missedFunctionPrompt: async (functions) => (await bridge.request<{ content: string }>('missed_function_prompt', { functions })).content,
+    promptMessages: async (entryId) => (await bridge.request<{ messages: BfclMessage[] }>('prompt_messages', { entry: entryId })).messages.map((m) => ({ role: m.role, content: m.content ?? '' })),
+    decodeAst: async (text, language) => {
+      const r = await bridge.request<{ calls_json: string | null; error?: string }>('decode_ast', { text, language });
+      if (r.calls_json === null) return { calls: [], error: r.error ?? 'not decodable' };
+      const calls = parsePyJson(r.calls_json);
+      return Array.isArray(calls) ? { calls } : { calls: [], error: `BFCL's decoder gave ${r.calls_json.slice(0, 200)}` };
+    },
   };
 }

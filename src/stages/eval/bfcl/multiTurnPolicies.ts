@@ -24,11 +24,13 @@ import type { TokenEngine } from '../../../llm/engine';
 import { generateAsync } from '../../../model/net/generate';
 import type { QwenModel } from '../../../model/net/qwen';
 import type { FunctionDoc } from './checker';
-import type { BfclMessage } from './data';
+import type { BfclExample, BfclMessage } from './data';
+import { categoryLanguage } from './categories';
 import { decodeOpenAiMessage, decodeQwenText, type Decoded, type ToolCallMessage } from './decode';
 import { ADDITIONAL_FUNCTION_PROMPT, type EpisodeAnswer, type EpisodeMessage, type EpisodeView, type MultiTurnPolicy } from './multiTurn';
 import type { PyValue } from './pyValue';
-import type { EndpointPolicy } from './runner';
+import type { Language } from './languages';
+import type { EndpointPolicy, Policy, PolicyOutput, PolicyRunOptions } from './runner';
 import { toOpenAiTools } from './tools';
 
 /** BFCL's own prompt writers and parsers (python/bfcl_bridge/bridge.py). */
@@ -38,6 +40,9 @@ export interface BfclFormatter {
   toCalls(calls: readonly PyValue[]): Promise<string[]>;
   formatResults(calls: readonly string[], results: readonly string[]): Promise<string>;
   missedFunctionPrompt(functions: readonly FunctionDoc[]): Promise<string>;
+  /** Single-turn prompting mode: an entry's first-turn messages with BFCL's system prompt, and BFCL's AST decoder. */
+  promptMessages(entryId: string): Promise<BfclMessage[]>;
+  decodeAst(text: string, language: Language): Promise<Decoded>;
 }
 
 export type MultiTurnMode = 'fc' | 'prompt';
@@ -204,5 +209,45 @@ export class ModelMultiTurnPolicy implements MultiTurnPolicy {
       ? await this.model.decode(prompts.map((tokens, i) => ({ key: String(i), tokens, maxNewTokens: this.opts.maxNewTokens })), { temperature: 0, stopTokens, onStep })
       : await generateAsync(this.model, prompts, { maxNewTokens: this.opts.maxNewTokens, temperature: 0, stopTokens, padId: this.tok.special.pad, onStep });
     return out.tokens;
+  }
+}
+
+/**
+ * BFCL's prompting mode for the single-turn categories (issue 34 item 5): the first turn with BFCL's system prompt
+ * (the function docs as bfcl-eval loads them), no tools in the request, the answer's text parsed by BFCL's
+ * `default_decode_ast_prompting` in the category's language, then scored by cm2's AST checker as any answer.
+ */
+export class EndpointPromptPolicy implements Policy {
+  readonly underscoreToDot = false;
+  readonly description: Record<string, unknown>;
+
+  constructor(private readonly endpoint: EndpointPolicy, private readonly formatter: BfclFormatter) {
+    this.description = { ...endpoint.description, mode: 'prompt' };
+  }
+
+  async run(examples: readonly BfclExample[], opts: PolicyRunOptions = {}): Promise<PolicyOutput[]> {
+    const outputs = new Array<PolicyOutput>(examples.length);
+    let next = 0;
+    let done = 0;
+    let failure: unknown;
+    const worker = async () => {
+      while (failure === undefined && next < examples.length) {
+        const i = next++;
+        const example = examples[i]!;
+        try {
+          const messages = await this.formatter.promptMessages(example.id);
+          const message = await this.endpoint.complete({ ...this.endpoint.requestBase(), messages: messages as ChatCompletionMessageParam[] }, opts.signal);
+          const text = message.content ?? '';
+          outputs[i] = { decoded: await this.formatter.decodeAst(text, categoryLanguage(example.category)), text, ...(message.completionTokens !== undefined ? { tokens: message.completionTokens } : {}) };
+        } catch (e) {
+          failure ??= e;
+          return;
+        }
+        opts.onProgress?.(++done, examples.length);
+      }
+    };
+    await Promise.all(Array.from({ length: Math.max(1, Math.min(this.endpoint.concurrency, examples.length)) }, worker));
+    if (failure !== undefined) throw failure;
+    return outputs;
   }
 }

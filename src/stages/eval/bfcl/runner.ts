@@ -202,6 +202,11 @@ export class EndpointPolicy implements Policy {
   private readonly semaphore: Semaphore;
   private sdk?: { key: string; client: OpenAI };
 
+  /** Requests in flight at once (the endpoint config's `concurrency`). */
+  get concurrency(): number {
+    return this.cfg.concurrency;
+  }
+
   constructor(private readonly cfg: EndpointConfig, private readonly opts: EndpointPolicyOptions = {}) {
     this.description = { kind: 'endpoint', baseUrl: cfg.baseUrl, model: cfg.model, temperature: cfg.temperature ?? 0 };
     this.semaphore = new Semaphore(cfg.concurrency);
