@@ -263,7 +263,7 @@ export const EvalConfig = z.object({
   enabled: onByDefault('Evaluate the SFT and the final RL policy on BFCL at the end of `cm2 run`.'),
   bfcl: z.object({
     categories: z.array(z.string().min(1)).min(1).default(['simple_python', 'multiple', 'irrelevance'])
-      .describe('BFCL categories (files `BFCL_v4_<category>.json` in `dataDir`).'),
+      .describe('BFCL categories: single-turn ones (files `BFCL_v4_<category>.json` in `dataDir`) and the multi-turn four (`multi_turn_base`, `multi_turn_miss_func`, `multi_turn_miss_param`, `multi_turn_long_context`: executed and scored by PyPI\'s bfcl-eval on the gpu workers).'),
     limit: z.number().int().positive().optional().describe('Examples per category (the first N); unset = all.'),
     dataDir: z.string().min(1).optional().describe('BFCL data folder on the gpu workers; default `CM2_BFCL_DIR` or the shared benchmark folder.'),
     maxNewTokens: z.number().int().positive().default(256).describe('Generated tokens per example (greedy).'),
