@@ -260,3 +260,16 @@ test('a chart title wider than the chart is squeezed to its width, not cut off; 
   assert.match(long, /<text x="8" y="18"[^>]* textLength="284" lengthAdjust="spacingAndGlyphs">A title/);
   assert.doesNotMatch(svgOpen(300, 100, 'Short'), /textLength/);
 });
+
+test('BFCL multi-turn (issue 34): a row with the mean of the multi-turn categories, as BFCL scores it, and the paper\'s numbers as context', () => {
+  const a = (correct: number, total: number) => ({ accuracy: correct / total, correct, total });
+  const bfcl = [
+    { policy: 'sft', overall: a(5, 40), categories: { simple_python: a(3, 20), multi_turn_base: a(1, 10), multi_turn_miss_func: a(1, 10) } },
+    { policy: 'rl-step-16', overall: a(8, 40), categories: { simple_python: a(4, 20), multi_turn_base: a(3, 10), multi_turn_miss_func: a(1, 10) } },
+  ];
+  const section = sectionOf(renderReport(minimal({ bfcl } as Partial<ReportDataInput>)), 'bfcl');
+  assert.match(section, /multi-turn \(mean\)<\/td><td[^>]*>10\.0%[\s\S]*?2\/20[\s\S]*?20\.0%/);
+  assert.match(section, /26\.75% \(SFT\) → 36\.50% \(CM2\) for Qwen3-8B-Base[\s\S]*\(here 2 of them\)/);
+  const single = sectionOf(renderReport(minimal({ bfcl: [{ policy: 'sft', overall: a(1, 2), categories: { simple_python: a(1, 2) } }] } as Partial<ReportDataInput>)), 'bfcl');
+  assert.doesNotMatch(single, /multi-turn|Qwen3-8B/);
+});
