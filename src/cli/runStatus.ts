@@ -68,7 +68,42 @@ export interface RunStatus {
   heldOut: HeldOutSummary;
   /** The last RL step's sampler/trainer log-probability gap line (steps recorded since issue 29). */
   logprobGap?: string;
+  /** The evaluation stage's BFCL results per policy (label, overall, per category), side by side in the status. */
+  bfcl?: Array<{ label: string; overall: BfclAccuracy; categories: Record<string, BfclAccuracy> }>;
   reportKey?: string;
+}
+
+interface BfclAccuracy {
+  accuracy: number;
+  correct: number;
+  total: number;
+}
+
+/** The BFCL summaries of an evaluation stage's result, if it has any (anything else: none). */
+function bfclOf(result: unknown): RunStatus['bfcl'] {
+  const rows = (result as { bfcl?: unknown } | undefined)?.bfcl;
+  if (!Array.isArray(rows)) return undefined;
+  const ok = rows.filter((r): r is NonNullable<RunStatus['bfcl']>[number] => typeof r === 'object' && r !== null && typeof (r as { label?: unknown }).label === 'string' && typeof (r as { categories?: unknown }).categories === 'object');
+  return ok.length ? ok : undefined;
+}
+
+/**
+ * BFCL side by side, one line per category and one column per policy (`cm2 status`); BFCL's multi-turn score (the
+ * mean of the multi-turn categories' accuracies) on a line of its own when there are any.
+ */
+export function bfclLines(rows: NonNullable<RunStatus['bfcl']>): string[] {
+  const categories = [...new Set(rows.flatMap((r) => Object.keys(r.categories)))];
+  const multi = categories.filter((c) => c.startsWith('multi_turn_'));
+  const pct = (a: BfclAccuracy | undefined) => (a ? `${(100 * a.accuracy).toFixed(1)}% ${a.correct}/${a.total}` : '–');
+  const mean = (r: (typeof rows)[number]) => {
+    const parts = multi.map((c) => r.categories[c]).filter((a): a is BfclAccuracy => a !== undefined);
+    return parts.length ? `${((100 * parts.reduce((n, a) => n + a.accuracy, 0)) / parts.length).toFixed(1)}%` : '–';
+  };
+  const table = [['BFCL', ...rows.map((r) => r.label)], ...categories.map((c) => [c, ...rows.map((r) => pct(r.categories[c]))])];
+  if (multi.length) table.push(['multi-turn (mean)', ...rows.map(mean)]);
+  table.push(['overall', ...rows.map((r) => pct(r.overall))]);
+  const widths = table[0]!.map((_, i) => Math.max(...table.map((r) => r[i]!.length)));
+  return table.map((r) => `  ${r.map((c, i) => c.padEnd(widths[i]!)).join('  ')}`.trimEnd());
 }
 
 export const iso = (d: Date | undefined) => (d ? d.toISOString() : undefined);
@@ -79,6 +114,7 @@ export async function runStatus(client: Client, store: ObjectStore, runId: strin
   const pipe = await describeWorkflow(client, pipelineWorkflowId(runId));
   const live = pipe?.status.name === 'RUNNING' ? await quickQuery<PipelineStatus>(client.workflow.getHandle(pipelineWorkflowId(runId)), pipelineStatusQuery) : undefined;
   const stages: StageRow[] = [];
+  let bfcl: RunStatus['bfcl'];
   for (const name of STAGES) {
     const workflowId = stageWorkflowId(runId, name);
     const row: StageRow = { name, state: 'pending', workflowId, summary: {} };
@@ -93,6 +129,7 @@ export async function runStatus(client: Client, store: ObjectStore, runId: strin
     if (marker) {
       row.state = 'completed';
       row.summary = summarize(name, marker.result);
+      if (name === 'eval') bfcl = bfclOf(marker.result);
       row.startedAt = new Date(marker.startedAt).toISOString();
       row.closedAt = new Date(marker.closedAt).toISOString();
       row.seconds = (marker.closedAt - marker.startedAt) / 1000;
@@ -105,6 +142,7 @@ export async function runStatus(client: Client, store: ObjectStore, runId: strin
       } else if (s === 'COMPLETED') {
         const result = await client.workflow.getHandle(workflowId).result().catch(() => undefined);
         row.summary = summarize(name, result);
+        if (name === 'eval') bfcl = bfclOf(result);
         row.state = name === 'rl' && (result as RlResult | undefined)?.stopped ? 'stopped' : 'completed';
       } else if (s === 'FAILED' || s === 'TIMED_OUT') row.state = 'failed';
       else if (s === 'TERMINATED' || s === 'CANCELLED') row.state = 'stopped';
@@ -141,6 +179,7 @@ export async function runStatus(client: Client, store: ObjectStore, runId: strin
     stages,
     heldOut,
     ...(gap ? { logprobGap: `RL step ${lastStep!.step}: ${gap}` } : {}),
+    ...(bfcl ? { bfcl } : {}),
     ...(reportExists ? { reportKey: pipelineKeys.reportHtml(runId) } : {}),
   };
 }
@@ -163,6 +202,7 @@ export function formatStatus(s: RunStatus, cfg: Cm2Config): string {
   const h = s.heldOut;
   if (h.sft !== null || h.rl !== null) lines.push(heldOutLine(h));
   if (s.logprobGap) lines.push(s.logprobGap);
+  if (s.bfcl) lines.push(...bfclLines(s.bfcl));
   lines.push(`Web UI: ${cfg.temporal.uiUrl}/namespaces/${cfg.temporal.namespace}/workflows?query=${encodeURIComponent(`Cm2RunId="${s.runId}"`)}`);
   if (s.reportKey) lines.push(`report: s3://${cfg.s3.bucket}/${s.reportKey}  (\`cm2 report ${s.runId}\` writes it locally)`);
   return lines.join('\n');

@@ -10,7 +10,7 @@ import { renderReport } from '../../../src/report/html';
 import { ReportData } from '../../../src/report/reportData';
 import { formatFailed, formatMeanSe, promptMeanStats } from '../../../src/kernel/heldOut';
 import { summarize } from '../../../src/stages/pipeline/workflow';
-import { heldOutLine } from '../../../src/cli/runStatus';
+import { bfclLines, heldOutLine } from '../../../src/cli/runStatus';
 import { heldOutOfMemo } from '../../../src/cli/pipelineCommand';
 
 const close = (a: number | null, b: number, tol = 1e-12) => assert.ok(a !== null && Math.abs(a - b) < tol, `${a} ≉ ${b}`);
@@ -157,4 +157,16 @@ describe('failed held-out rollouts beside the mean', () => {
     assert.match(heldout, /failed rollouts \(judge or tool environment\) count as reward 0 in a mean/);
     assert.match(heldout, /<td class="num">10<\/td><td class="num">0\.1000<\/td><td class="num">0\.0150<\/td><td class="num">32<\/td><td class="num">3 \/ 32<\/td>/);
   });
+});
+
+test('cm2 status: BFCL per category side by side for every evaluated policy, with the multi-turn mean', () => {
+  const a = (correct: number, total: number) => ({ accuracy: correct / total, correct, total });
+  const lines = bfclLines([
+    { label: 'sft', overall: a(3, 30), categories: { simple_python: a(2, 10), multi_turn_base: a(1, 10), multi_turn_miss_param: a(0, 10) } },
+    { label: 'rl-step-16', overall: a(6, 30), categories: { simple_python: a(3, 10), multi_turn_base: a(2, 10), multi_turn_miss_param: a(1, 10) } },
+  ]);
+  assert.match(lines[0]!, /^\s+BFCL\s+sft\s+rl-step-16$/);
+  assert.ok(lines.some((l) => /simple_python\s+20\.0% 2\/10\s+30\.0% 3\/10/.test(l)), lines.join('\n'));
+  assert.ok(lines.some((l) => /multi-turn \(mean\)\s+5\.0%\s+15\.0%/.test(l)), lines.join('\n'));
+  assert.match(lines.at(-1)!, /overall\s+10\.0% 3\/30\s+20\.0% 6\/30/);
 });
