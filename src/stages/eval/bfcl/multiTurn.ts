@@ -12,6 +12,7 @@
  * Executing calls and scoring are BFCL's (`MultiTurnBackend`, served by python/bfcl_bridge/bridge.py); this module
  * holds the loop and the bookkeeping, and is pure given a backend and a policy.
  */
+import { mapConcurrent } from '../../../kernel/mapConcurrent';
 import type { FunctionDoc } from './checker';
 import type { BfclMessage } from './data';
 
@@ -230,44 +231,21 @@ export interface MultiTurnRunOptions {
 
 /** Plays every entry as an episode and scores it with BFCL's checker; results in the entries' order. */
 export async function evaluateMultiTurnEpisodes(entries: readonly MultiTurnEntry[], policy: MultiTurnPolicy, backend: MultiTurnBackend, opts: MultiTurnRunOptions = {}): Promise<MultiTurnExampleResult[]> {
-  const out = new Array<MultiTurnExampleResult>(entries.length);
-  let next = 0;
-  let done = 0;
-  let failure: unknown;
-  const worker = async () => {
-    while (failure === undefined && next < entries.length) {
-      const i = next++;
-      const entry = entries[i]!;
-      try {
-        const before = await opts.recorded?.(entry);
-        if (before) {
-          out[i] = before;
-          opts.onProgress?.(++done, entries.length);
-          continue;
-        }
-      } catch (e) {
-        failure ??= e;
-        return;
-      }
-      policy.episodeStart?.();
-      try {
-        if (opts.signal?.aborted) throw opts.signal.reason instanceof Error ? opts.signal.reason : new Error('cancelled');
-        const episode = await runEpisode(entry, policy, backend, `${opts.sessionPrefix ?? 'ep'}-${entry.id}`, { ...(opts.onBusy ? { onStep: opts.onBusy } : {}) });
-        const verdict = await backend.check(entry.id, episode.result);
-        out[i] = multiTurnExampleResult(entry, episode.result, verdict, { tokens: episode.tokens, decodeErrors: episode.decodeErrors });
-        await opts.record?.(entry, out[i]!, episode);
-      } catch (e) {
-        failure ??= e;
-        return;
-      } finally {
-        policy.episodeDone?.();
-      }
-      opts.onProgress?.(++done, entries.length);
+  return mapConcurrent(entries, opts.concurrency ?? 1, async (entry) => {
+    const before = await opts.recorded?.(entry);
+    if (before) return before;
+    if (opts.signal?.aborted) throw opts.signal.reason instanceof Error ? opts.signal.reason : new Error('cancelled');
+    policy.episodeStart?.();
+    try {
+      const episode = await runEpisode(entry, policy, backend, `${opts.sessionPrefix ?? 'ep'}-${entry.id}`, { ...(opts.onBusy ? { onStep: opts.onBusy } : {}) });
+      const verdict = await backend.check(entry.id, episode.result);
+      const result = multiTurnExampleResult(entry, episode.result, verdict, { tokens: episode.tokens, decodeErrors: episode.decodeErrors });
+      await opts.record?.(entry, result, episode);
+      return result;
+    } finally {
+      policy.episodeDone?.();
     }
-  };
-  await Promise.all(Array.from({ length: Math.max(1, Math.min(opts.concurrency ?? 1, entries.length)) }, worker));
-  if (failure !== undefined) throw failure;
-  return out;
+  }, opts.onProgress);
 }
 
 /** Scores precomputed results (`--answers`): an entry without a row is `no_answer`. */

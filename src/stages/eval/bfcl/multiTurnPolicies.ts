@@ -20,6 +20,7 @@
 import type { ChatCompletionCreateParamsNonStreaming, ChatCompletionMessageParam } from 'openai/resources/chat/completions';
 import { promptIds, type ChatTokenizer } from '../../../chat/tokenize';
 import type { Message } from '../../../kernel/schema';
+import { mapConcurrent } from '../../../kernel/mapConcurrent';
 import type { TokenEngine } from '../../../llm/engine';
 import { generateAsync } from '../../../model/net/generate';
 import type { QwenModel } from '../../../model/net/qwen';
@@ -226,28 +227,11 @@ export class EndpointPromptPolicy implements Policy {
   }
 
   async run(examples: readonly BfclExample[], opts: PolicyRunOptions = {}): Promise<PolicyOutput[]> {
-    const outputs = new Array<PolicyOutput>(examples.length);
-    let next = 0;
-    let done = 0;
-    let failure: unknown;
-    const worker = async () => {
-      while (failure === undefined && next < examples.length) {
-        const i = next++;
-        const example = examples[i]!;
-        try {
-          const messages = await this.formatter.promptMessages(example.id);
-          const message = await this.endpoint.complete({ ...this.endpoint.requestBase(), messages: messages as ChatCompletionMessageParam[] }, opts.signal);
-          const text = message.content ?? '';
-          outputs[i] = { decoded: await this.formatter.decodeAst(text, categoryLanguage(example.category)), text, ...(message.completionTokens !== undefined ? { tokens: message.completionTokens } : {}) };
-        } catch (e) {
-          failure ??= e;
-          return;
-        }
-        opts.onProgress?.(++done, examples.length);
-      }
-    };
-    await Promise.all(Array.from({ length: Math.max(1, Math.min(this.endpoint.concurrency, examples.length)) }, worker));
-    if (failure !== undefined) throw failure;
-    return outputs;
+    return mapConcurrent(examples, this.endpoint.concurrency, async (example): Promise<PolicyOutput> => {
+      const messages = await this.formatter.promptMessages(example.id);
+      const message = await this.endpoint.complete({ ...this.endpoint.requestBase(), messages: messages as ChatCompletionMessageParam[] }, opts.signal);
+      const text = message.content ?? '';
+      return { decoded: await this.formatter.decodeAst(text, categoryLanguage(example.category)), text, ...(message.completionTokens !== undefined ? { tokens: message.completionTokens } : {}) };
+    }, opts.onProgress);
   }
 }

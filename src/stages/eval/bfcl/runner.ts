@@ -26,6 +26,7 @@ import { promptIds, type ChatTokenizer } from '../../../chat/tokenize';
 import type { Message } from '../../../kernel/schema';
 import { PLACEHOLDER_API_KEY, Semaphore, type ResponseCache } from '../../../llm/client';
 import { canonicalJson } from '../../../kernel/canonicalJson';
+import { mapConcurrent } from '../../../kernel/mapConcurrent';
 import { LlmRoleConfig } from '../../../llm/llmConfig';
 import { generateAsync } from '../../../model/net/generate';
 import type { TokenEngine } from '../../../llm/engine';
@@ -283,30 +284,14 @@ export class EndpointPolicy implements Policy {
   }
 
   async run(examples: readonly BfclExample[], opts: PolicyRunOptions = {}): Promise<PolicyOutput[]> {
-    const outputs = new Array<PolicyOutput>(examples.length);
-    let next = 0;
-    let done = 0;
-    let failure: unknown;
-    const worker = async () => {
-      while (failure === undefined && next < examples.length) {
-        const i = next++;
-        try {
-          const message = await this.complete(this.requestOf(examples[i]!), opts.signal);
-          outputs[i] = {
-            decoded: decodeOpenAiMessage(message as ToolCallMessage),
-            text: message.content ?? '',
-            ...(message.completionTokens !== undefined ? { tokens: message.completionTokens } : {}),
-          };
-        } catch (e) {
-          failure ??= e;
-          return;
-        }
-        opts.onProgress?.(++done, examples.length);
-      }
-    };
-    await Promise.all(Array.from({ length: Math.max(1, Math.min(this.cfg.concurrency, examples.length)) }, worker));
-    if (failure !== undefined) throw failure;
-    return outputs;
+    return mapConcurrent(examples, this.cfg.concurrency, async (example): Promise<PolicyOutput> => {
+      const message = await this.complete(this.requestOf(example), opts.signal);
+      return {
+        decoded: decodeOpenAiMessage(message as ToolCallMessage),
+        text: message.content ?? '',
+        ...(message.completionTokens !== undefined ? { tokens: message.completionTokens } : {}),
+      };
+    }, opts.onProgress);
   }
 }
 
