@@ -74,12 +74,29 @@ export class BfclBridge {
       /* the exit handler reports it */
     });
     this.child = child;
+    this.hold(child, false);
     for (const category of this.loaded) {
       const id = this.nextId++;
       this.pending.set(id, { resolve: () => undefined, reject: () => undefined, op: 'load' });
       child.stdin!.write(`${JSON.stringify({ id, op: 'load', category })}\n`);
     }
+    if (this.pending.size > 0) this.hold(child, true);
     return child;
+  }
+
+  /**
+   * Keeps the Node process alive only while requests wait for answers: an idle bridge must not keep a worker (or a
+   * CLI) from exiting when it is done; the bridge then sees the end of its input and exits too.
+   */
+  private hold(child: ChildProcess, on: boolean): void {
+    const streams = [child.stdin, child.stdout, child.stderr] as unknown as Array<{ ref?: () => void; unref?: () => void } | null>;
+    if (on) {
+      child.ref();
+      for (const s of streams) s?.ref?.();
+    } else {
+      child.unref();
+      for (const s of streams) s?.unref?.();
+    }
   }
 
   private onLine(line: string): void {
@@ -92,6 +109,7 @@ export class BfclBridge {
     const p = this.pending.get(msg['id'] as number);
     if (!p) return;
     this.pending.delete(msg['id'] as number);
+    if (this.pending.size === 0 && this.child) this.hold(this.child, false);
     if (msg['ok'] === true) p.resolve(msg);
     else p.reject(new BfclBridgeError(`BFCL bridge ${p.op}: ${String(msg['error'] ?? 'failed')}`));
   }
@@ -112,6 +130,7 @@ export class BfclBridge {
     if (op === 'load' && typeof body['category'] === 'string') this.loaded.add(body['category']);
     const id = this.nextId++;
     return new Promise<T>((resolve, reject) => {
+      if (this.pending.size === 0) this.hold(child, true);
       this.pending.set(id, { resolve: resolve as (v: Record<string, unknown>) => void, reject, op });
       child.stdin!.write(`${JSON.stringify({ ...body, id, op })}\n`);
     });

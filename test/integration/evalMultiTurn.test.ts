@@ -24,6 +24,8 @@ import { REPO } from '../helpers/paths';
 import { startChildWorker, writeConfigFile, type ChildWorker } from '../helpers/processes';
 import { TINY_POLICY } from '../helpers/rlFixture';
 import path from 'node:path';
+import { mkdtempSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 
 const bfcl = { categories: ['multi_turn_base', 'multi_turn_miss_func'], limit: 3, maxNewTokens: 6, batchSize: 2, chunkSize: 4 };
 
@@ -42,10 +44,12 @@ test('multi-turn entries play in chunks; a worker killed mid-chunk leaves its fi
   model.dispose();
   const client = await connectClient(cfg);
   const workers: ChildWorker[] = [];
+  const logs = mkdtempSync(path.join(tmpdir(), 'cm2-evmt-'));
+  console.log(`worker logs: ${logs}`);
   try {
-    workers.push(await startChildWorker(writeConfigFile(cfg), 'workflows,api'));
+    workers.push(await startChildWorker(writeConfigFile(cfg), 'workflows,api', {}, [], { logFile: path.join(logs, 'workflows.log') }));
     // a gpu worker that is killed once it has stored two episodes of its first chunk
-    const first = await startChildWorker(writeConfigFile(cfg), 'gpu');
+    const first = await startChildWorker(writeConfigFile(cfg), 'gpu', {}, [], { logFile: path.join(logs, 'gpu-1.log') });
     workers.push(first);
     const resultKey = evalKeys.bfcl(cfg.run.id, 'sft');
     const chunk0 = (id: string) => evalKeys.bfclEpisode(resultKey, 0, id);
@@ -64,7 +68,7 @@ test('multi-turn entries play in chunks; a worker killed mid-chunk leaves its fi
     const marked = stored[0]!;
     const raw = JSON.parse(await store.getText(chunk0(marked))) as { result: ExampleResult; transcript: unknown };
     await store.putJson(chunk0(marked), { ...raw, result: { ...raw.result, detail: 'stored before the kill' } });
-    workers.push(await startChildWorker(writeConfigFile(cfg), 'gpu'));
+    workers.push(await startChildWorker(writeConfigFile(cfg), 'gpu', {}, [], { logFile: path.join(logs, 'gpu-2.log') }));
     const result = (await handle.result()) as EvalResult;
     const summary = result.bfcl[0]!;
     const results = BfclResults.parse(JSON.parse(await store.getText(summary.key)));
