@@ -36,6 +36,16 @@ export class LlmFatalError extends Error {
   }
 }
 
+/**
+ * A request refused because its prompt does not fit the model's context (OpenAI and vLLM: "maximum context length";
+ * llama.cpp: `exceed_context_size_error`; SGLang: "longer than the model's context length"). An evaluation records it
+ * for the example (`prompt_too_long`) instead of failing the run.
+ */
+export function isContextLengthError(e: unknown): boolean {
+  if (!(e instanceof LlmFatalError) || (e.status !== 400 && e.status !== 413)) return false;
+  return /context length|context size|exceed_context|context window|too many tokens|prompt is too long/i.test(e.message);
+}
+
 /** Node/undici error codes of failed connections (when an error escapes the SDK's own wrapping). */
 export const CONNECTION_CODES = new Set(['ECONNRESET', 'ECONNREFUSED', 'ETIMEDOUT', 'EPIPE', 'ENOTFOUND', 'EAI_AGAIN', 'EHOSTUNREACH', 'ENETUNREACH', 'UND_ERR_SOCKET', 'UND_ERR_CONNECT_TIMEOUT', 'UND_ERR_HEADERS_TIMEOUT', 'UND_ERR_BODY_TIMEOUT']);
 

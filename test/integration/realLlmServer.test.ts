@@ -32,7 +32,7 @@ import { EndpointConfig, EndpointPolicy, evaluateBfcl } from '../../src/stages/e
 import type { BfclExample } from '../../src/stages/eval/bfcl/data';
 import { llamaServerUnavailable, startLlamaServer, type LlamaServer } from '../helpers/llamaServer';
 import { bfclDataDir } from '../../src/infra/binaries';
-import { LlmFatalError, LlmRetryableError } from '../../src/llm/errors';
+import { isContextLengthError, LlmFatalError, LlmRetryableError } from '../../src/llm/errors';
 
 let server: LlamaServer | undefined;
 let skip: string | undefined;
@@ -112,6 +112,7 @@ test('real server: strict json_schema output, json_object, tool definitions, tok
     assert.ok(e instanceof LlmFatalError, String(e));
     assert.equal(e.status, 400);
     assert.match(e.message, /context/i);
+    assert.ok(isContextLengthError(e), `an evaluation records this as prompt_too_long: ${e.message}`);
     return true;
   });
 

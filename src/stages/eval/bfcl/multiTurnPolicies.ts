@@ -21,6 +21,7 @@ import type { ChatCompletionCreateParamsNonStreaming, ChatCompletionMessageParam
 import { promptIds, type ChatTokenizer } from '../../../chat/tokenize';
 import type { Message } from '../../../kernel/schema';
 import { mapConcurrent } from '../../../kernel/mapConcurrent';
+import { isContextLengthError } from '../../../llm/errors';
 import type { TokenEngine } from '../../../llm/engine';
 import { generateAsync } from '../../../model/net/generate';
 import type { QwenModel } from '../../../model/net/qwen';
@@ -117,7 +118,14 @@ export class EndpointMultiTurnPolicy implements MultiTurnPolicy {
   async answer(view: EpisodeView): Promise<EpisodeAnswer> {
     const body: ChatCompletionCreateParamsNonStreaming = { ...this.endpoint.requestBase(), messages: await this.chatMessages(view.messages) };
     if (this.mode === 'fc') body.tools = toOpenAiTools(view.functions, { dotToUnderscore: true }) as ChatCompletionCreateParamsNonStreaming['tools'];
-    const message = await this.endpoint.complete(body, this.signal);
+    let message: Awaited<ReturnType<EndpointPolicy['complete']>>;
+    try {
+      message = await this.endpoint.complete(body, this.signal);
+    } catch (e) {
+      // the conversation outgrew the model's context: the turn ends there, the entry is scored as it stands
+      if (isContextLengthError(e)) return { text: '', calls: null, decodeError: `prompt_too_long: ${(e as Error).message.slice(0, 300)}` };
+      throw e;
+    }
     const text = message.content ?? '';
     const tokens = message.completionTokens ?? 0;
     if (this.mode === 'prompt') {
@@ -229,7 +237,13 @@ export class EndpointPromptPolicy implements Policy {
   async run(examples: readonly BfclExample[], opts: PolicyRunOptions = {}): Promise<PolicyOutput[]> {
     return mapConcurrent(examples, this.endpoint.concurrency, async (example): Promise<PolicyOutput> => {
       const messages = await this.formatter.promptMessages(example.id);
-      const message = await this.endpoint.complete({ ...this.endpoint.requestBase(), messages: messages as ChatCompletionMessageParam[] }, opts.signal);
+      let message: Awaited<ReturnType<EndpointPolicy['complete']>>;
+      try {
+        message = await this.endpoint.complete({ ...this.endpoint.requestBase(), messages: messages as ChatCompletionMessageParam[] }, opts.signal);
+      } catch (e) {
+        if (isContextLengthError(e)) return { decoded: { calls: [] }, failure: { reason: 'prompt_too_long', detail: (e as Error).message.slice(0, 300) } };
+        throw e;
+      }
       const text = message.content ?? '';
       return { decoded: await this.formatter.decodeAst(text, categoryLanguage(example.category)), text, ...(message.completionTokens !== undefined ? { tokens: message.completionTokens } : {}) };
     }, opts.onProgress);

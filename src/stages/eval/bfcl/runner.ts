@@ -38,7 +38,7 @@ import { referenceCalls } from './reference';
 import { exampleResult, scoreExample, type BfclResults, type ExampleResult } from './score';
 import { mergeChunkFiles, planChunks, type BfclChunk, type BfclChunkFile, type ChunkSegment } from './chunks';
 import { exampleMessages, exampleTools } from './tools';
-import { classifyLlmError, LlmFatalError } from '../../../llm/errors';
+import { classifyLlmError, isContextLengthError, LlmFatalError } from '../../../llm/errors';
 
 // ---------------------------------------------------------------------------------------------------------------
 // Data
@@ -285,7 +285,14 @@ export class EndpointPolicy implements Policy {
 
   async run(examples: readonly BfclExample[], opts: PolicyRunOptions = {}): Promise<PolicyOutput[]> {
     return mapConcurrent(examples, this.cfg.concurrency, async (example): Promise<PolicyOutput> => {
-      const message = await this.complete(this.requestOf(example), opts.signal);
+      let message: Awaited<ReturnType<EndpointPolicy['complete']>>;
+      try {
+        message = await this.complete(this.requestOf(example), opts.signal);
+      } catch (e) {
+        // a prompt the endpoint's context cannot hold is this example's failure, as for the project's model
+        if (isContextLengthError(e)) return { decoded: { calls: [] }, failure: { reason: 'prompt_too_long', detail: (e as Error).message.slice(0, 300) } };
+        throw e;
+      }
       return {
         decoded: decodeOpenAiMessage(message as ToolCallMessage),
         text: message.content ?? '',
