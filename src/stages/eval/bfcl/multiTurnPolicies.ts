@@ -23,7 +23,6 @@ import type { Message } from '../../../kernel/schema';
 import { mapConcurrent } from '../../../kernel/mapConcurrent';
 import { isContextLengthError } from '../../../llm/errors';
 import type { TokenEngine } from '../../../llm/engine';
-import { generateAsync } from '../../../model/net/generate';
 import type { QwenModel } from '../../../model/net/qwen';
 import type { FunctionDoc } from './checker';
 import type { BfclExample, BfclMessage } from './data';
@@ -32,7 +31,7 @@ import { decodeOpenAiMessage, decodeQwenText, type Decoded, type ToolCallMessage
 import { ADDITIONAL_FUNCTION_PROMPT, type EpisodeAnswer, type EpisodeMessage, type EpisodeView, type MultiTurnPolicy } from './multiTurn';
 import type { PyValue } from './pyValue';
 import type { Language } from './languages';
-import type { EndpointPolicy, Policy, PolicyOutput, PolicyRunOptions } from './runner';
+import { greedyTokens, type EndpointPolicy, type Policy, type PolicyOutput, type PolicyRunOptions } from './runner';
 import { toOpenAiTools } from './tools';
 
 /** BFCL's own prompt writers and parsers (python/bfcl_bridge/bridge.py). */
@@ -211,13 +210,8 @@ export class ModelMultiTurnPolicy implements MultiTurnPolicy {
     });
   }
 
-  private async generate(prompts: number[][]): Promise<number[][]> {
-    const onStep = () => this.onBusy?.();
-    const stopTokens = [...this.tok.stopIds];
-    const out = 'decode' in this.model
-      ? await this.model.decode(prompts.map((tokens, i) => ({ key: String(i), tokens, maxNewTokens: this.opts.maxNewTokens })), { temperature: 0, stopTokens, onStep })
-      : await generateAsync(this.model, prompts, { maxNewTokens: this.opts.maxNewTokens, temperature: 0, stopTokens, padId: this.tok.special.pad, onStep });
-    return out.tokens;
+  private generate(prompts: number[][]): Promise<number[][]> {
+    return greedyTokens(this.model, this.tok, prompts, this.opts.maxNewTokens, () => this.onBusy?.());
   }
 }
 

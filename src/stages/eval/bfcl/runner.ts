@@ -117,6 +117,15 @@ export interface ModelPolicyOptions {
   maxModelLen?: number;
 }
 
+/** Greedy continuations of `prompts` (new token ids, the stop token included) on the model or the serving engine that serves it. */
+export async function greedyTokens(model: QwenModel | TokenEngine, tok: ChatTokenizer, prompts: number[][], maxNewTokens: number, onStep?: () => void): Promise<number[][]> {
+  const stopTokens = [...tok.stopIds];
+  const out = 'decode' in model
+    ? await model.decode(prompts.map((tokens, i) => ({ key: String(i), tokens, maxNewTokens })), { temperature: 0, stopTokens, ...(onStep ? { onStep } : {}) })
+    : await generateAsync(model, prompts, { maxNewTokens, temperature: 0, stopTokens, padId: tok.special.pad, ...(onStep ? { onStep } : {}) });
+  return out.tokens;
+}
+
 /** The project's Qwen policy (greedy decoding), or a serving engine that serves it. The caller owns the model (and disposes of it). */
 export class ModelPolicy implements Policy {
   readonly underscoreToDot = false;
@@ -160,11 +169,9 @@ export class ModelPolicy implements Policy {
         throwIfAborted(opts.signal);
         opts.onBusy?.();
       };
-      const out = 'decode' in this.model
-        ? await this.model.decode(batch.map((i) => ({ key: String(i), tokens: prompts[i]!, maxNewTokens: this.opts.maxNewTokens })), { temperature: 0, stopTokens: [...this.tok.stopIds], onStep })
-        : await generateAsync(this.model, batch.map((i) => prompts[i]!), { maxNewTokens: this.opts.maxNewTokens, temperature: 0, stopTokens: [...this.tok.stopIds], padId: this.tok.special.pad, onStep });
+      const out = await greedyTokens(this.model, this.tok, batch.map((i) => prompts[i]!), this.opts.maxNewTokens, onStep);
       batch.forEach((i, k) => {
-        const ids = out.tokens[k] ?? [];
+        const ids = out[k] ?? [];
         const text = this.tok.decode(this.tok.withoutStop(ids));
         outputs[i] = { decoded: decodeQwenText(text), text, tokens: ids.length };
       });
