@@ -11,6 +11,7 @@
  * first block's decoding (the KV cache of 32 × ~1,560 positions is ~2.3 GB: 46 KB a position), RSS 9.5 GB after the
  * first round and 11.7 GB after the second (tensors 7.9 GB). bench/README.md has the reading and what it points at.
  */
+import { readFileSync } from 'node:fs';
 import { parseArgs } from 'node:util';
 import * as tf from '@tensorflow/tfjs';
 import { selectBackend } from '../src/model/net/backend';
@@ -19,7 +20,8 @@ import { DecodePool } from '../src/model/net/decodePool';
 
 const { values, positionals } = parseArgs({ options: { checkpoint: { type: 'string', default: 'models/smollm2' } }, allowPositionals: true });
 const [N, L, NEW] = [Number(positionals[0] ?? 32), Number(positionals[1] ?? 1400), Number(positionals[2] ?? 40)];
-const rss = () => `${(process.memoryUsage().rss / 2 ** 30).toFixed(2)} GB rss, tensors ${(tf.memory().numBytes / 2 ** 30).toFixed(2)} GB in ${tf.memory().numTensors}`;
+const peak = () => Number(/VmHWM:\s+(\d+)/.exec(readFileSync('/proc/self/status', 'utf8'))?.[1] ?? 0) / 2 ** 20;
+const rss = () => `${(process.memoryUsage().rss / 2 ** 30).toFixed(2)} GB rss (peak ${peak().toFixed(2)}), tensors ${(tf.memory().numBytes / 2 ** 30).toFixed(2)} GB in ${tf.memory().numTensors}`;
 
 async function main(): Promise<void> {
   await selectBackend('auto', console.log);

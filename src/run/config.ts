@@ -169,12 +169,14 @@ export const RlConfig = z.object({
     maxBatchTokens: z.number().int().positive().default(4096)
       .describe('Prompt tokens (whole batch) per prefill forward call, capped at 2,048; the live episodes of a round decode in one loop.'),
     /**
-     * KV cache budget of one decoding loop: the live episodes of a round that do not fit are decoded in a second loop
-     * after the first (src/model/net/decodePool.ts). SmolLM2-135M holds 46 KB per token: 32 episodes of 1,500 tokens
-     * need about 2.2 GB.
+     * KV cache budget of the embedded decoder (src/model/net/decodePool.ts): the live episodes of a round that do not
+     * fit one loop are decoded in more loops, one after the other, and the caches the loops keep for the next round
+     * are bounded together with the one being built (those that do not fit are let go, their episodes prefilled
+     * again). SmolLM2-135M holds 46 KB per token: 32 episodes of 1,500 tokens need about 2.2 GB. While a loop's
+     * cache is put together, its last round's cache and the prefill of its new contexts exist beside it for a moment.
      */
     kvCacheMiB: z.number().int().positive().default(2048)
-      .describe('KV cache budget (MiB) of one decoding loop; episodes beyond it decode in another loop, one after the other.'),
+      .describe('KV cache budget (MiB) of the embedded decoder: every loop\'s cache together, those kept for the next round and the one being built (episodes beyond it decode in another loop, one after the other; caches that do not fit are prefilled again next round).'),
     promptMargin: z.number().int().min(0).default(128)
       .describe('Drop prompts whose rendered length exceeds maxModelLen − this (reference: max_prompt_length − 500).'),
     /**

@@ -2,7 +2,9 @@
  * Decoding sessions sized by KV memory (issue 29): the live sequences of a round are decoded in as few loops as the
  * budget allows (one, usually), and a sequence stays in the session that holds its cache from the round before, so
  * what it holds is reused. Blocks run one after the other; a sequence that fits in no block with a cache goes to
- * the first block with room (and is prefilled again).
+ * the first block with room (and is prefilled again). The budget bounds the pool, not one block (issue 30: three
+ * blocks of 2 GB each kept their caches from round to round, beside the one being built): when the blocks' caches do
+ * not fit together, the ones decoded earlier in the round let theirs go and are prefilled again next round.
  */
 import { DecodeSession, decodeAsync, type DecodeOptions, type DecodeRequest } from './decodeSession';
 import type { GenerateResult } from './generate';
@@ -12,8 +14,15 @@ import type { QwenModel } from './qwen';
 
 export class DecodePool {
   private sessions: DecodeSession[] = [];
+  /** Sequences whose cache was let go to keep within the budget (they are prefilled again when they go on). */
+  spilled = 0;
 
-  /** `budgetBytes`: KV cache bytes per block (each block's cache fits in it, estimated before it is decoded). */
+  /**
+   * `budgetBytes`: KV cache bytes of the pool: a block's cache fits in it (estimated before it is decoded), and the
+   * caches the other blocks keep for the next round are let go as needed so that they and the block's fit together.
+   * For a moment while a block's cache is put together, its last round's cache and the prefill of its new contexts
+   * exist beside it.
+   */
   constructor(readonly model: QwenModel, readonly budgetBytes: number) {}
 
   /** Summed counts of every session. */
@@ -72,10 +81,17 @@ export class DecodePool {
       blocks[i]!.push(b);
     }
     while (this.sessions.length < blocks.length) this.sessions.push(new DecodeSession(this.model));
+    // A session without rows this round lets its cache go now (its sequences ended).
+    blocks.forEach((rows, i) => rows.length === 0 && this.sessions[i]!.clear());
     const out: GenerateResult = { tokens: requests.map(() => []), finished: requests.map(() => false), logprobs: requests.map(() => []) };
-    for (const [i, rows] of blocks.entries()) {
-      // A block without rows this round empties its session (its sequences ended).
-      if (rows.length) opts.onBlock?.(i, rows.length);
+    // The blocks that hold most first: when the budget cannot keep every block's cache to the next round, the ones
+    // kept are those decoded last, and they go first next round, before anything else is allocated.
+    const order = blocks.map((_, i) => i).filter((i) => blocks[i]!.length > 0).sort((a, b) => this.sessions[b]!.bytes - this.sessions[a]!.bytes || a - b);
+    const done = new Set<number>();
+    for (const i of order) {
+      const rows = blocks[i]!;
+      this.spill(i, this.estimate(rows.map((b) => requests[b]!), this.sessions[i]), done);
+      opts.onBlock?.(i, rows.length);
       // Each block's shared PRNG its own stream (block 0 keeps the seed: one block samples as one loop always did).
       const seed = i === 0 ? opts.seed : (((opts.seed ?? 0) ^ Math.imul(i, 0x9e3779b1)) >>> 0);
       const got = await decodeAsync(this.sessions[i]!, rows.map((b) => requests[b]!), { ...opts, ...(seed !== undefined ? { seed } : {}) });
@@ -84,8 +100,27 @@ export class DecodePool {
         out.finished[b] = got.finished[k]!;
         out.logprobs[b] = got.logprobs[k]!;
       });
+      done.add(i);
     }
     return out;
+  }
+
+  /**
+   * Lets other sessions' caches go until what they hold and block `i`'s cache (`need` bytes) fit the budget: first
+   * those decoded this round (their rows may not go on), the last decoded first, then those still to come (their rows
+   * are prefilled again when their turn comes). Their sequences are prefilled again when they go on.
+   */
+  private spill(i: number, need: number, done: ReadonlySet<number>): void {
+    const decoded = [...done].reverse();
+    const waiting = this.sessions.map((_, j) => j).filter((j) => j !== i && !done.has(j));
+    for (const j of [...decoded, ...waiting]) {
+      const held = this.sessions.reduce((n, s, k) => n + (k === i ? 0 : s.bytes), 0);
+      if (held + need <= this.budgetBytes) return;
+      if (this.sessions[j]!.bytes > 0) {
+        this.spilled += this.sessions[j]!.held().size;
+        this.sessions[j]!.clear();
+      }
+    }
   }
 
   dispose(): void {

@@ -24,7 +24,7 @@
  * (./kvCache.ts `assembleCache`), with a per-row mask over the slots (`keyMask`), so pads and the slots of other
  * rows' longer prompts are masked out; RoPE positions count each row's own tokens.
  */
-import { assembleCache, kvBytesPerSlot, type CachePart } from './kvCache';
+import { assembleCache, cacheBytes, copyCacheRows, type CachePart } from './kvCache';
 import { isNative } from './native';
 import type { QwenModel } from './qwen';
 import type { KVCache } from './forwardTypes';
@@ -76,9 +76,9 @@ export class DecodeSession {
 
   constructor(readonly model: QwenModel) {}
 
-  /** Bytes the cache holds (slots × rows × the bytes of a slot). */
+  /** Bytes the cache holds (its allocated slots × rows × the bytes of a slot). */
   get bytes(): number {
-    return (this.cache?.length ?? 0) * this.rows.length * kvBytesPerSlot(this.model.dims);
+    return cacheBytes(this.model.dims, this.cache, this.rows.length);
   }
 
   /** Slots of the cache (the longest row's, with the pads and the other rows' slots before it). */
@@ -192,22 +192,18 @@ export function* decodeSteps(session: DecodeSession, requests: readonly DecodeRe
     session.counts.prefilled += pHeld.reduce((n, h) => n + h.length, 0);
     session.counts.shared += uniques.reduce((n, bs) => n + (bs.length - 1) * (requests[bs[0]!]!.tokens.length - 1), 0);
 
-    // This round's cache: the rows that go on and the new rows, in request order (a part per source, then reordered).
+    // This round's cache, in request order: the rows that go on and the new rows (a part per source).
     const goOn = requests.map((_, b) => b).filter((b) => from[b] !== undefined);
     const isNew = requests.map((_, b) => b).filter((b) => from[b] === undefined);
     const uniqueOf = new Map<number, number>();
     uniques.forEach((bs, u) => bs.forEach((b) => uniqueOf.set(b, u)));
-    const order = [...goOn, ...isNew];
     const slots = Math.max(goOn.length && prev.cache ? prev.cache.length : 0, prefill.length);
     const parts: CachePart[] = [];
-    if (goOn.length && prev.cache) parts.push({ cache: prev.cache, rows: goOn.map((b) => from[b]!) });
-    if (isNew.length) parts.push({ cache: prefill, rows: isNew.map((b) => uniqueOf.get(b)!) });
+    if (goOn.length && prev.cache) parts.push({ cache: prev.cache, rows: goOn.map((b) => from[b]!), at: goOn });
+    if (isNew.length) parts.push({ cache: prefill, rows: isNew.map((b) => uniqueOf.get(b)!), at: isNew });
     // Room for what is still to be fed and generated, so decoding never grows the cache.
     const toFeed = Math.max(...requests.map((q, b) => q.tokens.length - (from[b] !== undefined ? prev.rows[from[b]!]!.held.length : pHeld[uniqueOf.get(b)!]!.length)));
-    const assembled = assembleCache(model.dims, parts, slots, toFeed + maxNew);
-    // Back to request order.
-    cache = order.every((b, i) => b === i) ? assembled : reorder(model, assembled, order);
-    if (cache !== assembled) model.disposeCache(assembled);
+    cache = assembleCache(model.dims, parts, slots, toFeed + maxNew);
     const pad = (m: readonly number[]) => [...m, ...Array<number>(slots - m.length).fill(0)];
     const masks = requests.map((_, b) => pad(from[b] !== undefined ? prev.rows[from[b]!]!.mask : pMasks[uniqueOf.get(b)!]!));
     const held = requests.map((_, b) => [...(from[b] !== undefined ? prev.rows[from[b]!]!.held : pHeld[uniqueOf.get(b)!]!)]);
@@ -276,14 +272,8 @@ export function* decodeSteps(session: DecodeSession, requests: readonly DecodeRe
       yield step;
     }
     if (parked.length) {
-      // The parked rows back beside the active ones (their slots after their last one empty), in request order.
-      const slots = cache!.length;
-      const order = [...active, ...parked.flatMap((p) => p.requests)];
-      const joined = assembleCache(model.dims, [{ cache: cache!, rows: active.map((_, j) => j) }, ...parked.map((p) => ({ cache: p.cache, rows: p.rows }))], slots, 0);
-      model.disposeCache(cache!);
-      cache = order.every((b, i) => b === i) ? joined : reorder(model, joined, order);
-      if (cache !== joined) model.disposeCache(joined);
-      for (const m of masks) while (m.length < slots) m.push(0);
+      cache = rejoin(model, cache!, active, parked);
+      for (const m of masks) while (m.length < cache.length) m.push(0);
     }
     session.swap(cache, requests.map((q, b) => ({ key: q.key, held: held[b]!, mask: masks[b]! })));
     cache = undefined;
@@ -299,11 +289,29 @@ export function* decodeSteps(session: DecodeSession, requests: readonly DecodeRe
   }
 }
 
-/** The cache with its rows put back in request order: row j of `cache` belongs to request order[j]. */
-function reorder(model: QwenModel, cache: KVCache, order: readonly number[]): KVCache {
-  const inverse = new Array<number>(order.length);
-  order.forEach((b, j) => (inverse[b] = j));
-  return assembleCache(model.dims, [{ cache, rows: inverse }], cache.length, cache.reserve ?? 0);
+/**
+ * The parked rows back beside the active ones, in request order, with the active cache's slots. On native they are
+ * written into the first parked cache (the round's cache before any compaction: every request's row, in request
+ * order, with room for the whole round), so no new cache is allocated; elsewhere they are assembled into a new one.
+ * Disposes what it does not return and empties `parked`.
+ */
+function rejoin(model: QwenModel, cache: KVCache, active: readonly number[], parked: { cache: KVCache; rows: number[]; requests: number[] }[]): KVCache {
+  const d = model.dims;
+  const slots = cache.length;
+  const first = parked[0]!.cache;
+  const later = [...parked.slice(1), { cache, rows: active.map((_, j) => j), requests: [...active] }];
+  if (first.native && later.every((p) => p.cache.native) && first.native.capacity >= slots) {
+    for (const p of later) copyCacheRows(d, p.cache.native!, p.rows, first.native, p.requests, p.cache.length);
+    for (const p of later) model.disposeCache(p.cache);
+    parked.length = 0;
+    first.length = slots;
+    return first;
+  }
+  const joined = assembleCache(d, [{ cache, rows: active.map((_, j) => j), at: active }, ...parked.map((p) => ({ cache: p.cache, rows: p.rows, at: p.requests }))], slots, 0);
+  model.disposeCache(cache);
+  for (const p of parked) model.disposeCache(p.cache);
+  parked.length = 0;
+  return joined;
 }
 
 /** `decodeSteps` that gives the event loop a turn every `yieldEvery` decoding steps and after each prefill piece. */

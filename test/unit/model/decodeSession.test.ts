@@ -170,6 +170,30 @@ for (const backend of ['cpu', 'native'] as const) {
       for (const p of [sized, tight, half]) p.dispose();
     });
 
+    test('pool: the budget bounds every block\'s cache together; blocks that do not fit beside the next one let theirs go and are prefilled again', async () => {
+      const total = (p: DecodePool) => (p as unknown as { sessions: DecodeSession[] }).sessions.reduce((n, s) => n + s.bytes, 0);
+      const r0 = await new DecodePool(model, 1 << 30).decode(round0, { stopTokens: STOP });
+      const round1 = round0.map((q, b) => ({ ...q, tokens: [...q.tokens, ...r0.tokens[b]!, 3, 4, ...seq(1 + b)] }));
+      const round2 = round1.map((q) => ({ ...q, tokens: [...q.tokens, 7, 8, 9] }));
+      // Room for about a third of the rows' caches: three or more blocks, of which one is kept from round to round.
+      const pool = new DecodePool(model, Math.ceil(new DecodePool(model, 1 << 30).estimate(round1) / 3));
+      const seen: number[] = [];
+      const onBlock = () => void seen.push(total(pool));
+      await pool.decode(round0, { stopTokens: STOP, onBlock });
+      assert.ok(total(pool) <= pool.budgetBytes, `after round 0: ${total(pool)} > ${pool.budgetBytes}`);
+      const got1 = await pool.decode(round1.map((q) => ({ ...q, maxNewTokens: 4 })), { stopTokens: STOP, onBlock });
+      assert.ok(total(pool) <= pool.budgetBytes, `after round 1: ${total(pool)} > ${pool.budgetBytes}`);
+      const got2 = await pool.decode(round2.map((q) => ({ ...q, maxNewTokens: 4 })), { stopTokens: STOP, onBlock });
+      assert.ok((pool as unknown as { sessions: DecodeSession[] }).sessions.length >= 3, 'three blocks or more');
+      assert.ok(pool.spilled > 0, 'some caches let go');
+      assert.ok(seen.every((n) => n <= pool.budgetBytes), `held beside a block: ${seen}`);
+      assert.deepEqual(got1.tokens, plain(model, round1.map((q) => ({ ...q, maxNewTokens: 4 })), {}).tokens);
+      assert.deepEqual(got2.tokens, plain(model, round2.map((q) => ({ ...q, maxNewTokens: 4 })), {}).tokens);
+      // The block kept last round goes first and reuses its rows: fewer tokens prefilled than all the contexts.
+      assert.ok(pool.counts.reused > 0, 'a kept block went on');
+      pool.dispose();
+    });
+
     test('no tensors left behind; an empty round clears the session', async () => {
       const session = new DecodeSession(model);
       // The same rounds twice (native keeps a few constants per new shape, and a decoding graph session per batch size).
