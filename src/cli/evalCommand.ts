@@ -29,6 +29,9 @@ import { isMultiTurn, MULTI_TURN_CATEGORIES, multiTurnResultProblem, evaluateMul
 import { bridgeBackend, bridgeFormatter, bridgeInfo, loadMultiTurnCategory } from '../stages/eval/bfcl/multiTurnBridge';
 import { EndpointMultiTurnPolicy, EndpointPromptPolicy, ModelMultiTurnPolicy, type BfclFormatter, type MultiTurnMode } from '../stages/eval/bfcl/multiTurnPolicies';
 import { BfclBridge } from '../infra/bfclBridge';
+import type { Tau2Responder } from '../stages/eval/tau2/episode';
+import { ModelAgent } from '../stages/eval/tau2/modelAgent';
+import { EndpointResponder, ReferenceAgent } from '../stages/eval/tau2/responders';
 import { bfclDataDir, projectRoot } from '../infra/binaries';
 import { EvalConfig, type Cm2Config } from '../run/config';
 import { ObjectStore } from '../storage/store';
@@ -72,7 +75,7 @@ export function parseMode(mode: string | undefined): MultiTurnMode {
   throw new BfclInputError(`--mode ${mode}: expected fc (native tool calls) or prompt (BFCL's prompting mode: calls written as text)`);
 }
 
-const int = (v: string | undefined, name: string, min = 1): number | undefined => {
+export const int = (v: string | undefined, name: string, min = 1): number | undefined => {
   if (v === undefined) return undefined;
   const n = Number(v);
   if (!Number.isInteger(n) || n < min) throw new BfclInputError(`--${name}: expected an integer ≥ ${min}, got '${v}'`);
@@ -94,11 +97,13 @@ export function parseS3Ref(ref: string): { bucket: string; prefix: string } {
   return { bucket: m[1]!, prefix: m[2]! };
 }
 
-interface Loaded {
+export interface Loaded {
   policy: Policy;
   dispose: () => void;
   /** The same policy for multi-turn episodes (checkpoints and endpoints). */
   multiTurn?: (formatter: BfclFormatter) => MultiTurnPolicy;
+  /** The same policy as a τ²-Bench agent (checkpoints, endpoints, the reference). */
+  tau2?: () => Tau2Responder;
 }
 
 async function modelPolicy(model: QwenModel, tok: ReturnType<typeof loadChatTokenizer>, description: Record<string, unknown>, opts: EvalBfclCommandOptions): Promise<Loaded> {
@@ -111,11 +116,13 @@ async function modelPolicy(model: QwenModel, tok: ReturnType<typeof loadChatToke
     maxPromptTokens: Math.max(1, model.config.max_position_embeddings - maxNewTokens),
     ...(opts.thinking === false ? { enableThinking: false } : {}),
   });
-  return { policy, dispose: () => model.dispose(), multiTurn };
+  const maxPromptTokens = Math.max(1, model.config.max_position_embeddings - maxNewTokens);
+  const tau2 = () => new ModelAgent(model, tok, description, { maxNewTokens, batchSize, maxPromptTokens, ...(opts.thinking === false ? { enableThinking: false } : {}) });
+  return { policy, dispose: () => model.dispose(), multiTurn, tau2 };
 }
 
 /** Resolves the policy options into a runnable policy. `config` is loaded only for S3 references. */
-async function resolvePolicy(opts: EvalBfclCommandOptions, config: () => Cm2Config, log: (l: string) => void, bridge: () => BfclBridge): Promise<Loaded> {
+export async function resolvePolicy(opts: EvalBfclCommandOptions, config: () => Cm2Config, log: (l: string) => void, bridge: () => BfclBridge): Promise<Loaded> {
   const given = [opts.policy, opts.endpoint, opts.answers].filter((x) => x !== undefined).length;
   if (given !== 1) throw new BfclInputError('give exactly one of --policy, --endpoint (with --model) or --answers');
   const none = () => undefined;
@@ -125,7 +132,7 @@ async function resolvePolicy(opts: EvalBfclCommandOptions, config: () => Cm2Conf
     return { policy: new AnswersPolicy(parseAnswers(readFileSync(file, 'utf8'), file), file, opts.underscoreNames ?? false), dispose: none };
   }
   const spec = opts.policy;
-  if (spec === 'reference') return { policy: new ReferencePolicy(), dispose: none };
+  if (spec === 'reference') return { policy: new ReferencePolicy(), dispose: none, tau2: () => new ReferenceAgent() };
   if (opts.endpoint !== undefined || spec?.startsWith('openai:')) {
     const { model, baseUrl } = opts.endpoint !== undefined ? { model: opts.model ?? '', baseUrl: opts.endpoint } : parseEndpointSpec(spec!);
     if (!model) throw new BfclInputError('--endpoint needs --model NAME');
@@ -144,7 +151,7 @@ async function resolvePolicy(opts: EvalBfclCommandOptions, config: () => Cm2Conf
     const mode = parseMode(opts.mode);
     // BFCL's prompting mode: its system prompt and decoder (bfcl-eval, through the bridge) for the single-turn categories too
     const policy = mode === 'prompt' ? new EndpointPromptPolicy(endpoint, bridgeFormatter(bridge())) : endpoint;
-    return { policy, dispose: none, multiTurn: (formatter) => new EndpointMultiTurnPolicy(endpoint, formatter, mode) };
+    return { policy, dispose: none, multiTurn: (formatter) => new EndpointMultiTurnPolicy(endpoint, formatter, mode), tau2: () => new EndpointResponder(endpoint) };
   }
   await selectBackend((opts.backend ?? 'auto') as BackendPref, log);
   if (spec!.startsWith('s3://')) {

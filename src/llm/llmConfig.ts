@@ -1,5 +1,5 @@
 /**
- * Configuration of the LLM roles (filter, compressor, annotator, simulator, judge).
+ * Configuration of the LLM roles (filter, compressor, annotator, simulator, judge, and the τ²-Bench user simulator).
  *
  * Every role is independent: it may point at OpenAI, a local vLLM/SGLang/Ollama server, or nothing at
  * all (no `baseUrl`), in which case the pipeline uses the deterministic offline implementation of that
@@ -11,7 +11,7 @@
  */
 import { z } from 'zod';
 
-export const RoleName = z.enum(['filter', 'compressor', 'annotator', 'simulator', 'judge']);
+export const RoleName = z.enum(['filter', 'compressor', 'annotator', 'simulator', 'judge', 'user']);
 export type RoleName = z.infer<typeof RoleName>;
 
 export const ReasoningEffort = z.enum(['low', 'medium', 'high']);
@@ -86,6 +86,8 @@ export const LlmConfig = z.object({
       simulator: LlmRoleConfig.prefault(OFFLINE_ROLE)
         .describe('Simulates the result of a tool call during RL rollouts when it is neither replayed from the reference nor executed.'),
       judge: LlmRoleConfig.prefault(OFFLINE_ROLE).describe('Decides the checklist items of every assistant step during RL.'),
+      user: LlmRoleConfig.prefault(OFFLINE_ROLE)
+        .describe("τ²-Bench's user simulator (`cm2 eval tau2`): answers the agent as the task's customer, with tau2's own prompt; temperature 0 unless set (tau2's default). Offline: a scripted user that states the task's request, does its device actions and stops (a smoke test, not comparable with an LLM user)."),
     })
     .prefault({})
     .describe('One entry per role; a role left out is offline.'),

@@ -31,6 +31,7 @@ import { decodeOpenAiMessage, decodeQwenText, type Decoded, type ToolCallMessage
 import { ADDITIONAL_FUNCTION_PROMPT, type EpisodeAnswer, type EpisodeMessage, type EpisodeView, type MultiTurnPolicy } from './multiTurn';
 import type { PyValue } from './pyValue';
 import type { Language } from './languages';
+import { EpisodeBatcher } from '../episodeBatcher';
 import { greedyTokens, type EndpointPolicy, type Policy, type PolicyOutput, type PolicyRunOptions } from './runner';
 import { toOpenAiTools } from './tools';
 
@@ -145,37 +146,30 @@ export interface ModelMultiTurnOptions {
   enableThinking?: boolean;
 }
 
-interface Waiting {
-  prompt: number[];
-  resolve: (r: { tokens: number[] }) => void;
-  reject: (e: unknown) => void;
-}
-
 export class ModelMultiTurnPolicy implements MultiTurnPolicy {
-  private active = 0;
-  private waiting: Waiting[] = [];
-  private generating = false;
+  private readonly batcher: EpisodeBatcher;
 
   constructor(
-    private readonly model: QwenModel | TokenEngine,
+    model: QwenModel | TokenEngine,
     private readonly tok: ChatTokenizer,
     readonly description: Record<string, unknown>,
     private readonly formatter: BfclFormatter,
     private readonly opts: ModelMultiTurnOptions,
-    private readonly onBusy?: () => void,
-  ) {}
+    onBusy?: () => void,
+  ) {
+    this.batcher = new EpisodeBatcher((prompts) => greedyTokens(model, tok, prompts, opts.maxNewTokens, () => onBusy?.()), opts.batchSize);
+  }
 
   turnMessages(view: TurnView, data: readonly BfclMessage[]): BfclMessage[] {
     return fcTurnMessages(view, data);
   }
 
   episodeStart(): void {
-    this.active++;
+    this.batcher.episodeStart();
   }
 
   episodeDone(): void {
-    this.active--;
-    this.flush();
+    this.batcher.episodeDone();
   }
 
   /** The prompt ids of a step: the conversation through the chat template, the functions as tools. */
@@ -187,32 +181,11 @@ export class ModelMultiTurnPolicy implements MultiTurnPolicy {
   async answer(view: EpisodeView): Promise<EpisodeAnswer> {
     const prompt = this.promptOf(view);
     if (prompt.length > this.opts.maxPromptTokens) return { text: '', calls: null, decodeError: `prompt_too_long: ${prompt.length} tokens, limit ${this.opts.maxPromptTokens}` };
-    const { tokens } = await new Promise<{ tokens: number[] }>((resolve, reject) => {
-      this.waiting.push({ prompt, resolve, reject });
-      this.flush();
-    });
+    const tokens = await this.batcher.next(prompt);
     const text = this.tok.decode(this.tok.withoutStop(tokens));
     return answerOf(decodeQwenText(text), text, this.formatter, { tokens: tokens.length });
   }
 
-  /** Generates once every running episode waits (or a batch is full). */
-  private flush(): void {
-    if (this.generating || this.waiting.length === 0) return;
-    if (this.waiting.length < Math.min(Math.max(1, this.active), this.opts.batchSize)) return;
-    const batch = this.waiting.splice(0, this.opts.batchSize);
-    this.generating = true;
-    void this.generate(batch.map((w) => w.prompt)).then(
-      (out) => batch.forEach((w, k) => w.resolve({ tokens: out[k] ?? [] })),
-      (e) => batch.forEach((w) => w.reject(e)),
-    ).finally(() => {
-      this.generating = false;
-      this.flush();
-    });
-  }
-
-  private generate(prompts: number[][]): Promise<number[][]> {
-    return greedyTokens(this.model, this.tok, prompts, this.opts.maxNewTokens, () => this.onBusy?.());
-  }
 }
 
 /**
