@@ -70,6 +70,8 @@ export interface RunStatus {
   logprobGap?: string;
   /** The evaluation stage's BFCL results per policy (label, overall, per category), side by side in the status. */
   bfcl?: Array<{ label: string; overall: BfclAccuracy; categories: Record<string, BfclAccuracy> }>;
+  /** τ²-Bench per evaluated policy (the eval stage with `eval.tau2.enabled`): per-domain average reward and pass^k. */
+  tau2?: Array<{ label: string; average: number; domains: Record<string, { tasks: number; trials: number; avg_reward: number; pass_hat_k: Record<string, number> }> }>;
   reportKey?: string;
 }
 
@@ -85,6 +87,27 @@ function bfclOf(result: unknown): RunStatus['bfcl'] {
   if (!Array.isArray(rows)) return undefined;
   const ok = rows.filter((r): r is NonNullable<RunStatus['bfcl']>[number] => typeof r === 'object' && r !== null && typeof (r as { label?: unknown }).label === 'string' && typeof (r as { categories?: unknown }).categories === 'object');
   return ok.length ? ok : undefined;
+}
+
+function tau2Of(result: unknown): RunStatus['tau2'] {
+  const rows = (result as { tau2?: unknown } | undefined)?.tau2;
+  if (!Array.isArray(rows)) return undefined;
+  const ok = rows.filter((r): r is NonNullable<RunStatus['tau2']>[number] => typeof r === 'object' && r !== null && typeof (r as { label?: unknown }).label === 'string' && typeof (r as { domains?: unknown }).domains === 'object' && typeof (r as { average?: unknown }).average === 'number');
+  return ok.length ? ok : undefined;
+}
+
+/** τ²-Bench side by side (`cm2 status`): per domain the average reward and pass^k (%), then the average of the domains. */
+export function tau2Lines(rows: NonNullable<RunStatus['tau2']>): string[] {
+  const domains = [...new Set(rows.flatMap((r) => Object.keys(r.domains)))];
+  const cell = (r: (typeof rows)[number], d: string) => {
+    const m = r.domains[d];
+    if (!m) return '–';
+    const ks = Object.keys(m.pass_hat_k).map(Number).filter((k) => k > 1).sort((a, b) => a - b);
+    return `${(100 * m.avg_reward).toFixed(1)}${ks.length ? ` (pass^${ks.at(-1)} ${(100 * m.pass_hat_k[String(ks.at(-1))]!).toFixed(1)})` : ''} ${m.tasks}×${m.trials}`;
+  };
+  const table = [['τ²-Bench', ...rows.map((r) => r.label)], ...domains.map((d) => [d, ...rows.map((r) => cell(r, d))]), ['average', ...rows.map((r) => r.average.toFixed(2))]];
+  const widths = table[0]!.map((_, i) => Math.max(...table.map((r) => r[i]!.length)));
+  return table.map((r) => `  ${r.map((c, i) => c.padEnd(widths[i]!)).join('  ')}`.trimEnd());
 }
 
 /**
@@ -115,6 +138,7 @@ export async function runStatus(client: Client, store: ObjectStore, runId: strin
   const live = pipe?.status.name === 'RUNNING' ? await quickQuery<PipelineStatus>(client.workflow.getHandle(pipelineWorkflowId(runId)), pipelineStatusQuery) : undefined;
   const stages: StageRow[] = [];
   let bfcl: RunStatus['bfcl'];
+  let tau2: RunStatus['tau2'];
   for (const name of STAGES) {
     const workflowId = stageWorkflowId(runId, name);
     const row: StageRow = { name, state: 'pending', workflowId, summary: {} };
@@ -129,7 +153,10 @@ export async function runStatus(client: Client, store: ObjectStore, runId: strin
     if (marker) {
       row.state = 'completed';
       row.summary = summarize(name, marker.result);
-      if (name === 'eval') bfcl = bfclOf(marker.result);
+      if (name === 'eval') {
+        bfcl = bfclOf(marker.result);
+        tau2 = tau2Of(marker.result);
+      }
       row.startedAt = new Date(marker.startedAt).toISOString();
       row.closedAt = new Date(marker.closedAt).toISOString();
       row.seconds = (marker.closedAt - marker.startedAt) / 1000;
@@ -142,7 +169,10 @@ export async function runStatus(client: Client, store: ObjectStore, runId: strin
       } else if (s === 'COMPLETED') {
         const result = await client.workflow.getHandle(workflowId).result().catch(() => undefined);
         row.summary = summarize(name, result);
-        if (name === 'eval') bfcl = bfclOf(result);
+        if (name === 'eval') {
+          bfcl = bfclOf(result);
+          tau2 = tau2Of(result);
+        }
         row.state = name === 'rl' && (result as RlResult | undefined)?.stopped ? 'stopped' : 'completed';
       } else if (s === 'FAILED' || s === 'TIMED_OUT') row.state = 'failed';
       else if (s === 'TERMINATED' || s === 'CANCELLED') row.state = 'stopped';
@@ -180,6 +210,7 @@ export async function runStatus(client: Client, store: ObjectStore, runId: strin
     heldOut,
     ...(gap ? { logprobGap: `RL step ${lastStep!.step}: ${gap}` } : {}),
     ...(bfcl ? { bfcl } : {}),
+    ...(tau2 ? { tau2 } : {}),
     ...(reportExists ? { reportKey: pipelineKeys.reportHtml(runId) } : {}),
   };
 }
@@ -203,6 +234,7 @@ export function formatStatus(s: RunStatus, cfg: Cm2Config): string {
   if (h.sft !== null || h.rl !== null) lines.push(heldOutLine(h));
   if (s.logprobGap) lines.push(s.logprobGap);
   if (s.bfcl) lines.push(...bfclLines(s.bfcl));
+  if (s.tau2) lines.push(...tau2Lines(s.tau2));
   lines.push(`Web UI: ${cfg.temporal.uiUrl}/namespaces/${cfg.temporal.namespace}/workflows?query=${encodeURIComponent(`Cm2RunId="${s.runId}"`)}`);
   if (s.reportKey) lines.push(`report: s3://${cfg.s3.bucket}/${s.reportKey}  (\`cm2 report ${s.runId}\` writes it locally)`);
   return lines.join('\n');

@@ -297,6 +297,7 @@ export function pipelineInput(cfg: Cm2Config): PipelineInput {
             eval: {
               runId: cfg.run.id,
               bfcl: cfg.eval.bfcl,
+              ...(cfg.eval.tau2.enabled ? { tau2: { config: cfg.eval.tau2, user: cfg.llm.roles.user } } : {}),
               startToCloseTimeout: cfg.eval.startToCloseTimeout,
               tokenizerDir: cfg.sft.tokenizerDir,
               taskQueues: { gpu: cfg.temporal.taskQueues.gpu, api: cfg.temporal.taskQueues.api },

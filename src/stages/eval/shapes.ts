@@ -8,6 +8,8 @@ import { ChunkTiming } from '../../kernel/chunks';
 import { backendPrefs, type BackendPref } from '../../model/net/backend';
 import { PolicyRef } from '../../run/layout';
 import { EngineTarget } from '../../llm/engine';
+import { LlmRoleConfig } from '../../llm/llmConfig';
+import { Tau2EvalConfig } from '../../run/config';
 
 /** What to evaluate: an SFT policy folder (`hf`), an RL checkpoint (`ckpt`), or an endpoint. No secrets. */
 export const EvalPolicy = z.discriminatedUnion('kind', [
@@ -69,3 +71,31 @@ export const EvalBfclSummary = z.object({
   chunks: z.array(ChunkTiming).optional(),
 });
 export type EvalBfclSummary = z.infer<typeof EvalBfclSummary>;
+
+/** τ²-Bench of one policy (`evalTau2`): tau2's episodes on a gpu worker, each finished one stored at once. */
+export const EvalTau2Input = z.object({
+  runId: z.string().min(1),
+  policy: EvalPolicy,
+  tokenizerDir: z.string().optional(),
+  label: z.string().regex(/^[A-Za-z0-9._-]{1,80}$/).optional(),
+  tau2: Tau2EvalConfig,
+  /** The user simulator (`llm.roles.user`: an endpoint by its key's variable name, or offline). No secrets. */
+  user: LlmRoleConfig,
+  generation: Generation.prefault({}),
+});
+export type EvalTau2Input = z.input<typeof EvalTau2Input>;
+
+export const Tau2DomainMetrics = z.object({ tasks: z.number().int(), trials: z.number().int(), avg_reward: z.number(), pass_hat_k: z.record(z.string(), z.number()) });
+
+export const EvalTau2Summary = z.object({
+  /** S3 key of the full results (every episode with tau2's simulation) */
+  key: z.string(),
+  label: z.string(),
+  tau2: z.string(),
+  domains: z.record(z.string(), Tau2DomainMetrics),
+  /** the mean over the domains of their average reward, ×100 (the paper's τ²-Bench number) */
+  average: z.number(),
+  episodes: z.number().int(),
+  seconds: z.number(),
+});
+export type EvalTau2Summary = z.infer<typeof EvalTau2Summary>;

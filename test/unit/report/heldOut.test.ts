@@ -10,7 +10,7 @@ import { renderReport } from '../../../src/report/html';
 import { ReportData } from '../../../src/report/reportData';
 import { formatFailed, formatMeanSe, promptMeanStats } from '../../../src/kernel/heldOut';
 import { summarize } from '../../../src/stages/pipeline/workflow';
-import { bfclLines, heldOutLine } from '../../../src/cli/runStatus';
+import { bfclLines, heldOutLine, tau2Lines } from '../../../src/cli/runStatus';
 import { heldOutOfMemo } from '../../../src/cli/pipelineCommand';
 
 const close = (a: number | null, b: number, tol = 1e-12) => assert.ok(a !== null && Math.abs(a - b) < tol, `${a} ≉ ${b}`);
@@ -169,4 +169,15 @@ test('cm2 status: BFCL per category side by side for every evaluated policy, wit
   assert.ok(lines.some((l) => /simple_python\s+20\.0% 2\/10\s+30\.0% 3\/10/.test(l)), lines.join('\n'));
   assert.ok(lines.some((l) => /multi-turn \(mean\)\s+5\.0%\s+15\.0%/.test(l)), lines.join('\n'));
   assert.match(lines.at(-1)!, /overall\s+10\.0% 3\/30\s+20\.0% 6\/30/);
+});
+
+test('cm2 status: τ²-Bench per domain side by side (average reward, pass^k at the largest k), with the average of the domains', () => {
+  const m = (avg: number, p2: number, tasks = 10) => ({ tasks, trials: 2, avg_reward: avg, pass_hat_k: { 1: avg, 2: p2 } });
+  const lines = tau2Lines([
+    { label: 'sft', average: 15, domains: { airline: m(0.1, 0.05), retail: m(0.2, 0.1) } },
+    { label: 'rl-step-16', average: 25, domains: { airline: m(0.2, 0.1), retail: m(0.3, 0.2) } },
+  ]);
+  assert.match(lines[0]!, /^\s+τ²-Bench\s+sft\s+rl-step-16$/);
+  assert.ok(lines.some((l) => /airline\s+10\.0 \(pass\^2 5\.0\) 10×2\s+20\.0 \(pass\^2 10\.0\) 10×2/.test(l)), lines.join('\n'));
+  assert.match(lines.at(-1)!, /average\s+15\.00\s+25\.00/);
 });
