@@ -47,7 +47,12 @@ function userOf(opts: EvalTau2CommandOptions, config: () => Cm2Config): Tau2Resp
   if (opts.user !== undefined) {
     if (!opts.user.startsWith('openai:')) throw new BfclInputError(`--user ${opts.user}: expected offline or openai:MODEL@URL`);
     const { model, baseUrl } = parseEndpointSpec(opts.user);
-    return new EndpointResponder(new EndpointPolicy(EndpointConfig.parse({ baseUrl, model, temperature: 0 })));
+    // --max-new-tokens and --timeout-ms hold for this user simulator too (a small model otherwise talks to the end of its context)
+    return new EndpointResponder(new EndpointPolicy(EndpointConfig.parse({
+      baseUrl, model, temperature: 0,
+      ...(opts.maxNewTokens ? { maxTokens: int(opts.maxNewTokens, 'max-new-tokens') } : {}),
+      ...(opts.timeoutMs ? { timeoutMs: int(opts.timeoutMs, 'timeout-ms') } : {}),
+    })));
   }
   const role = config().llm.roles.user;
   if (!isOnline(role)) return new OfflineUser();
