@@ -14,13 +14,12 @@
  */
 import { writeFileSync } from 'node:fs';
 import { mapConcurrent } from '../kernel/mapConcurrent';
-import { isOnline } from '../llm/llmConfig';
 import { Tau2Bridge } from '../infra/tau2Bridge';
 import { BfclInputError } from '../stages/eval/bfcl/data';
 import { EndpointConfig, EndpointPolicy } from '../stages/eval/bfcl/runner';
 import { loadTau2Tasks, playTau2Episode, TAU2_DOMAINS, tau2Metrics, type Tau2EpisodeResult, type Tau2Metrics, type Tau2Responder } from '../stages/eval/tau2/episode';
 import { formatTau2Summary, type Tau2Results } from '../stages/eval/tau2/results';
-import { EndpointResponder, OfflineUser } from '../stages/eval/tau2/responders';
+import { EndpointResponder, OfflineUser, userSimulator } from '../stages/eval/tau2/responders';
 import type { Cm2Config } from '../run/config';
 import { int, parseEndpointSpec, resolvePolicy, type EvalBfclCommandOptions } from './evalCommand';
 
@@ -54,9 +53,7 @@ function userOf(opts: EvalTau2CommandOptions, config: () => Cm2Config): Tau2Resp
       ...(opts.timeoutMs ? { timeoutMs: int(opts.timeoutMs, 'timeout-ms') } : {}),
     })));
   }
-  const role = config().llm.roles.user;
-  if (!isOnline(role)) return new OfflineUser();
-  return new EndpointResponder(new EndpointPolicy(EndpointConfig.parse({ ...role, temperature: role.temperature ?? 0 })));
+  return userSimulator(config().llm.roles.user);
 }
 
 export async function evalTau2Command(opts: EvalTau2CommandOptions, config: () => Cm2Config): Promise<Tau2Results> {

@@ -46,3 +46,17 @@ export async function writeRlFixture(cfg: Cm2Config, store: ObjectStore, count =
   await store.putBytes(`${prefix}/model.safetensors`, serializeSafetensors(model.namedWeights(), { format: 'pt' }));
   model.dispose();
 }
+
+/**
+ * A tiny random Qwen3 as the run's SFT policy folder in S3 (`runs/<id>/sft/final`: config.json, model.safetensors),
+ * with the run's tokenizer vocabulary and `maxPositions` positions; returns the folder's prefix.
+ */
+export async function writeTinySftPolicy(cfg: Cm2Config, store: ObjectStore, maxPositions: number): Promise<string> {
+  const tok = loadChatTokenizer(path.resolve(__dirname, '..', '..', cfg.sft.tokenizerDir));
+  const model = QwenModel.init(parseQwenConfig({ vocab_size: tok.vocabSize, eos_token_id: tok.special.imEnd, ...TINY_POLICY, max_position_embeddings: maxPositions }), 7);
+  const prefix = runKey(cfg.run.id, 'sft', 'final');
+  await store.putJson(`${prefix}/config.json`, model.config);
+  await store.putBytes(`${prefix}/model.safetensors`, serializeSafetensors(model.namedWeights(), { format: 'pt' }));
+  model.dispose();
+  return prefix;
+}

@@ -16,18 +16,13 @@ import path from 'node:path';
 import { pipelineInput, startStage } from '../../src/cli/stages';
 import { tau2Lines } from '../../src/cli/runStatus';
 import { connectClient } from '../../src/infra/temporal';
-import { serializeSafetensors } from '../../src/model/formats/safetensorsWrite';
-import { parseQwenConfig } from '../../src/model/net/qwenConfig';
-import { QwenModel } from '../../src/model/net/qwen';
-import { evalKeys, runKey } from '../../src/run/layout';
+import { evalKeys } from '../../src/run/layout';
 import type { Cm2Config } from '../../src/run/config';
 import { evalWorkflow, type EvalResult } from '../../src/stages/eval/workflow';
 import type { Tau2Results } from '../../src/stages/eval/tau2/results';
-import { loadChatTokenizer } from '../../src/chat/tokenize';
 import { testConfig, testStore, uniqueId } from '../helpers/env';
-import { REPO } from '../helpers/paths';
 import { startChildWorker, writeConfigFile, type ChildWorker } from '../helpers/processes';
-import { TINY_POLICY } from '../helpers/rlFixture';
+import { writeTinySftPolicy } from '../helpers/rlFixture';
 
 const tau2 = { enabled: true, domains: ['airline', 'retail'], limit: 3, trials: 2, maxNewTokens: 6, concurrency: 2 };
 
@@ -38,12 +33,7 @@ function config(tag: string): Cm2Config {
 test('τ²-Bench in the stage: episodes stored as they finish; a worker killed mid-activity leaves them, and the retry plays only the others', { timeout: 600_000 }, async () => {
   const cfg = config('evt2');
   const store = testStore(cfg);
-  const tok = loadChatTokenizer(path.join(REPO, cfg.sft.tokenizerDir));
-  const model = QwenModel.init(parseQwenConfig({ vocab_size: tok.vocabSize, eos_token_id: tok.special.imEnd, ...TINY_POLICY, max_position_embeddings: 16384 }), 7);
-  const prefix = runKey(cfg.run.id, 'sft', 'final');
-  await store.putJson(`${prefix}/config.json`, model.config);
-  await store.putBytes(`${prefix}/model.safetensors`, serializeSafetensors(model.namedWeights(), { format: 'pt' }));
-  model.dispose();
+  const prefix = await writeTinySftPolicy(cfg, store, 16384);
   const client = await connectClient(cfg);
   const workers: ChildWorker[] = [];
   const logs = mkdtempSync(path.join(tmpdir(), 'cm2-evt2-'));

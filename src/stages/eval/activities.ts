@@ -13,7 +13,7 @@ import { ChatTokenizer, loadChatTokenizer } from '../../chat/tokenize';
 import { BfclDataError, BfclInputError } from './bfcl/data';
 import { stringifyPyJson } from './bfcl/pyValue';
 import { BfclChunkFile, chunkExamples, mergeChunkFiles, planChunks } from './bfcl/chunks';
-import { EndpointConfig, EndpointPolicy, evaluateBfcl, evaluateChunk, loadCategory, loadChunk, ModelPolicy, type Policy } from './bfcl/runner';
+import { EndpointPolicy, evaluateBfcl, evaluateChunk, loadCategory, loadChunk, ModelPolicy, type Policy } from './bfcl/runner';
 import { formatSummary, type BfclResults } from './bfcl/score';
 import { ChunkTiming } from '../../kernel/chunks';
 import { canonicalJson } from '../../kernel/canonicalJson';
@@ -35,10 +35,9 @@ import { EndpointMultiTurnPolicy, EndpointPromptPolicy, ModelMultiTurnPolicy, ty
 import { ExampleResult } from './bfcl/score';
 import { EvalPolicy, EvalBfclInput, EvalBfclPlanInput, EvalBfclPlan, EvalBfclChunkInput, EvalBfclMergeInput, EvalBfclSummary, EvalTau2Input, EvalTau2Summary } from './shapes';
 import { sharedTau2Bridge } from '../../infra/tau2Bridge';
-import { isOnline } from '../../llm/llmConfig';
 import { mapConcurrent } from '../../kernel/mapConcurrent';
 import { loadTau2Tasks, playTau2Episode, tau2Metrics, type Tau2EpisodeResult, type Tau2Metrics, type Tau2Responder } from './tau2/episode';
-import { EndpointResponder, OfflineUser } from './tau2/responders';
+import { EndpointResponder, userSimulator } from './tau2/responders';
 import { ModelAgent } from './tau2/modelAgent';
 import { formatTau2Summary, type Tau2Results } from './tau2/results';
 
@@ -270,9 +269,7 @@ export function createEvalActivities(deps: ActivityDeps) {
         const signal = cancellationSignal();
         const hello = await bridge.request<{ tau2: string; domains: string[] }>('hello');
         for (const d of cfg.domains) if (!hello.domains.includes(d)) throw new BfclInputError(`eval.tau2.domains: tau2 ${hello.tau2} has no domain ${d} (it has ${hello.domains.join(', ')})`);
-        const user = isOnline(input.user)
-          ? new EndpointResponder(new EndpointPolicy(EndpointConfig.parse({ ...input.user, temperature: input.user.temperature ?? 0 }), { cache: storeCache(store) }), signal)
-          : new OfflineUser();
+        const user = userSimulator(input.user, { cache: storeCache(store) }, signal);
         return withTau2Agent(input, async (agent) => {
           const episodes: Tau2EpisodeResult[] = [];
           const domains: Record<string, Tau2Metrics> = {};

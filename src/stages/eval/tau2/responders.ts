@@ -15,7 +15,8 @@
  */
 import type { ChatCompletionCreateParamsNonStreaming } from 'openai/resources/chat/completions';
 import { isContextLengthError } from '../../../llm/errors';
-import type { EndpointPolicy } from '../bfcl/runner';
+import { isOnline, type LlmRoleConfig } from '../../../llm/llmConfig';
+import { EndpointConfig, EndpointPolicy, type EndpointPolicyOptions } from '../bfcl/runner';
 import { Tau2EpisodeStop, type Tau2Answer, type Tau2ChatMessage, type Tau2EpisodeRef, type Tau2Request, type Tau2Responder, type Tau2Task } from './episode';
 
 /** tau2's user stop token (tau2.user.base.STOP). */
@@ -154,4 +155,10 @@ export class OfflineUser implements Tau2Responder {
     if (last?.role === 'user' && (last.content ?? '').includes('?') && yeses < MAX_YES) return { content: 'Yes, please go ahead.' };
     return { content: USER_STOP };
   }
+}
+
+/** The user simulator of a role config (`llm.roles.user`): its endpoint, temperature 0 unless set (tau2's default), or offline. */
+export function userSimulator(role: LlmRoleConfig, opts: EndpointPolicyOptions = {}, signal?: AbortSignal): Tau2Responder {
+  if (!isOnline(role)) return new OfflineUser();
+  return new EndpointResponder(new EndpointPolicy(EndpointConfig.parse({ ...role, temperature: role.temperature ?? 0 }), opts), signal);
 }
