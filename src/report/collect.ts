@@ -148,6 +148,13 @@ const BfclResult = z.looseObject({
   categories: z.record(z.string(), z.object({ accuracy: z.number(), correct: z.number(), total: z.number() })),
 });
 
+const Tau2Summary = z.looseObject({
+  label: z.string(),
+  tau2: z.string(),
+  average: z.number(),
+  domains: z.record(z.string(), z.looseObject({ tasks: z.number(), trials: z.number(), avg_reward: z.number(), pass_hat_k: z.record(z.string(), z.number()) })),
+});
+
 export interface RunSources {
   prepare?: z.infer<typeof PrepareReport>;
   checklist?: z.infer<typeof ChecklistReport>;
@@ -155,6 +162,8 @@ export interface RunSources {
   /** RL metrics rows per run; `series` names the run's lines (its granularity unless several runs share one). */
   rl: Array<{ runId: string; rows: RlRow[] }>;
   bfcl: z.infer<typeof BfclResult>[];
+  /** τ²-Bench summaries per evaluated policy (`eval.tau2.enabled`); absent in sources written before it existed. */
+  tau2?: z.infer<typeof Tau2Summary>[];
 }
 
 export async function readRlRows(store: ObjectStore, runId: string): Promise<RlRow[]> {
@@ -179,12 +188,17 @@ export async function readSources(store: ObjectStore, runId: string, extraRlRuns
   const rl = await Promise.all([runId, ...extraRlRuns].map(async (id) => ({ runId: id, rows: await readRlRows(store, id) })));
   const bfclKeys = (await store.list(evalKeys.folder(runId))).filter((k) => k.endsWith('.summary.json'));
   const bfcl = (await Promise.all(bfclKeys.map((k) => optional(() => store.getJson(k, BfclResult))))).filter((x): x is z.infer<typeof BfclResult> => x !== undefined);
+  // Only the folder's own files: each policy's episodes lie in `<label>/<domain>/`, one object each.
+  const tau2Folder = evalKeys.tau2Folder(runId);
+  const tau2Keys = (await store.list(tau2Folder)).filter((k) => k.endsWith('.summary.json') && !k.slice(tau2Folder.length + 1).includes('/'));
+  const tau2 = (await Promise.all(tau2Keys.map((k) => optional(() => store.getJson(k, Tau2Summary))))).filter((x): x is z.infer<typeof Tau2Summary> => x !== undefined);
   return {
     ...(prepare ? { prepare } : {}),
     ...(checklist ? { checklist } : {}),
     ...(sft ? { sft } : {}),
     rl: rl.filter((r) => r.rows.length > 0),
     bfcl,
+    ...(tau2.length ? { tau2 } : {}),
   };
 }
 
@@ -330,6 +344,14 @@ export function buildReport(runId: string, src: RunSources, opts: { stages: Stag
     if (n !== undefined) data.heldOut.prompts = n;
   }
   if (src.bfcl.length) data.bfcl = src.bfcl.map((b) => ({ policy: b.label, overall: b.overall, categories: b.categories }));
+  if (src.tau2?.length) {
+    data.tau2 = src.tau2.map((t) => ({
+      policy: t.label,
+      version: t.tau2,
+      average: t.average,
+      domains: Object.fromEntries(Object.entries(t.domains).map(([d, m]) => [d, { tasks: m.tasks, trials: m.trials, reward: m.avg_reward, passHatK: m.pass_hat_k }])),
+    }));
+  }
   return data;
 }
 

@@ -55,6 +55,7 @@ function nav(d: ReportData): string {
     ['usage', 'LLM usage'],
     ['time', 'Time'],
     ['bfcl', 'BFCL'],
+    ...(d.tau2?.length ? [['tau2', 'τ²-Bench'] as [string, string]] : []),
   ];
   return `<nav>${links.map(([id, name]) => `<a href="#${id}">${name}</a>`).join(' ')}</nav>`;
 }
@@ -318,6 +319,35 @@ function bfclSection(d: ReportData): string {
   return section('bfcl', 'BFCL', `${figure(chart)}\n${table([{ head: 'category' }, ...results.map((r) => ({ head: r.policy, num: true }))], rows)}${paper}`);
 }
 
+/**
+ * τ²-Bench side by side (shown only when the run evaluated it: `eval.tau2` is off by default): per domain the average
+ * reward and pass^k over the trials, and the average of the domains, the paper's τ²-Bench number, beside its figures.
+ */
+function tau2Section(d: ReportData): string {
+  const results = d.tau2 ?? [];
+  if (results.length === 0) return '';
+  const domains = distinct(results.flatMap((r) => Object.keys(r.domains)));
+  const chart = groupedBarChart({
+    title: 'τ²-Bench average reward per domain',
+    categories: [...domains, 'average'],
+    groups: results.map((r) => ({ name: r.policy, values: [...domains.map((dom) => r.domains[dom]?.reward ?? Number.NaN), r.average / 100] })),
+    horizontal: true,
+    valueFormat: 'percent',
+    yMax: 1,
+  });
+  const cell = (r: (typeof results)[number], dom: string) => {
+    const m = r.domains[dom];
+    if (!m) return '–';
+    const ks = Object.keys(m.passHatK).map(Number).filter((k) => k > 1).sort((a, b) => a - b);
+    const k = ks.at(-1);
+    const passK = k === undefined ? '' : ` <span class="muted">pass^${k} ${pct(m.passHatK[String(k)]!)}</span>`;
+    return `${pct(m.reward)}${passK} <span class="muted">${formatInt(m.tasks)}×${formatInt(m.trials)}</span>`;
+  };
+  const rows = [...domains.map((dom) => [esc(dom), ...results.map((r) => cell(r, dom))]), ['average', ...results.map((r) => `${r.average.toFixed(2)}`)]];
+  const paper = `\n<p class="muted">A cell: the domain's average reward (pass^1), pass^k over the trials, tasks × trials. For context, not comparison: the CM2 paper reports a τ²-Bench average of 18.59 (SFT) → 26.76 (CM2) for Qwen3-8B-Base with an LLM user simulator.</p>`;
+  return section('tau2', 'τ²-Bench', `${figure(chart)}\n${table([{ head: 'domain' }, ...results.map((r) => ({ head: r.policy, num: true }))], rows)}${paper}`);
+}
+
 const CSS = `
 :root { color-scheme: light; }
 * { box-sizing: border-box; }
@@ -384,6 +414,7 @@ export function renderReport(data: ReportData): string {
     usageSection(data),
     timeSection(data),
     bfclSection(data),
+    tau2Section(data),
     `<footer>CM2 run report · ${esc(data.runId)} · generated ${esc(data.generatedAt)}</footer>`,
   ].join('\n');
   return `<!DOCTYPE html>

@@ -178,6 +178,17 @@ export const ReportData = z.object({
       }),
     )
     .optional(),
+  /** τ²-Bench per evaluated policy: per domain the average reward and pass^k (fractions), `average` ×100 as the paper. */
+  tau2: z
+    .array(
+      z.object({
+        policy: z.string(),
+        version: z.string().optional(),
+        average: z.number(),
+        domains: z.record(z.string(), z.object({ tasks: count, trials: count, reward: fraction, passHatK: z.record(z.string(), fraction) })),
+      }),
+    )
+    .optional(),
 });
 /** The parsed report input (defaults applied). */
 export type ReportData = z.infer<typeof ReportData>;

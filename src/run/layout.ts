@@ -116,6 +116,8 @@ export const evalKeys = {
   bfclChunk: (resultKey: string, index: number) => `${resultKey.replace(/\.json$/, '')}/chunk-${String(index).padStart(5, '0')}.json`,
   /** τ²-Bench results of a policy: `runs/<id>/eval/tau2/<label>.json` (and `.summary.json`). */
   tau2: (runId: string, label: string) => runKey(runId, 'eval', 'tau2', `${label}.json`),
+  /** The folder of a run's τ²-Bench results (the report lists its `<label>.summary.json`). */
+  tau2Folder: (runId: string) => runKey(runId, 'eval', 'tau2'),
   /** One finished τ²-Bench episode (tau2's simulation and reward), beside its results file `resultKey`. */
   tau2Episode: (resultKey: string, domain: string, taskId: string, trial: number) => `${resultKey.replace(/\.json$/, '')}/${domain}/${encodeURIComponent(taskId)}-t${trial}.json`,
   /** A multi-turn entry's episode (transcript and verdict) within a chunk: a killed worker redoes none that finished. */

@@ -9,6 +9,7 @@ import { barChart, groupedBarChart, stackedBarChart } from '../../../src/report/
 import { formatSeconds, formatValue, movingAverage, niceScale } from '../../../src/report/format';
 import { FIXTURES } from '../../helpers/paths';
 import { logprobGapLine } from '../../../src/kernel/heldOut';
+import { buildReport } from '../../../src/report/collect';
 
 const sample = (): ReportData => ReportData.parse(JSON.parse(readFileSync(join(FIXTURES, 'report-sample.json'), 'utf8')));
 const minimal = (extra: Partial<ReportDataInput> = {}): ReportData => ReportData.parse({ runId: 'run-1', generatedAt: '2025-06-02T09:30:00.000Z', ...extra });
@@ -272,4 +273,30 @@ test('BFCL multi-turn (issue 34): a row with the mean of the multi-turn categori
   assert.match(section, /26\.75% \(SFT\) → 36\.50% \(CM2\) for Qwen3-8B-Base[\s\S]*\(here 2 of them\)/);
   const single = sectionOf(renderReport(minimal({ bfcl: [{ policy: 'sft', overall: a(1, 2), categories: { simple_python: a(1, 2) } }] } as Partial<ReportDataInput>)), 'bfcl');
   assert.doesNotMatch(single, /multi-turn|Qwen3-8B/);
+});
+
+test('τ²-Bench (issue 34): a section only when the run evaluated it, each domain\'s reward and pass^k side by side, the paper\'s average as context', () => {
+  const metrics = (tasks: number, trials: number, reward: number, pass2: number) => ({ tasks, trials, avg_reward: reward, pass_hat_k: { '1': reward, '2': pass2 } });
+  const data = buildReport(
+    'r',
+    {
+      rl: [],
+      bfcl: [],
+      tau2: [
+        { label: 'sft', tau2: '26.3', average: 15, domains: { airline: metrics(50, 2, 0.2, 0.1), retail: metrics(114, 2, 0.1, 0.05) } },
+        { label: 'rl-step-16', tau2: '26.3', average: 25, domains: { airline: metrics(50, 2, 0.3, 0.2), retail: metrics(114, 2, 0.2, 0.15) } },
+      ],
+    },
+    { stages: [], generatedAt: '2026-01-01T00:00:00Z' },
+  );
+  const html = renderReport(ReportData.parse(data));
+  assert.deepEqual(tagProblems(html), []);
+  const section = sectionOf(html, 'tau2');
+  assert.match(section, /airline<\/td><td[^>]*>20\.0%[\s\S]*?pass\^2 10\.0%[\s\S]*?50×2[\s\S]*?30\.0%/);
+  assert.match(section, /average<\/td><td[^>]*>15\.00<\/td><td[^>]*>25\.00/);
+  assert.match(section, /18\.59 \(SFT\) → 26\.76 \(CM2\)/);
+  assert.equal(svgs(section).length, 1);
+  assert.match(html, /<a href="#tau2">/);
+  const none = renderReport(minimal());
+  assert.doesNotMatch(none, /id="tau2"|href="#tau2"/);
 });
