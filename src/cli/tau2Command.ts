@@ -18,7 +18,7 @@ import { Tau2Bridge } from '../infra/tau2Bridge';
 import { BfclInputError } from '../stages/eval/bfcl/data';
 import { EndpointConfig, EndpointPolicy } from '../stages/eval/bfcl/runner';
 import { loadTau2Tasks, playTau2Episode, TAU2_DOMAINS, tau2Metrics, type Tau2EpisodeResult, type Tau2Metrics, type Tau2Responder } from '../stages/eval/tau2/episode';
-import { formatTau2Summary, type Tau2Results } from '../stages/eval/tau2/results';
+import { formatTau2Summary, tau2UsageOf, type Tau2Results } from '../stages/eval/tau2/results';
 import { EndpointResponder, OfflineUser, userSimulator } from '../stages/eval/tau2/responders';
 import type { Cm2Config } from '../run/config';
 import { int, parseEndpointSpec, resolvePolicy, type EvalBfclCommandOptions } from './evalCommand';
@@ -104,7 +104,7 @@ export async function evalTau2Command(opts: EvalTau2CommandOptions, config: () =
     const average = (100 * Object.values(metrics).reduce((n, m) => n + m.avg_reward, 0)) / Math.max(1, domains.length);
     const results: Tau2Results = {
       benchmark: 'tau2-bench', tau2: hello.tau2, policy: agent.description, user: user.description, split, trials,
-      ...(limit !== undefined ? { limit } : {}), seed, domains: metrics, average, seconds: (Date.now() - t0) / 1000, episodes,
+      ...(limit !== undefined ? { limit } : {}), seed, domains: metrics, average, seconds: (Date.now() - t0) / 1000, ...tau2UsageOf(episodes), episodes,
     };
     if (opts.out) {
       writeFileSync(opts.out, `${JSON.stringify(results, null, 1)}\n`);

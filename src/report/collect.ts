@@ -148,8 +148,10 @@ const BfclResult = z.looseObject({
   categories: z.record(z.string(), z.object({ accuracy: z.number(), correct: z.number(), total: z.number() })),
 });
 
+const Tau2RoleUsage = z.looseObject({ calls: z.number(), promptTokens: z.number(), completionTokens: z.number(), costUsd: z.number() });
 const Tau2Summary = z.looseObject({
   label: z.string(),
+  usage: z.looseObject({ agent: Tau2RoleUsage.optional(), user: Tau2RoleUsage.optional() }).optional(),
   tau2: z.string(),
   average: z.number(),
   domains: z.record(z.string(), z.looseObject({ tasks: z.number(), trials: z.number(), avg_reward: z.number(), pass_hat_k: z.record(z.string(), z.number()) })),
@@ -345,6 +347,12 @@ export function buildReport(runId: string, src: RunSources, opts: { stages: Stag
   }
   if (src.bfcl.length) data.bfcl = src.bfcl.map((b) => ({ policy: b.label, overall: b.overall, categories: b.categories }));
   if (src.tau2?.length) {
+    // The user simulator (and an endpoint agent) of each evaluated policy: LLM calls the run paid for.
+    for (const t of src.tau2) {
+      for (const [role, u] of [['τ² user', t.usage?.user], ['τ² agent', t.usage?.agent]] as const) {
+        if (u) data.usage.push({ stage: `eval ${t.label}`, role, calls: u.calls, promptTokens: u.promptTokens, completionTokens: u.completionTokens, costUsd: u.costUsd });
+      }
+    }
     data.tau2 = src.tau2.map((t) => ({
       policy: t.label,
       version: t.tau2,

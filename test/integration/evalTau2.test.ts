@@ -14,6 +14,8 @@ import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { pipelineInput, startStage } from '../../src/cli/stages';
+import { collectReport } from '../../src/report/collect';
+import { renderReport } from '../../src/report/html';
 import { tau2Lines } from '../../src/cli/runStatus';
 import { connectClient } from '../../src/infra/temporal';
 import { evalKeys } from '../../src/run/layout';
@@ -75,6 +77,9 @@ test('τ²-Bench in the stage: episodes stored as they finish; a worker killed m
     assert.equal(again.error, 'stored before the kill', 'a finished episode was not played again');
     for (const e of full.episodes) assert.ok(e.termination !== null || e.error, JSON.stringify(e).slice(0, 300));
     assert.ok(tau2Lines(result.tau2!).some((l) => /airline/.test(l)));
+    // the run's report reads the summary from S3: a τ²-Bench section beside BFCL's
+    const report = renderReport(await collectReport(store, cfg.run.id, { stages: [] }));
+    assert.match(report, /<section id="tau2">[\s\S]*airline[\s\S]*retail[\s\S]*<\/section>/);
   } finally {
     for (const w of workers) await w.kill('SIGTERM');
     await client.connection.close();

@@ -16,6 +16,7 @@ import { Tau2Bridge, tau2PythonPath } from '../../src/infra/tau2Bridge';
 import { EndpointConfig, EndpointPolicy } from '../../src/stages/eval/bfcl/runner';
 import { loadTau2Tasks, playTau2Episode, type Tau2Task } from '../../src/stages/eval/tau2/episode';
 import { EndpointResponder } from '../../src/stages/eval/tau2/responders';
+import type { Tau2Results } from '../../src/stages/eval/tau2/results';
 import { cm2 } from '../helpers/pipelineFixture';
 import { llamaServerUnavailable, startLlamaServer, type LlamaServer } from '../helpers/llamaServer';
 
@@ -59,6 +60,12 @@ test('real server as agent and user: tau2\'s requests as tau2 sends them, a forc
   const task = airline.find((x) => (x.evaluation_criteria?.actions ?? []).length > 0)!;
   const r = await playTau2Episode(bridge, { domain: 'airline', task, trial: 0 }, new EndpointResponder(new Recorded('agent')), new EndpointResponder(new Recorded('user')), { seed: 300, maxSteps: 10 });
   t.diagnostic(`reward ${r.reward}, ${r.termination ?? r.error}; ${r.agentCalls} agent and ${r.userCalls} user calls`);
+  // each role's calls counted from the server's own usage (llama-server reports prompt and completion tokens)
+  const sent = (role: 'agent' | 'user') => bodies.filter((b) => b.role === role).length;
+  assert.equal(r.usage?.agent?.calls, sent('agent'));
+  assert.equal(r.usage?.user?.calls, sent('user'));
+  assert.ok(r.usage!.agent!.promptTokens > 4000 * sent('agent'), `an airline request is ~5k tokens: ${JSON.stringify(r.usage)}`);
+  assert.ok(r.usage!.user!.completionTokens > 0);
   const agents = bodies.filter((b) => b.role === 'agent').map((b) => b.body);
   const users = bodies.filter((b) => b.role === 'user').map((b) => b.body);
   assert.ok(agents.length > 0 && users.length > 0);
@@ -85,15 +92,18 @@ test('real server as agent and user: tau2\'s requests as tau2 sends them, a forc
   } else assert.match(r.error, /JSONDecodeError|ValueError/, 'tau2 refused a model answer (a 135M model\'s arguments)');
 });
 
-test('real server: `cm2 eval tau2 --endpoint … --user openai:…` plays and scores a task of retail and of telecom (airline: the test above)', async (t) => {
+test('real server: `cm2 eval tau2 --endpoint … --user openai:…` plays and scores a telecom task (the user has tools there; airline: the test above), the user simulator\'s tokens in the results', async (t) => {
   if (!server) return t.skip(skip ?? 'llama-server did not start');
   const out = path.join(mkdtempSync(path.join(tmpdir(), 'cm2-tau2-real-')), 'r.json');
-  const r = await cm2(['eval', 'tau2', '--endpoint', server.url, '--model', server.model, '--user', `openai:${server.model}@${server.url}`, '--domain', 'retail,telecom', '--limit', '1',
+  const r = await cm2(['eval', 'tau2', '--endpoint', server.url, '--model', server.model, '--user', `openai:${server.model}@${server.url}`, '--domain', 'telecom', '--limit', '1',
     '--max-steps', '8', '--concurrency', '2', '--max-new-tokens', '64', '--timeout-ms', '300000', '--out', out]);
   assert.equal(r.code, 0, r.out.slice(-2000));
-  const res = JSON.parse(readFileSync(out, 'utf8')) as { domains: Record<string, { tasks: number }>; episodes: { reward: number; termination: string | null; error?: string }[] };
-  assert.deepEqual(Object.keys(res.domains), ['retail', 'telecom']);
-  assert.equal(res.episodes.length, 2);
+  const res = JSON.parse(readFileSync(out, 'utf8')) as Tau2Results;
+  assert.deepEqual(Object.keys(res.domains), ['telecom']);
+  assert.equal(res.episodes.length, 1);
+  assert.equal(res.usage?.user?.calls, res.episodes[0]!.userCalls);
+  assert.ok(res.usage!.user!.promptTokens > 0 && res.usage!.agent!.promptTokens > 0, JSON.stringify(res.usage));
+  assert.match(r.out, /user simulator: \d+ call\(s\)/);
   for (const e of res.episodes) assert.ok(e.termination !== null || e.error, JSON.stringify(e).slice(0, 300));
   t.diagnostic(res.episodes.map((e) => `${e.reward} ${e.termination ?? e.error?.slice(0, 80)}`).join('; '));
 });

@@ -39,7 +39,7 @@ import { mapConcurrent } from '../../kernel/mapConcurrent';
 import { loadTau2Tasks, playTau2Episode, tau2Metrics, type Tau2EpisodeResult, type Tau2Metrics, type Tau2Responder } from './tau2/episode';
 import { EndpointResponder, userSimulator } from './tau2/responders';
 import { ModelAgent } from './tau2/modelAgent';
-import { formatTau2Summary, type Tau2Results } from './tau2/results';
+import { formatTau2Summary, tau2UsageOf, type Tau2Results } from './tau2/results';
 
 /** What the results file records as the evaluated policy (never a secret), and the serving engine that generated, if any. */
 export function policyDescription(policy: EvalPolicy, engine?: EngineTarget): Record<string, unknown> {
@@ -296,11 +296,11 @@ export function createEvalActivities(deps: ActivityDeps) {
           const average = (100 * Object.values(domains).reduce((n, m) => n + m.avg_reward, 0)) / cfg.domains.length;
           const results: Tau2Results = {
             benchmark: 'tau2-bench', tau2: hello.tau2, policy: agent.description, user: user.description, split: cfg.split, trials: cfg.trials,
-            ...(cfg.limit !== undefined ? { limit: cfg.limit } : {}), seed: cfg.seed, domains, average, seconds: (Date.now() - t0) / 1000, episodes,
+            ...(cfg.limit !== undefined ? { limit: cfg.limit } : {}), seed: cfg.seed, domains, average, seconds: (Date.now() - t0) / 1000, ...tau2UsageOf(episodes), episodes,
           };
           await store.putText(key, `${JSON.stringify(results)}\n`, 'application/json');
           log(`${label}: τ²-Bench results in ${key} (${reused} episode(s) from an earlier attempt)\n${formatTau2Summary(results)}`);
-          return { key, label, tau2: hello.tau2, domains, average, episodes: episodes.length, seconds: results.seconds };
+          return { key, label, tau2: hello.tau2, domains, average, episodes: episodes.length, seconds: results.seconds, ...(results.usage ? { usage: results.usage } : {}) };
         });
       }));
     },

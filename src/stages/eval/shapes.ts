@@ -85,6 +85,15 @@ export const EvalTau2Input = z.object({
 });
 export type EvalTau2Input = z.input<typeof EvalTau2Input>;
 
+export const Tau2Usage = z.object({
+  calls: z.number().int(),
+  cacheHits: z.number().int(),
+  promptTokens: z.number().int(),
+  cachedPromptTokens: z.number().int(),
+  completionTokens: z.number().int(),
+  costUsd: z.number(),
+});
+
 export const Tau2DomainMetrics = z.object({ tasks: z.number().int(), trials: z.number().int(), avg_reward: z.number(), pass_hat_k: z.record(z.string(), z.number()) });
 
 export const EvalTau2Summary = z.object({
@@ -97,5 +106,7 @@ export const EvalTau2Summary = z.object({
   average: z.number(),
   episodes: z.number().int(),
   seconds: z.number(),
+  /** The endpoint roles' calls over every episode (./tau2/results.ts `tau2UsageOf`): the user simulator's cost. */
+  usage: z.object({ agent: Tau2Usage.optional(), user: Tau2Usage.optional() }).optional(),
 });
 export type EvalTau2Summary = z.infer<typeof EvalTau2Summary>;

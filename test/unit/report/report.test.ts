@@ -283,7 +283,7 @@ test('τ²-Bench (issue 34): a section only when the run evaluated it, each doma
       rl: [],
       bfcl: [],
       tau2: [
-        { label: 'sft', tau2: '26.3', average: 15, domains: { airline: metrics(50, 2, 0.2, 0.1), retail: metrics(114, 2, 0.1, 0.05) } },
+        { label: 'sft', tau2: '26.3', average: 15, domains: { airline: metrics(50, 2, 0.2, 0.1), retail: metrics(114, 2, 0.1, 0.05) }, usage: { user: { calls: 1234, promptTokens: 5_000_000, completionTokens: 40_000, costUsd: 10.32 } } },
         { label: 'rl-step-16', tau2: '26.3', average: 25, domains: { airline: metrics(50, 2, 0.3, 0.2), retail: metrics(114, 2, 0.2, 0.15) } },
       ],
     },
@@ -297,6 +297,8 @@ test('τ²-Bench (issue 34): a section only when the run evaluated it, each doma
   assert.match(section, /18\.59 \(SFT\) → 26\.76 \(CM2\)/);
   assert.equal(svgs(section).length, 1);
   assert.match(html, /<a href="#tau2">/);
+  // the user simulator's calls in the LLM usage table, as a stage's role
+  assert.match(sectionOf(html, 'usage'), /eval sft[\s\S]*?τ² user[\s\S]*?1,234[\s\S]*?\$10\.32/);
   const none = renderReport(minimal());
   assert.doesNotMatch(none, /id="tau2"|href="#tau2"/);
 });

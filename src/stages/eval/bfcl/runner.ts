@@ -201,6 +201,8 @@ const CachedMessage = z.object({
   content: z.string().nullable().optional(),
   tool_calls: z.array(z.object({ function: z.object({ name: z.string(), arguments: z.string() }).partial() })).nullable().optional(),
   completionTokens: z.number().int().optional(),
+  promptTokens: z.number().int().optional(),
+  cachedPromptTokens: z.number().int().optional(),
 });
 
 /** An OpenAI-compatible endpoint, temperature 0 unless configured otherwise. */
@@ -246,13 +248,16 @@ export class EndpointPolicy implements Policy {
     return body;
   }
 
-  /** One chat completion, from the cache when it holds this request (retried on transport errors). */
-  async complete(body: ChatCompletionCreateParamsNonStreaming, signal?: AbortSignal): Promise<z.infer<typeof CachedMessage>> {
+  /**
+   * One chat completion, from the cache when it holds this request (retried on transport errors). `cacheHit`: it came
+   * from the cache (not paid again); the token counts are the endpoint's `usage` of the call that answered it.
+   */
+  async complete(body: ChatCompletionCreateParamsNonStreaming, signal?: AbortSignal): Promise<z.infer<typeof CachedMessage> & { cacheHit?: true }> {
     const key = createHash('sha256').update(canonicalJson({ kind: 'bfcl-tools', baseUrl: this.cfg.baseUrl, body })).digest('hex');
     const hit = await this.opts.cache?.get(key);
     if (hit !== undefined) {
       const parsed = CachedMessage.safeParse(JSON.parse(hit));
-      if (parsed.success) return parsed.data;
+      if (parsed.success) return { ...parsed.data, cacheHit: true };
     }
     for (let failures = 0; ; ) {
       throwIfAborted(signal);
@@ -274,6 +279,8 @@ export class EndpointPolicy implements Policy {
           content: m?.content ?? null,
           tool_calls: (m?.tool_calls ?? null)?.flatMap((t) => ('function' in t ? [{ function: { name: t.function.name, arguments: t.function.arguments } }] : [])) ?? null,
           completionTokens: completion.usage?.completion_tokens ?? 0,
+          promptTokens: completion.usage?.prompt_tokens ?? 0,
+          cachedPromptTokens: completion.usage?.prompt_tokens_details?.cached_tokens ?? 0,
         };
         await this.opts.cache?.put(key, JSON.stringify(message));
         return message;

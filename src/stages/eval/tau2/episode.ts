@@ -75,6 +75,39 @@ export interface Tau2Answer {
   /** `arguments`: the JSON text the model wrote (tau2 parses it; text that is not JSON ends the episode as tau2 would) */
   toolCalls?: { id: string; name: string; arguments: string }[];
   tokens?: number;
+  /** What the call cost, where an endpoint answered it (its `usage`; a cached answer is not paid again) */
+  usage?: { promptTokens: number; cachedPromptTokens: number; completionTokens: number; costUsd: number; cacheHit: boolean };
+}
+
+/** An endpoint role's calls in episodes: the user simulator's cost (and an endpoint agent's) for the usage ledger. */
+export interface Tau2Usage {
+  calls: number;
+  /** answers from the response cache (a retried activity's): not paid again, not in the token counts */
+  cacheHits: number;
+  promptTokens: number;
+  cachedPromptTokens: number;
+  completionTokens: number;
+  costUsd: number;
+}
+
+/** `a` + `b` (either may be absent). */
+export function addTau2Usage(a: Tau2Usage | undefined, b: Tau2Usage | undefined): Tau2Usage | undefined {
+  if (!a) return b && { ...b };
+  if (!b) return { ...a };
+  return {
+    calls: a.calls + b.calls,
+    cacheHits: a.cacheHits + b.cacheHits,
+    promptTokens: a.promptTokens + b.promptTokens,
+    cachedPromptTokens: a.cachedPromptTokens + b.cachedPromptTokens,
+    completionTokens: a.completionTokens + b.completionTokens,
+    costUsd: a.costUsd + b.costUsd,
+  };
+}
+
+/** One answer's usage as a `Tau2Usage` of one call. */
+function usageOfAnswer(u: NonNullable<Tau2Answer['usage']>): Tau2Usage {
+  if (u.cacheHit) return { calls: 1, cacheHits: 1, promptTokens: 0, cachedPromptTokens: 0, completionTokens: 0, costUsd: 0 };
+  return { calls: 1, cacheHits: 0, promptTokens: u.promptTokens, cachedPromptTokens: u.cachedPromptTokens, completionTokens: u.completionTokens, costUsd: u.costUsd };
 }
 
 export interface Tau2EpisodeRef {
@@ -105,6 +138,8 @@ export interface Tau2EpisodeResult {
   error?: string;
   agentCalls: number;
   userCalls: number;
+  /** the endpoint roles' calls of this episode (absent for a role no endpoint played: a model, the offline user) */
+  usage?: { agent?: Tau2Usage; user?: Tau2Usage };
   /** tau2's SimulationRun as JSON (messages with their turn indices, reward_info with every check) */
   simulation: unknown;
 }
@@ -150,6 +185,8 @@ export async function loadTau2Tasks(bridge: Tau2BridgeLike, domain: string, spli
 export async function playTau2Episode(bridge: Tau2BridgeLike, ref: Tau2EpisodeRef, agent: Tau2Responder, user: Tau2Responder, opts: PlayOptions): Promise<Tau2EpisodeResult> {
   const seed = trialSeed(opts.seed, ref.domain, ref.task.id, ref.trial);
   let calls = { agent: 0, user: 0 };
+  const usage: { agent?: Tau2Usage; user?: Tau2Usage } = {};
+  const usageField = () => (usage.agent || usage.user ? { usage } : {});
   agent.episodeStart?.();
   if (user !== agent) user.episodeStart?.();
   let open: string | undefined;
@@ -171,8 +208,9 @@ export async function playTau2Episode(bridge: Tau2BridgeLike, ref: Tau2EpisodeRe
           answer = await responder.answer({ role: a.role, messages: a.messages, tools: a.tools, toolChoice: a.tool_choice }, ref);
         } catch (e) {
           if (!(e instanceof Tau2EpisodeStop)) throw e;
-          return { domain: ref.domain, taskId: ref.task.id, trial: ref.trial, seed, reward: 0, termination: e.reason, error: e.message, agentCalls: calls.agent, userCalls: calls.user, simulation: null };
+          return { domain: ref.domain, taskId: ref.task.id, trial: ref.trial, seed, reward: 0, termination: e.reason, error: e.message, agentCalls: calls.agent, userCalls: calls.user, ...usageField(), simulation: null };
         }
+        if (answer.usage) usage[a.role] = addTau2Usage(usage[a.role], usageOfAnswer(answer.usage));
         last = { key, answer };
       }
       const lost = () => new Error(`τ²-Bench ${ref.domain} task ${ref.task.id}: the bridge process restarted during the episode (its simulation is gone)`);
@@ -197,6 +235,7 @@ export async function playTau2Episode(bridge: Tau2BridgeLike, ref: Tau2EpisodeRe
       ...(r.done.error ? { error: r.done.error } : {}),
       agentCalls: calls.agent,
       userCalls: calls.user,
+      ...usageField(),
       simulation: r.done.simulation,
     };
   } finally {

@@ -15,7 +15,8 @@
  */
 import type { ChatCompletionCreateParamsNonStreaming } from 'openai/resources/chat/completions';
 import { isContextLengthError } from '../../../llm/errors';
-import { isOnline, type LlmRoleConfig } from '../../../llm/llmConfig';
+import { costUsd } from '../../../llm/client';
+import { isOnline, type LlmPricing, type LlmRoleConfig } from '../../../llm/llmConfig';
 import { EndpointConfig, EndpointPolicy, type EndpointPolicyOptions } from '../bfcl/runner';
 import { Tau2EpisodeStop, type Tau2Answer, type Tau2ChatMessage, type Tau2EpisodeRef, type Tau2Request, type Tau2Responder, type Tau2Task } from './episode';
 
@@ -40,7 +41,8 @@ function chatMessages(messages: readonly Tau2ChatMessage[]): ChatCompletionCreat
 export class EndpointResponder implements Tau2Responder {
   readonly description: Record<string, unknown>;
 
-  constructor(private readonly endpoint: EndpointPolicy, private readonly signal?: AbortSignal) {
+  /** `pricing`: the role's (`llm.roles.user`), for the cost of each call; without it the cost is 0 and the tokens counted. */
+  constructor(private readonly endpoint: EndpointPolicy, private readonly signal?: AbortSignal, private readonly pricing?: LlmPricing) {
     this.description = { ...endpoint.description };
   }
 
@@ -59,7 +61,12 @@ export class EndpointResponder implements Tau2Responder {
     }
     const n = toolCallsIn(req.messages);
     const toolCalls = (message.tool_calls ?? []).map((c, k) => ({ id: `call_${n + k}`, name: c.function.name ?? '', arguments: c.function.arguments ?? '' }));
-    return { content: message.content ?? null, ...(toolCalls.length ? { toolCalls } : {}), tokens: message.completionTokens ?? 0 };
+    const [promptTokens, cachedPromptTokens, completionTokens] = [message.promptTokens ?? 0, message.cachedPromptTokens ?? 0, message.completionTokens ?? 0];
+    const usage = {
+      promptTokens, cachedPromptTokens, completionTokens, cacheHit: message.cacheHit === true,
+      costUsd: this.pricing ? costUsd(this.pricing, promptTokens, cachedPromptTokens, completionTokens) : 0,
+    };
+    return { content: message.content ?? null, ...(toolCalls.length ? { toolCalls } : {}), tokens: completionTokens, usage };
   }
 }
 
@@ -160,5 +167,5 @@ export class OfflineUser implements Tau2Responder {
 /** The user simulator of a role config (`llm.roles.user`): its endpoint, temperature 0 unless set (tau2's default), or offline. */
 export function userSimulator(role: LlmRoleConfig, opts: EndpointPolicyOptions = {}, signal?: AbortSignal): Tau2Responder {
   if (!isOnline(role)) return new OfflineUser();
-  return new EndpointResponder(new EndpointPolicy(EndpointConfig.parse({ ...role, temperature: role.temperature ?? 0 }), opts), signal);
+  return new EndpointResponder(new EndpointPolicy(EndpointConfig.parse({ ...role, temperature: role.temperature ?? 0 }), opts), signal, role.pricing);
 }
