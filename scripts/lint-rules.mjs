@@ -14,6 +14,7 @@ export const FLOORS = [
   ['model'], //           the network, its file formats and optimizers (no I/O beyond local files)
   ['storage', 'infra'], // S3 (objects, checkpoints, policies); Temporal, binaries, telemetry
   ['report'], //          the run report and the study record
+  ['tracking'], //        what a run tells experiment trackers (MLflow, TensorBoard), read from its S3
   ['stages'], //          the method: one folder per CM2 stage (method modules, activities, workflow)
   ['demo', 'workflows'], // the offline demo world (src/stages/world.ts); the workflow bundle's entry (deterministic: no demo)
   ['activities'], //      the activity registry per task queue, the demo world handed to the stages

@@ -3,7 +3,8 @@
  * they are handed (the object store; the demo world as the offline world, src/stages/world.ts).
  *
  * - `api` queue (`cm2-api`): LLM-bound and I/O-bound activities (prepare, checklist, the RL judge, advantages and
- *   metrics, the pipeline's markers and report, the merges of chunked SFT and BFCL evaluations).
+ *   metrics, the pipeline's markers and report, the merges of chunked SFT and BFCL evaluations, the experiment
+ *   trackers' sync).
  * - `gpu` queue (`cm2-gpu`): model work (rollouts, the SFT base import, the SFT format check and BFCL in chunks).
  * - `train` queue (`temporal.taskQueues.train`, default: the gpu queue): the training activities, `rlTrain` and
  *   `sftTrain`, which another engine's workers can serve instead (issue 32).
@@ -15,6 +16,7 @@ import { createPipelineActivities } from '../stages/pipeline/activities';
 import { createPrepareActivities } from '../stages/prepare/activities';
 import { createRlActivities } from '../stages/rl/activities';
 import { createSftActivities } from '../stages/sft/activities';
+import { createTrackActivities } from '../stages/track/activities';
 import type { OfflineWorld } from '../stages/world';
 import type { ObjectStore } from '../storage/store';
 import { demoWorld } from '../demo/world';
@@ -38,6 +40,7 @@ export function activitiesByQueue(store: ObjectStore, world: OfflineWorld = demo
       ...createChecklistActivities({ store, world }),
       ...rlApi,
       ...createPipelineActivities({ store }),
+      ...createTrackActivities({ store }),
       sftEvaluateMerge,
       evalBfclMerge: evals.evalBfclMerge,
     },

@@ -2,7 +2,7 @@
 import type { Client } from '@temporalio/client';
 import { z } from 'zod';
 import { Cm2Config } from '../run/config';
-import { pipelineWorkflowId, stageOfWorkflowId, STAGES, stageWorkflowId } from '../run/layout';
+import { pipelineWorkflowId, stageOfWorkflowId, STAGES, stageWorkflowId, trackWorkflowId } from '../run/layout';
 import { connect } from './pipelineCommand';
 import { failureText } from './watch';
 import { describeWorkflow, fmtSeconds } from './runStatus';
@@ -66,7 +66,8 @@ export function historyLines(source: string, events: readonly Record<string, unk
 
 /** Every execution (continue-as-new chains included) of the run's workflows, oldest first, as log lines. */
 export async function runLogLines(client: Client, runId: string): Promise<LogLine[]> {
-  const ids = [pipelineWorkflowId(runId), ...STAGES.map((s) => stageWorkflowId(runId, s))];
+  // the stages, and the experiment trackers' sync (`tracking`): a tracker's outage shows as its retries
+  const ids = [pipelineWorkflowId(runId), ...STAGES.map((s) => stageWorkflowId(runId, s)), trackWorkflowId(runId)];
   const lines: LogLine[] = [];
   for (const workflowId of ids) {
     const executions: string[] = [];

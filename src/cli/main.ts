@@ -86,6 +86,15 @@ program.command('logs')
   .option('-f, --follow', 'keep printing until the run ends')
   .action(async (run: string, opts: { config: string; follow?: boolean }) => (require('./logsCommand') as typeof import('./logsCommand')).logsCommand(commandConfig(opts.config, run), run, opts.follow ?? false));
 
+program.command('track')
+  .description('send a run\'s metrics, settings and results to the config\'s experiment trackers (`tracking`: MLflow, TensorBoard) now')
+  .argument('<run>', 'run id')
+  .option('-c, --config <file>', 'config file (S3 address and `tracking`)', 'config/demo.yaml')
+  .option('--end <how>', 'mark the trackers\' runs ended: finished | failed | killed')
+  .option('--workflow', 'start (or join) the run\'s tracking workflow instead: it keeps the trackers up to date until the run ends')
+  .action(async (run: string, opts: { config: string; end?: string; workflow?: boolean }) =>
+    (require('./trackCommand') as typeof import('./trackCommand')).trackCommand(commandConfig(opts.config, run), run, { ...(opts.end ? { end: opts.end } : {}), ...(opts.workflow ? { workflow: true } : {}) }));
+
 program.command('report')
   .description('write the HTML report of a run (plots: SFT loss, RL reward, judge pass rates, failures, cost, time)')
   .argument('<run>', 'run id')

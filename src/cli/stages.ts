@@ -310,6 +310,7 @@ export function pipelineInput(cfg: Cm2Config): PipelineInput {
     },
     taskQueues: { workflows: cfg.temporal.taskQueues.workflows, api: cfg.temporal.taskQueues.api },
     activity: cfg.temporal.activity,
+    ...(cfg.tracking.length ? { tracking: cfg.tracking } : {}),
   };
 }
 

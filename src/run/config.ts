@@ -19,6 +19,7 @@ import { TemporalConfig } from './temporalConfig';
 import { S3Config } from './s3Config';
 import { DataConfig, onByDefault } from './dataConfig';
 import { GRANULARITIES, HP_BOUNDS } from './hyperparameters';
+import { TrackingConfig } from './trackingConfig';
 
 /** An optional S3 key or prefix of a config (the stage falls back to its default source). */
 const optionalS3Key = (description: string) => z.string().min(1).optional().describe(description);
@@ -315,6 +316,7 @@ export const Cm2Config = z.object({
   rl: RlConfig.prefault({})
     .describe('Stage 5, RL with checklist rewards (`cm2 rl run`; spec §6). Defaults are those of the reference script `traj_n48.sh` where it has one, sized down where the demo needs it.'),
   eval: EvalConfig.prefault({}).describe('Evaluation at the end of a run (`cm2 run`): BFCL accuracy of the SFT and RL policies.'),
+  tracking: TrackingConfig,
 });
 export type Cm2Config = z.infer<typeof Cm2Config>;
 export type S3Config = z.infer<typeof S3Config>;

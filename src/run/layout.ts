@@ -10,13 +10,14 @@
  *   checklists/    input/ shards, examples/ and failed/ (one object per example), annotated.jsonl, failed.jsonl,
  *                  report.json
  *   sft/           checkpoints/, final/ (the HF folder RL starts from), train-result.json, eval-<which>.json (and
- *                  eval-<which>/chunk-NNNNN.json when run in chunks), report.json
+ *                  eval-<which>/chunk-NNNNN.json when run in chunks), report.json, metrics/NNNNNN.json (a step's numbers)
  *   rl/            data/, steps/step-NNNNNN/ (rollout phases, advantages), eval/step-NNNNNN/, checkpoints/,
  *                  metrics.jsonl, metrics/
  *   eval/bfcl/     <label>.json and <label>.summary.json per evaluated policy (and <label>/chunk-NNNNN.json when
  *                  run in chunks)
  *   eval/tau2/     <label>.json and <label>.summary.json per evaluated policy, <label>/<domain>/<task>-t<trial>.json
  *                  per finished episode
+ *   tracking/      <tracker>/cursor.json and pending.json: what each experiment tracker has been sent
  *   pipeline/      input.json, <stage>.json (stage markers)
  *   report/        report.html, report.json
  *
@@ -42,6 +43,8 @@ export const stageWorkflowType = (stage: StageName): string => `${stage}Workflow
 
 /** The pipeline workflow of a run. */
 export const pipelineWorkflowId = (runId: string): string => `cm2-${runId}`;
+/** The run's tracking workflow (experiment trackers, `tracking`): `cm2-<id>-track`. */
+export const trackWorkflowId = (runId: string): string => `cm2-${runId}-track`;
 /** A stage workflow of a run, started alone or as the pipeline's child. */
 export const stageWorkflowId = (runId: string, stage: string): string => `cm2-${runId}-${stage}`;
 /** The stage a workflow id names (`pipeline` for the pipeline itself), or undefined when it is not this run's. */
@@ -87,6 +90,9 @@ export const sftKeys = {
   /** One chunk of a format check run in chunks (`sft.eval.chunkSize`): its samples and timing. */
   evalChunk: (runId: string, which: string, index: number) => runKey(runId, 'sft', `eval-${which}`, `chunk-${String(index).padStart(5, '0')}.json`),
   report: (runId: string) => runKey(runId, 'sft', 'report.json'),
+  /** One optimizer step's numbers (loss, lr, gradient norm, tokens, ms), written as the step ends (the trackers read them). */
+  stepRows: (runId: string) => runKey(runId, 'sft', 'metrics'),
+  stepRow: (runId: string, step: number) => runKey(runId, 'sft', 'metrics', `${padStep(step)}.json`),
 };
 
 /** Stage 5 (RL): `runs/<id>/rl/`. */
@@ -125,6 +131,12 @@ export const evalKeys = {
 };
 
 /** The pipeline's own objects: its input, stage markers and the report. */
+/** Experiment trackers (issue 35): per tracker, what it has (`cursor.json`) and the batch being delivered (`pending.json`). */
+export const trackKeys = {
+  cursor: (runId: string, tracker: string) => runKey(runId, 'tracking', tracker, 'cursor.json'),
+  pending: (runId: string, tracker: string) => runKey(runId, 'tracking', tracker, 'pending.json'),
+};
+
 export const pipelineKeys = {
   input: (runId: string) => runKey(runId, 'pipeline', 'input.json'),
   marker: (runId: string, stage: string) => runKey(runId, 'pipeline', `${stage}.json`),

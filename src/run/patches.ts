@@ -21,4 +21,6 @@ export const PATCH = {
   rlHpAtAdvantages: 'rl-hp-at-advantages',
   /** The pipeline writes the RL stage's held-out figures into its memo (the Web UI and `cm2 status` see them). */
   pipelineHeldOutMemo: 'pipeline-heldout-memo',
+  /** With `tracking`, the pipeline starts the run's tracking workflow (an abandoned child) and signals it at its end. */
+  pipelineTracking: 'pipeline-tracking',
 } as const;

@@ -38,7 +38,8 @@ from .train import BadInput, TrainContext
 
 def sft_keys(run_id: str) -> dict:
     base = f"runs/{run_id}/sft"
-    return {"checkpoints": f"{base}/checkpoints", "final": f"{base}/final", "adapter": f"{base}/adapter", "result": f"{base}/train-result.json"}
+    return {"checkpoints": f"{base}/checkpoints", "final": f"{base}/final", "adapter": f"{base}/adapter", "result": f"{base}/train-result.json",
+            "metrics": f"{base}/metrics"}
 
 
 @dataclass
@@ -221,8 +222,16 @@ def run(ctx: TrainContext, inp: dict, tag: str, latest: Optional[str]) -> dict:
     for s in range(resumed_from, total):
         st = plan["steps"][s]
         parts = [collate([data[i] for i in micro], plan["maxSeqLen"], plan["padId"]) for micro in st["micro"]]
+        t_step = time.time()
         m = sft_step(model, opt, parts, st["lr"], plan["maxGradNorm"], ctx.autocast, ctx.on_micro)
         trained_tokens += m.tokens
+        if not distributed() or torch.distributed.get_rank() == 0:
+            # the step's numbers for the experiment trackers (src/run/layout.ts sftKeys.stepRow); never stops training
+            try:
+                store.put_json(f"{keys['metrics']}/{s + 1:06d}.json", {"step": s + 1, "loss": m.loss, "lr": st["lr"], "gradNorm": m.grad_norm,
+                                                                      "tokens": m.tokens, "ms": int((time.time() - t_step) * 1000)})
+            except Exception as e:  # noqa: BLE001 - tracking must never fail a training step
+                ctx.log(f"step {s + 1}: its metrics row was not written ({e})")
         losses.append(m.loss)
         state = {"step": s + 1, "cursor": st["cursor"], "rngState": plan["rngState"], "losses": losses}
         if ctx.on_step is not None:

@@ -35,13 +35,15 @@ import {
 } from '@temporalio/workflow';
 import type { PipelineActivities } from './activities';
 import type { StageMarker } from './shapes';
-import { CM2_RUN_ID, CM2_STAGE, CM2_STATE, sftKeys, type StageName, STAGES, stageWorkflowId, stageWorkflowType } from '../../run/layout';
+import { CM2_RUN_ID, CM2_STAGE, CM2_STATE, sftKeys, type StageName, STAGES, stageWorkflowId, stageWorkflowType, trackWorkflowId } from '../../run/layout';
 import type { checklistWorkflow } from '../checklist/workflow';
 import type { prepareWorkflow } from '../prepare/workflow';
 import type { rlWorkflow, RlResult, RlWorkflowInput } from '../rl/workflow';
 import type { sftWorkflow } from '../sft/workflow';
 import type { EvalResult, EvalWorkflowInput } from '../eval/workflow';
-import { pauseSignal, resumeSignal, stopSignal } from '../../run/control';
+import type { trackWorkflow } from '../track/workflow';
+import type { TrackerConfig } from '../../run/trackingConfig';
+import { pauseSignal, resumeSignal, stopSignal, trackDoneSignal, type RunEnd } from '../../run/control';
 import type { EvalPolicy } from '../eval/shapes';
 import type { ActivityTimeouts, ChecklistWorkflowInput, PrepareWorkflowInput, SftWorkflowInput } from '../../run/workflowShapes';
 import { stageActivities } from '../../run/workflowUtil';
@@ -62,6 +64,8 @@ export interface PipelineInput {
   };
   taskQueues: { workflows: string; api: string };
   activity: ActivityTimeouts;
+  /** Experiment trackers (`tracking`): the run's tracking workflow keeps them up to date; absent or empty: none. */
+  tracking?: TrackerConfig[];
 }
 
 export type StageState = 'pending' | 'running' | 'completed' | 'skipped' | 'failed' | 'stopped' | 'disabled';
@@ -264,6 +268,14 @@ export async function cm2Pipeline(input: PipelineInput): Promise<PipelineResult>
   ]);
   details();
 
+  // The run's experiment trackers: a workflow of their own beside the stages, never waited for (its failures and a
+  // tracker's outage stay there); told how the run ended when it ends. Runs recorded before the patch have none.
+  const tracking = (input.tracking?.length ?? 0) > 0 && patched(PATCH.pipelineTracking);
+  if (tracking) await startTracking(input);
+  const trackDone = async (end: RunEnd) => {
+    if (tracking) await getExternalWorkflowHandle(trackWorkflowId(input.runId)).signal(trackDoneSignal, { end }).catch(() => undefined);
+  };
+
   const runStage = async (stage: StageStatus, start: () => Promise<ChildWorkflowHandle<Workflow>>): Promise<unknown> => {
     const scope = new CancellationScope();
     stage.state = 'running';
@@ -350,14 +362,39 @@ export async function cm2Pipeline(input: PipelineInput): Promise<PipelineResult>
     setState('failed');
     details();
     await CancellationScope.nonCancellable(() => acts.pipelineReport({ runId: input.runId, status: { ...status } }).catch(() => undefined));
+    await CancellationScope.nonCancellable(() => trackDone('FAILED'));
     throw stageFailed(status, e);
   }
   status.current = undefined;
   const finished = stages.every((s) => s.state === 'completed' || s.state === 'skipped' || s.state === 'disabled');
   setState(finished ? 'completed' : 'stopped');
   const report = await acts.pipelineReport({ runId: input.runId, status: { ...status } });
+  await trackDone(finished ? 'FINISHED' : 'KILLED');
   details();
   return { ...status, reportKey: report.key };
+}
+
+/**
+ * Starts the run's tracking workflow (`cm2-<run>-track`) as an abandoned child: it outlives the pipeline's last
+ * stage to send the last points, and a pipeline started again (`cm2 resume`) finds it running and leaves it be.
+ */
+async function startTracking(input: PipelineInput): Promise<void> {
+  try {
+    await startChild<typeof trackWorkflow>('trackWorkflow', {
+      workflowId: trackWorkflowId(input.runId),
+      taskQueue: input.taskQueues.workflows,
+      parentClosePolicy: ParentClosePolicy.ABANDON,
+      args: [{ runId: input.runId, trackers: input.tracking ?? [], taskQueue: input.taskQueues.api, activity: input.activity }],
+      typedSearchAttributes: [
+        { key: CM2_RUN_ID, value: input.runId },
+        { key: CM2_STAGE, value: 'track' },
+      ],
+      staticSummary: `CM2 tracking of run ${input.runId}`,
+    });
+  } catch (e) {
+    // already running (a resumed pipeline): it goes on with the same trackers
+    if (!(e instanceof Error && e.name === 'WorkflowExecutionAlreadyStartedError')) throw e;
+  }
 }
 
 function applyHeldOut(status: PipelineStatus, summary: Record<string, number | string>): void {
