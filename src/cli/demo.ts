@@ -12,6 +12,7 @@
  * (an out-of-memory kill), the in-process workflow and api workers when they fail; if the parent dies without
  * cleaning up, the child notices (IPC channel) and stops itself.
  */
+import type { Client } from '@temporalio/client';
 import path from 'node:path';
 import { DefaultLogger, Runtime } from '@temporalio/worker';
 import { loadConfig, type Cm2Config } from '../run/config';
@@ -21,6 +22,7 @@ import { startWorkers } from '../workers';
 import { connect, followPipeline, guardedPrint, linePrinter, printRunEnd, startRun, writeLocalReport } from './pipelineCommand';
 import { restartDelayFault } from './faults';
 import { pipelineWorkflowId } from './stages';
+import { trackWorkflowId } from '../run/layout';
 import { SupervisedChild, SupervisedWorkers, type SuperviseOptions } from '../workers/supervisor';
 import { rootCauseText } from './watch';
 
@@ -205,6 +207,8 @@ export async function demoCommand(configFile: string, opts: { keepInfra: boolean
     } catch (e) {
       say(`\ncould not write the report: ${e instanceof Error ? e.message : String(e)} (\`npx cm2 report ${cfg.run.id}\` tries again)`);
     }
+    if (life.stopped) return;
+    if (cfg.tracking.length) await awaitTracking(client, cfg, say);
   } catch (e) {
     if (life.stopped) return;
     say(`\ncm2 demo: ${e instanceof Error ? e.message : String(e)}`);
@@ -215,6 +219,21 @@ export async function demoCommand(configFile: string, opts: { keepInfra: boolean
   if (servers.stopped) say('(the local Temporal server and MinIO were stopped; `npx cm2 infra up` brings them and the Web UI back, with this run\'s history)');
   else say('(local infrastructure left running; stop it with `npx cm2 infra down`)');
   process.exit(life.exit?.code ?? exit.code);
+}
+
+/**
+ * With `tracking`: waits (up to 2 minutes) for the run's tracking workflow to send the last points and complete, then
+ * says where they are. A tracker that is down does not hold the demo: the workflow goes on with the servers' next start.
+ */
+async function awaitTracking(client: Client, cfg: Cm2Config, say: (line: string) => void): Promise<void> {
+  const where = cfg.tracking.map((t) => (t.kind === 'mlflow' ? `MLflow ${t.uri} (experiment ${t.experiment})` : t.kind === 'tensorboard' ? `TensorBoard: tensorboard --logdir ${t.dir}` : `W&B ${t.project}`)).join('; ');
+  try {
+    const handle = client.workflow.getHandle(trackWorkflowId(cfg.run.id));
+    const done = await Promise.race([handle.result().then(() => true), new Promise<false>((r) => setTimeout(() => r(false), 120_000).unref())]);
+    say(done ? `tracked: ${where}` : `tracking still retrying after 2 minutes (\`npx cm2 logs ${cfg.run.id}\` says why; it goes on with the servers' next start, or \`npx cm2 track ${cfg.run.id}\`): ${where}`);
+  } catch (e) {
+    say(`tracking: ${e instanceof Error ? e.message : String(e)} (\`npx cm2 track ${cfg.run.id}\` sends the run again): ${where}`);
+  }
 }
 
 /**
