@@ -23,7 +23,7 @@ export const FLOORS = [
 ];
 
 /** Imports out of src/ that are allowed: set-up scripts that run before dependencies exist, shared with src. */
-export const OUTSIDE = { 'src/infra/binaries.ts': ['scripts/ensure-servers.mjs'], 'src/infra/bfclBridge.ts': ['scripts/ensure-bfcl.mjs'], 'src/infra/tau2Bridge.ts': ['scripts/ensure-tau2.mjs'] };
+export const OUTSIDE = { 'src/infra/binaries.ts': ['scripts/ensure-servers.mjs'], 'src/infra/bfclBridge.ts': ['scripts/ensure-bfcl.mjs'], 'src/infra/tau2Bridge.ts': ['scripts/ensure-tau2.mjs'], 'src/tracking/sinks.ts': ['scripts/ensure-trackers.mjs'] };
 
 const floorOf = new Map(FLOORS.flatMap((rooms, i) => rooms.map((r) => [r, i])));
 

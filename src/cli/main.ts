@@ -87,7 +87,7 @@ program.command('logs')
   .action(async (run: string, opts: { config: string; follow?: boolean }) => (require('./logsCommand') as typeof import('./logsCommand')).logsCommand(commandConfig(opts.config, run), run, opts.follow ?? false));
 
 program.command('track')
-  .description('send a run\'s metrics, settings and results to the config\'s experiment trackers (`tracking`: MLflow, TensorBoard) now')
+  .description('send a run\'s metrics, settings and results to the config\'s experiment trackers (`tracking`: MLflow, TensorBoard, W&B) now')
   .argument('<run>', 'run id')
   .option('-c, --config <file>', 'config file (S3 address and `tracking`)', 'config/demo.yaml')
   .option('--end <how>', 'mark the trackers\' runs ended: finished | failed | killed')

@@ -25,7 +25,7 @@ export const WandbTracker = z.object({
   project: name.describe('W&B project.'),
   entity: name.optional().describe('W&B entity (team or user); default: the API key\'s.'),
   mode: z.enum(['offline', 'online']).default('offline').describe('`offline`: run files under `dir` that `wandb sync` uploads; `online`: uploaded as logged (needs `WANDB_API_KEY`).'),
-  dir: z.string().min(1).default('wandb').describe('Where the run files go (W&B\'s `dir`), on the machine of the api worker that syncs.'),
+  dir: z.string().min(1).default('wandb').describe('Where the run files go (`<dir>/<run>/batch-N/wandb/`), on the machine of the api worker that syncs (it needs `node scripts/ensure-trackers.mjs`: W&B\'s own client writes them).'),
 });
 
 export const TrackerConfig = z.discriminatedUnion('kind', [MlflowTracker, TensorBoardTracker, WandbTracker]);

@@ -8,11 +8,19 @@
  *   `heldout`, `sft_check`, `bfcl`, `tau2`, so each has its own step axis), written in a folder of its own and then
  *   renamed to `events.out.tfevents.<batch, 10 digits>.cm2`: a batch delivered again replaces its file. Parameters
  *   and links go to `<dir>/<run>/cm2-params.json` (TensorBoard's scalars have no place for them).
+ * - W&B: W&B's own client (python/trackers/wandb_batch.py, in scripts/ensure-trackers.mjs's environment), one
+ *   offline run folder per batch at `<dir>/<run>/batch-<batch, 10 digits>/wandb/offline-run-…` (written elsewhere,
+ *   then moved into place: a batch written again replaces its folder), all with the same W&B run id; `wandb sync`
+ *   uploads them in order. Each section gets its own x-axis; W&B's run-wide step continues from batch to batch (the
+ *   cursor keeps where it is), so a batch written again uses the same steps.
  */
+import { spawn } from 'node:child_process';
 import { mkdirSync, mkdtempSync, readdirSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import * as tf from '@tensorflow/tfjs';
 import { activeBackend, selectBackend } from '../model/net/backend';
+import { projectRoot } from '../infra/binaries';
+import { trackersPython } from '../../scripts/ensure-trackers.mjs';
 import type { TrackerConfig } from '../run/trackingConfig';
 import { MlflowClient } from './mlflow';
 import type { TrackCursor } from './records';
@@ -107,6 +115,52 @@ export class TensorBoardSink implements TrackerSink {
   }
 }
 
+export class WandbSink implements TrackerSink {
+  private readonly root: string;
+
+  constructor(private readonly cfg: Extract<TrackerConfig, { kind: 'wandb' }>, private readonly runId: string, private readonly env: NodeJS.ProcessEnv = process.env) {
+    this.root = path.resolve(cfg.dir, runId);
+  }
+
+  async deliver(batch: TrackBatch, cursor: TrackCursor): Promise<Record<string, string>> {
+    const py = trackersPython(this.env);
+    if (!py) throw new Error('tracking: W&B runs are written by W&B\'s own client, and the trackers environment is missing on this worker (node scripts/ensure-trackers.mjs)');
+    const offset = Number(cursor.remote?.['wandbStep'] ?? 0);
+    if (batch.points.length === 0 && Object.keys(batch.params).length === 0 && Object.keys(batch.tags).length === 0 && !batch.end && !batch.reopen) return { wandbStep: String(offset) };
+    mkdirSync(this.root, { recursive: true });
+    const tmp = mkdtempSync(path.join(this.root, '.batch-'));
+    try {
+      const input = JSON.stringify({
+        runId: this.runId, project: this.cfg.project, ...(this.cfg.entity ? { entity: this.cfg.entity } : {}), mode: this.cfg.mode, outDir: tmp,
+        stepOffset: offset, points: batch.points, params: batch.params, tags: batch.tags, ...(batch.end ? { end: batch.end } : {}),
+      });
+      const out = await runPython(py, [path.join(projectRoot, 'python', 'trackers', 'wandb_batch.py')], input, { ...this.env, WANDB_SILENT: 'true' });
+      const steps = Number((JSON.parse(out) as { steps?: unknown }).steps);
+      if (!Number.isInteger(steps)) throw new Error(`W&B: wandb_batch.py printed ${out.slice(0, 200)}`);
+      const final = path.join(this.root, `batch-${String(batch.seq).padStart(10, '0')}`);
+      rmSync(final, { recursive: true, force: true });
+      renameSync(tmp, final);
+      return { wandbStep: String(offset + steps) };
+    } finally {
+      rmSync(tmp, { recursive: true, force: true });
+    }
+  }
+}
+
+/** Runs a Python program with `input` on stdin; its stdout, or an error with its stderr's tail. */
+function runPython(py: string, args: string[], input: string, env: NodeJS.ProcessEnv): Promise<string> {
+  return new Promise((resolve, reject) => {
+    const child = spawn(py, args, { env, stdio: ['pipe', 'pipe', 'pipe'] });
+    let out = '';
+    let err = '';
+    child.stdout.on('data', (d: Buffer) => (out += d.toString()));
+    child.stderr.on('data', (d: Buffer) => (err += d.toString()));
+    child.once('error', reject);
+    child.once('exit', (code) => (code === 0 ? resolve(out) : reject(new Error(`${path.basename(args[0]!)} exited ${code}: ${err.trim().split('\n').slice(-6).join('\n')}`))));
+    child.stdin.end(input);
+  });
+}
+
 export function sinkFor(t: TrackerConfig, runId: string, env: NodeJS.ProcessEnv = process.env): TrackerSink {
   switch (t.kind) {
     case 'mlflow':
@@ -114,6 +168,6 @@ export function sinkFor(t: TrackerConfig, runId: string, env: NodeJS.ProcessEnv 
     case 'tensorboard':
       return new TensorBoardSink(t, runId);
     case 'wandb':
-      throw new Error('tracking: wandb is not supported yet (docs/tracking.md)');
+      return new WandbSink(t, runId, env);
   }
 }

@@ -5,7 +5,7 @@
  * and sets CM2_REQUIRE_TRACKERS=1, so in CI a missing one fails the tests instead of skipping them.
  */
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
-import { closeSync, mkdtempSync, openSync, readFileSync } from 'node:fs';
+import { closeSync, mkdtempSync, openSync, readdirSync, readFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { freePort } from '../../src/infra/localInfra';
@@ -79,4 +79,29 @@ export function readTensorBoard(dir: string): Record<string, [number, number][]>
   const r = spawnSync(py, [path.join(root, 'python', 'trackers', 'read_tensorboard.py'), dir], { encoding: 'utf8' });
   if (r.status !== 0) throw new Error(`read_tensorboard.py ${dir}: ${r.stderr.slice(-2000)}`);
   return JSON.parse(r.stdout) as Record<string, [number, number][]>;
+}
+
+/**
+ * The history rows and config of a cm2 W&B run folder (`<dir>/<run>`: one offline run per batch), in batch order, as
+ * W&B's own reader of its run files prints them (`wandb leet inspect --json`).
+ */
+export function readWandb(runDir: string): { history: Record<string, number>[]; config: Record<string, unknown> } {
+  const py = trackersPython();
+  if (!py) throw new Error('trackers environment missing');
+  const history: Record<string, number>[] = [];
+  const config: Record<string, unknown> = {};
+  for (const batch of readdirSync(runDir).filter((d) => d.startsWith('batch-')).sort()) {
+    const wandbDir = path.join(runDir, batch, 'wandb');
+    const runs = readdirSync(wandbDir).filter((d) => d.startsWith('offline-run-') || d.startsWith('run-'));
+    if (runs.length !== 1) throw new Error(`${wandbDir}: expected one run folder, found ${runs.join(', ')}`);
+    const r = spawnSync(py, ['-m', 'wandb', 'leet', 'inspect', path.join(wandbDir, runs[0]!), '--json'], { encoding: 'utf8', input: '' });
+    if (r.status !== 0) throw new Error(`wandb leet inspect ${runs[0]}: ${r.stderr.slice(-2000)}`);
+    for (const line of r.stdout.split('\n')) {
+      if (!line.trim()) continue;
+      const rec = JSON.parse(line) as { type?: string; history?: { item?: Record<string, number> }; run?: { config?: { update?: Record<string, unknown> } }; config?: { update?: Record<string, unknown> } };
+      if (rec.type === 'history' && rec.history?.item) history.push(rec.history.item);
+      Object.assign(config, rec.run?.config?.update ?? {}, rec.config?.update ?? {});
+    }
+  }
+  return { history, config };
 }

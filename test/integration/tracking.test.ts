@@ -23,7 +23,7 @@ import { pipelineWorkflowId } from '../../src/cli/stages';
 import { testConfig, testStore, uniqueId } from '../helpers/env';
 import { cm2, tinyPipeline } from '../helpers/pipelineFixture';
 import { startChildWorker, writeConfigFile } from '../helpers/processes';
-import { readTensorBoard, startMlflowServer, trackersUnavailable, type MlflowServer } from '../helpers/trackers';
+import { readTensorBoard, readWandb, startMlflowServer, trackersUnavailable, type MlflowServer } from '../helpers/trackers';
 
 let skip: string | undefined;
 let mlflow: MlflowServer | undefined;
@@ -61,15 +61,17 @@ async function stepsOnce(client: MlflowClient, run: string, key: string): Promis
   return steps;
 }
 
-test('the sync: two installments, a crash between delivery and cursor, the run\'s end — every step once in MLflow and TensorBoard', async (t) => {
+test('the sync: two installments, a crash between delivery and cursor, the run\'s end — every step once in MLflow, TensorBoard and W&B', async (t) => {
   if (skip) return t.skip(skip);
   const cfg = testConfig(uniqueId('trk'));
   const runId = cfg.run.id;
   const store = testStore(cfg);
   const tbDir = mkdtempSync(path.join(tmpdir(), 'cm2-tb-'));
+  const wbDir = mkdtempSync(path.join(tmpdir(), 'cm2-wandb-'));
   const trackers: TrackerConfig[] = [
     { kind: 'mlflow', uri: mlflow!.uri, experiment: 'cm2-sync-test' },
     { kind: 'tensorboard', dir: tbDir },
+    { kind: 'wandb', project: 'cm2-sync-test', mode: 'offline', dir: wbDir },
   ];
   await store.putJson(pipelineKeys.input(runId), { runId, stages: { rl: { rl: { hp: { lr: 1e-4, granularity: 'trajectory' } } }, sft: { sft: { epochs: 1 } } } });
   const sftRow = (step: number) => store.putJson(sftKeys.stepRow(runId, step), { step, loss: 2 - step / 10, lr: 1e-3, gradNorm: 0.5, tokens: 1000, ms: 500 });
@@ -115,6 +117,17 @@ test('the sync: two installments, a crash between delivery and cursor, the run\'
   const tbRl = readTensorBoard(path.join(tbDir, runId, 'rl'));
   assert.deepEqual(tbRl['reward/mean']!.map(([s]) => s), [1, 2, 3, 4]);
   assert.deepEqual(readTensorBoard(path.join(tbDir, runId, 'heldout'))['rewardMean']!.map(([s]) => s), [0, 2, 4]);
+
+  // W&B: its own reader of the offline run files, batch by batch; each section's own x-axis, the run-wide step growing
+  const wb = readWandb(path.join(wbDir, runId));
+  const axis = (section: string, key: string) => wb.history.filter((h) => h[key] !== undefined).map((h) => h[`${section}/step`]);
+  assert.deepEqual(axis('sft', 'sft/loss'), [1, 2, 3, 4, 5, 6], 'W&B: each SFT step once');
+  assert.deepEqual(axis('rl', 'rl/reward/mean'), [1, 2, 3, 4]);
+  assert.deepEqual(axis('heldout', 'heldout/rewardMean'), [0, 2, 4]);
+  const steps = wb.history.map((h) => h['_step']!);
+  assert.deepEqual(steps, [...steps].sort((a, b) => a - b), 'W&B\'s run-wide step only grows');
+  assert.equal(new Set(steps).size, steps.length);
+  assert.equal(wb.config['rl.rl.hp.lr'], '0.0001');
 });
 
 test('the pipeline: `cm2 run` with MLflow down (an outage) and TensorBoard; the run finishes; MLflow, once up, gets every SFT and RL step exactly once', { timeout: 900_000 }, async (t) => {
