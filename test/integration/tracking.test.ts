@@ -4,8 +4,9 @@
  *
  * 1. The sync: a run's S3 rows in two installments, a crash between delivering a batch and recording the cursor, and
  *    the run's end: every step once in MLflow and in TensorBoard, parameters and links, the run FINISHED.
- * 2. The pipeline: `cm2 run` with MLflow (down at first: an outage) and TensorBoard; the run finishes regardless;
- *    once MLflow is up, the run's tracking workflow sends every SFT and RL step, exactly once, and completes.
+ * 2. The pipeline: `cm2 run` with MLflow (down at first: an outage), TensorBoard and W&B, its only worker SIGKILLed
+ *    mid-RL; the run finishes regardless; once MLflow is up, the run's tracking workflow sends every SFT and RL step,
+ *    the evaluation's results, the settings and the report's link, exactly once, and completes.
  */
 import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
@@ -130,26 +131,37 @@ test('the sync: two installments, a crash between delivery and cursor, the run\'
   assert.equal(wb.config['rl.rl.hp.lr'], '0.0001');
 });
 
-test('the pipeline: `cm2 run` with MLflow down (an outage) and TensorBoard; the run finishes; MLflow, once up, gets every SFT and RL step exactly once', { timeout: 900_000 }, async (t) => {
+test('the pipeline: `cm2 run` with MLflow down (an outage), TensorBoard and W&B, its worker killed mid-RL; the run finishes; MLflow, once up, gets every SFT and RL step exactly once', { timeout: 900_000 }, async (t) => {
   if (skip) return t.skip(skip);
   const port = await freePort();
   const tbDir = mkdtempSync(path.join(tmpdir(), 'cm2-tb-'));
+  const wbDir = mkdtempSync(path.join(tmpdir(), 'cm2-wandb-'));
   const uri = `http://127.0.0.1:${port}`;
-  const cfg = testConfig(uniqueId('trkp'), { ...tinyPipeline({ rlSteps: 3 }), tracking: [{ kind: 'mlflow', uri, experiment: 'cm2-pipeline-test' }, { kind: 'tensorboard', dir: tbDir }] });
+  const cfg = testConfig(uniqueId('trkp'), {
+    ...tinyPipeline({ rlSteps: 4 }),
+    tracking: [{ kind: 'mlflow', uri, experiment: 'cm2-pipeline-test' }, { kind: 'tensorboard', dir: tbDir }, { kind: 'wandb', project: 'cm2-pipeline-test', dir: wbDir }],
+  });
   const runId = cfg.run.id;
   const file = writeConfigFile(cfg);
   const client = await connectClient(cfg);
-  const worker = await startChildWorker(file);
+  const store = testStore(cfg);
+  const workers = [await startChildWorker(file)];
   let late: MlflowServer | undefined;
   try {
-    const r = await cm2(['run', '--config', file]);
+    const r = await cm2(['run', '--config', file, '--no-wait']);
     assert.equal(r.code, 0, r.out.slice(-3000));
+    // The only worker is SIGKILLed once RL has recorded a step (the tracking workflow has synced before), then replaced.
+    for (let i = 0; !(await store.exists(rlKeys.metricsRow(runId, 1, 'step'))); i++) {
+      assert.ok(i < 1200, 'RL records its first step');
+      await new Promise((res) => setTimeout(res, 250));
+    }
+    workers[0]!.proc.kill('SIGKILL');
+    workers.push(await startChildWorker(file));
     const done = await client.workflow.getHandle(pipelineWorkflowId(runId)).result();
     assert.equal(done.state, 'completed', 'the run finished although its MLflow tracker was down');
-    // The tracking workflow is still retrying MLflow; TensorBoard has the run already.
+    // The tracking workflow is still retrying MLflow; `cm2 logs` says why.
     const trackHandle = client.workflow.getHandle(trackWorkflowId(runId));
     assert.equal((await trackHandle.describe()).status.name, 'RUNNING');
-    // … and `cm2 logs` says why
     let logs = '';
     for (let i = 0; i < 30 && !/trackSync attempt \d+/.test(logs); i++) {
       logs = (await cm2(['logs', runId, '--config', file])).out;
@@ -160,23 +172,28 @@ test('the pipeline: `cm2 run` with MLflow down (an outage) and TensorBoard; the 
     const tracked = await trackHandle.result();
     assert.equal(tracked.end, 'FINISHED');
 
-    const store = testStore(cfg);
     const sftSteps = (await store.list(`${sftKeys.stepRows(runId)}/`)).length;
     assert.ok(sftSteps > 0, 'the SFT trainer wrote its step rows');
+    const allSft = Array.from({ length: sftSteps }, (_, i) => i + 1);
     const ml = new MlflowClient(uri);
     const run = await mlflowRun(ml, 'cm2-pipeline-test', runId);
     assert.equal(run.status, 'FINISHED');
-    assert.deepEqual(await stepsOnce(ml, run.id, 'sft/loss'), Array.from({ length: sftSteps }, (_, i) => i + 1));
-    assert.deepEqual(await stepsOnce(ml, run.id, 'rl/reward/mean'), [1, 2, 3]);
-    assert.ok((await stepsOnce(ml, run.id, 'heldout/rewardMean')).includes(0));
+    assert.deepEqual(await stepsOnce(ml, run.id, 'sft/loss'), allSft);
+    assert.deepEqual(await stepsOnce(ml, run.id, 'rl/reward/mean'), [1, 2, 3, 4]);
+    assert.deepEqual(await stepsOnce(ml, run.id, 'heldout/rewardMean'), [0, 2, 4]);
+    assert.deepEqual(await stepsOnce(ml, run.id, 'bfcl/sft/overall'), [0], 'the evaluation\'s results');
+    assert.deepEqual(await stepsOnce(ml, run.id, 'bfcl/rl/overall'), [0]);
     assert.ok(run.params['rl.rl.hp.lr'], `the run's settings as parameters: ${Object.keys(run.params).slice(0, 20).join(', ')}`);
     assert.match(run.tags['cm2.report'] ?? '', new RegExp(`^s3://.*/runs/${runId}/report/report.html$`));
     const tb = readTensorBoard(path.join(tbDir, runId, 'rl'));
-    assert.deepEqual(tb['reward/mean']!.map(([s]) => s), [1, 2, 3]);
-    assert.deepEqual(readTensorBoard(path.join(tbDir, runId, 'sft'))['loss']!.map(([s]) => s), Array.from({ length: sftSteps }, (_, i) => i + 1));
+    assert.deepEqual(tb['reward/mean']!.map(([s]) => s), [1, 2, 3, 4]);
+    assert.deepEqual(readTensorBoard(path.join(tbDir, runId, 'sft'))['loss']!.map(([s]) => s), allSft);
+    const wb = readWandb(path.join(wbDir, runId));
+    assert.deepEqual(wb.history.filter((h) => h['sft/loss'] !== undefined).map((h) => h['sft/step']), allSft);
+    assert.deepEqual(wb.history.filter((h) => h['rl/reward/mean'] !== undefined).map((h) => h['rl/step']), [1, 2, 3, 4]);
   } finally {
     await late?.close();
-    await worker.kill('SIGTERM');
+    for (const w of workers) await w.kill('SIGTERM');
     await client.connection.close();
   }
 });
