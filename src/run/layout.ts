@@ -76,6 +76,16 @@ export const checklistKeys = {
   report: (runId: string) => runKey(runId, 'checklists', 'report.json'),
 };
 
+/** One SFT optimizer step's numbers: the trainer's step result, and the row `sftKeys.stepRow` holds (the trackers read it). */
+export interface SftStepRow {
+  step: number;
+  loss: number;
+  lr: number;
+  gradNorm: number;
+  tokens: number;
+  ms: number;
+}
+
 /** Stage 3 (cold-start SFT): `runs/<id>/sft/`. */
 export const sftKeys = {
   checkpoints: (runId: string) => runKey(runId, 'sft', 'checkpoints'),

@@ -15,15 +15,8 @@ export interface MetricPoint {
   value: number;
 }
 
-/** One SFT optimizer step as the trainer recorded it (`runs/<id>/sft/metrics/<step>.json`). */
-export interface SftStepRow {
-  step: number;
-  loss: number;
-  lr: number;
-  gradNorm: number;
-  tokens: number;
-  ms: number;
-}
+import type { SftStepRow } from '../run/layout';
+export type { SftStepRow };
 
 export interface TrackSources {
   /** The run's resolved settings (the pipeline input's stages), flattened into parameters. */

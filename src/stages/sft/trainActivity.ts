@@ -138,7 +138,7 @@ export async function runSft(store: ObjectStore, input: z.infer<typeof SftTrainI
       if (m.step % 10 === 0 || m.step === trainer.total) log(`step ${m.step}/${trainer.total} loss ${m.loss.toFixed(4)} lr ${m.lr.toExponential(2)} |g| ${m.gradNorm.toFixed(3)} ${m.tokens} tok in ${m.ms} ms`);
       // The step's numbers for the experiment trackers (issue 35): one small object per step, rewritten as it was by a
       // retry that redoes the step from a checkpoint. Tracking must never stop training: a failed write is logged.
-      await store.putJson(sftKeys.stepRow(input.runId, m.step), { step: m.step, loss: m.loss, lr: m.lr, gradNorm: m.gradNorm, tokens: m.tokens, ms: m.ms })
+      await store.putJson(sftKeys.stepRow(input.runId, m.step), m)
         .catch((e: unknown) => log(`step ${m.step}: its metrics row was not written (${e instanceof Error ? e.message : String(e)})`));
       if (m.step % sft.checkpointEvery === 0 || trainer.done) await save();
       // A step is synchronous tensor work: let the event loop run (heartbeats, polls, cancellation) between steps.

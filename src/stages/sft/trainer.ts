@@ -6,6 +6,7 @@
  *
  * No I/O here: the caller (the SFT activity) loads data, writes checkpoints and heartbeats through `hooks`.
  */
+import type { SftStepRow } from '../../run/layout';
 import * as tf from '@tensorflow/tfjs';
 import { AdamW, type AdamWState } from '../../model/optim/adamw';
 import { lrAt, warmupStepsOf } from '../../model/optim/schedule';
@@ -52,14 +53,8 @@ export interface TrainerState {
   losses: number[];
 }
 
-export interface StepMetrics {
-  step: number;
-  loss: number;
-  lr: number;
-  gradNorm: number;
-  tokens: number;
-  ms: number;
-}
+/** What a step reports: the row the trackers get (src/run/layout.ts). */
+export type StepMetrics = SftStepRow;
 
 /** Optimizer steps of a whole run. */
 export function totalSteps(examples: number, cfg: Pick<SftConfig, 'epochs' | 'microBatch' | 'gradAccum'>): number {
