@@ -48,7 +48,7 @@ test('RL workflow: steps across continue-as-new, checkpoints and metrics; steere
 
     // Pause as soon as it runs; the query shows it; the current step finishes, then nothing moves.
     temporal('workflow', 'signal', '--workflow-id', id, '--name', 'pause');
-    const status = () => JSON.parse(temporal('workflow', 'query', '--workflow-id', id, '--name', 'rlStatus', '--output', 'json')).queryResult[0] as { step: number; paused: boolean; hp: { lr: number; granularity: string } };
+    const status = () => JSON.parse(temporal('workflow', 'query', '--workflow-id', id, '--name', 'rlStatus', '--output', 'json')).queryResult[0] as { step: number; paused: boolean; phase: string; hp: { lr: number; granularity: string } };
     assert.equal(status().paused, true);
 
     // A validated update: a bad value is rejected, a good one is applied from the next step.
@@ -59,7 +59,10 @@ test('RL workflow: steps across continue-as-new, checkpoints and metrics; steere
     // The reply names the first step that uses it: the one in progress if its advantages were not scheduled yet.
     const fromStep = Number(/"?fromStep"?\s*:\s*(\d+)/.exec(out)?.[1]);
     assert.ok(fromStep >= 1 && fromStep <= 2, `the update applies from step ${fromStep}: ${out}`);
-    await sleep(1500);
+    // The step in progress finishes first (on a busy machine that can take seconds): wait for the loop to reach the pause.
+    for (const until = Date.now() + 60_000; status().phase !== 'paused'; await sleep(300)) {
+      assert.ok(Date.now() < until, 'the loop reaches the pause within a minute');
+    }
     const paused = status();
     assert.equal(paused.hp.lr, 0.002);
     assert.equal(paused.hp.granularity, 'turn');
