@@ -23,4 +23,9 @@ export const PATCH = {
   pipelineHeldOutMemo: 'pipeline-heldout-memo',
   /** With `tracking`, the pipeline starts the run's tracking workflow (an abandoned child) and signals it at its end. */
   pipelineTracking: 'pipeline-tracking',
+  /**
+   * The tracking child's parent-close policy is REQUEST_CANCEL, not ABANDON: a pipeline that closes without `trackDone`
+   * (terminated, timed out) ends its tracking workflow (KILLED) rather than leaving it syncing forever.
+   */
+  trackingCancelOnClose: 'tracking-cancel-on-close',
 } as const;

@@ -7,6 +7,8 @@
  * 2. The pipeline: `cm2 run` with MLflow (down at first: an outage), TensorBoard and W&B, its only worker SIGKILLed
  *    mid-RL; the run finishes regardless; once MLflow is up, the run's tracking workflow sends every SFT and RL step,
  *    the evaluation's results, the settings and the report's link, exactly once, and completes.
+ * 3. A pipeline terminated mid-run (`temporal workflow terminate`: no `trackDone`): its tracking workflow does not
+ *    sync forever; it sends what the run wrote and completes, the run KILLED.
  */
 import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
@@ -194,6 +196,42 @@ test('the pipeline: `cm2 run` with MLflow down (an outage), TensorBoard and W&B,
   } finally {
     await late?.close();
     for (const w of workers) await w.kill('SIGTERM');
+    await client.connection.close();
+  }
+});
+
+test('a pipeline terminated mid-run: its tracking workflow sends what the run wrote, marks it KILLED and completes', { timeout: 600_000 }, async (t) => {
+  if (skip) return t.skip(skip);
+  const tbDir = mkdtempSync(path.join(tmpdir(), 'cm2-tb-'));
+  const cfg = testConfig(uniqueId('trkt'), { ...tinyPipeline({ rlSteps: 4 }), tracking: [{ kind: 'tensorboard', dir: tbDir }] });
+  const runId = cfg.run.id;
+  const file = writeConfigFile(cfg);
+  const client = await connectClient(cfg);
+  const store = testStore(cfg);
+  const worker = await startChildWorker(file);
+  try {
+    const r = await cm2(['run', '--config', file, '--no-wait']);
+    assert.equal(r.code, 0, r.out.slice(-3000));
+    const trackHandle = client.workflow.getHandle(trackWorkflowId(runId));
+    // Terminated once SFT has recorded steps (the tracking workflow synced at the start and now waits for its next tick).
+    for (let i = 0; (await store.list(`${sftKeys.stepRows(runId)}/`)).length === 0; i++) {
+      assert.ok(i < 1200, 'SFT records its first step');
+      await new Promise((res) => setTimeout(res, 250));
+    }
+    const sftRowsAtEnd = (await store.list(`${sftKeys.stepRows(runId)}/`)).length;
+    await client.workflow.getHandle(pipelineWorkflowId(runId)).terminate('test: terminated mid-run');
+    // It ends on the pipeline's close (its parent-close policy), not at a later tick, and not never.
+    const tracked = await Promise.race([
+      trackHandle.result(),
+      new Promise<never>((_, reject) => setTimeout(() => reject(new Error('the tracking workflow still runs 60 s after its pipeline was terminated')), 60_000).unref()),
+    ]);
+    assert.equal(tracked.end, 'KILLED');
+    assert.equal((await trackHandle.describe()).status.name, 'COMPLETED');
+    const tbSteps = readTensorBoard(path.join(tbDir, runId, 'sft'))['loss']!.map(([s]) => s);
+    assert.ok(tbSteps.length >= sftRowsAtEnd, `TensorBoard has the ${sftRowsAtEnd} SFT steps written before the end: ${tbSteps.join(',')}`);
+    assert.deepEqual(tbSteps, Array.from({ length: tbSteps.length }, (_, i) => i + 1), 'each SFT step once, in order');
+  } finally {
+    await worker.kill('SIGTERM');
     await client.connection.close();
   }
 });

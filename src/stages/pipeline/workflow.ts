@@ -375,15 +375,17 @@ export async function cm2Pipeline(input: PipelineInput): Promise<PipelineResult>
 }
 
 /**
- * Starts the run's tracking workflow (`cm2-<run>-track`) as an abandoned child: it outlives the pipeline's last
- * stage to send the last points, and a pipeline started again (`cm2 resume`) finds it running and leaves it be.
+ * Starts the run's tracking workflow (`cm2-<run>-track`) as a child the pipeline does not wait for: `trackDone` tells it
+ * the run's end, and it sends the last points after the pipeline has closed. A pipeline that closes without the
+ * signal (terminated, timed out) requests its cancellation, which ends it the same way (KILLED). A pipeline started
+ * again (`cm2 resume`) finds it running and leaves it be, or starts a new one if it has ended.
  */
 async function startTracking(input: PipelineInput): Promise<void> {
   try {
     await startChild<typeof trackWorkflow>('trackWorkflow', {
       workflowId: trackWorkflowId(input.runId),
       taskQueue: input.taskQueues.workflows,
-      parentClosePolicy: ParentClosePolicy.ABANDON,
+      parentClosePolicy: patched(PATCH.trackingCancelOnClose) ? ParentClosePolicy.REQUEST_CANCEL : ParentClosePolicy.ABANDON,
       args: [{ runId: input.runId, trackers: input.tracking ?? [], taskQueue: input.taskQueues.api, activity: input.activity }],
       typedSearchAttributes: [
         { key: CM2_RUN_ID, value: input.runId },

@@ -1,15 +1,17 @@
 /**
  * `trackWorkflow` (`cm2-<run>-track`): keeps a run's experiment trackers up to date (issue 35). Started by the
- * pipeline beside its stages when `tracking` lists trackers (an abandoned child: the pipeline never waits for it, and
- * neither its failure nor a tracker's outage reaches the run), or by `cm2 track sync <run>` for a run after the fact.
+ * pipeline beside its stages when `tracking` lists trackers (a child the pipeline never waits for: neither its failure
+ * nor a tracker's outage reaches the run), or by `cm2 track sync <run>` for a run after the fact.
  *
  * Every `every` (30 s) it runs `trackSync` on the api queue, which sends each tracker what it lacks from the run's S3
  * (src/tracking/sync.ts: exactly once, a cursor per tracker). A tracker that is down makes the activity fail; Temporal
  * retries it with backoff up to `temporal.activity.maxRetryInterval` apart, for as long as it takes, and the failures show in the api worker's
  * log (`cm2 logs`) and as the activity's last failure in the Web UI. When the pipeline ends it signals `trackDone`
- * with how it ended; the workflow syncs once more, marks the trackers' runs ended, and completes.
+ * with how it ended; the workflow syncs once more, marks the trackers' runs ended, and completes. A pipeline that
+ * closes without the signal (`temporal workflow terminate`, a run timeout) cancels it through its parent-close policy
+ * (REQUEST_CANCEL): the same last sync, the trackers' runs marked KILLED.
  */
-import { condition, continueAsNew, setCurrentDetails, setHandler, upsertSearchAttributes } from '@temporalio/workflow';
+import { CancellationScope, condition, continueAsNew, isCancellation, setCurrentDetails, setHandler, upsertSearchAttributes } from '@temporalio/workflow';
 import { trackDoneSignal, trackStatusQuery, type RunEnd, type TrackStatus } from '../../run/control';
 import type { ActivityTimeouts } from '../../run/workflowShapes';
 import { stageActivities } from '../../run/workflowUtil';
@@ -48,20 +50,29 @@ export async function trackWorkflow(input: TrackWorkflowInput): Promise<TrackSta
   // A tracker outage: retried for as long as it lasts, at most `maxRetryInterval` apart.
   const acts = stageActivities<TrackActivities>(input.taskQueue, input.activity, '10m');
   const sync = async (ending?: RunEnd) => {
-    const r = await acts.trackSync({ runId: input.runId, trackers: input.trackers, ...(ending ? { end: ending } : {}) });
+    // Never cancelled midway: a sync abandoned while its activity still runs would race the last one for the cursors.
+    const r = await CancellationScope.nonCancellable(() => acts.trackSync({ runId: input.runId, trackers: input.trackers, ...(ending ? { end: ending } : {}) }));
     status.syncs++;
     status.points += r.trackers.reduce((n, t) => n + t.points, 0);
     status.lastSyncAt = Date.now();
     setCurrentDetails(`**tracking run ${input.runId}** to ${input.trackers.map((t) => t.kind).join(', ')}: ${status.points} points in ${status.syncs} syncs${ending ? `; run ${ending}` : ''}`);
   };
-  for (let i = 0; i < SYNCS_PER_RUN; i++) {
-    if (end) {
-      await sync(end);
-      upsertSearchAttributes([{ key: CM2_STATE, value: 'completed' }]);
-      return { ...status, end };
+  const finish = async (ending: RunEnd): Promise<TrackStatus> => {
+    await sync(ending);
+    upsertSearchAttributes([{ key: CM2_STATE, value: 'completed' }]);
+    return { ...status, end: ending };
+  };
+  try {
+    for (let i = 0; i < SYNCS_PER_RUN; i++) {
+      if (end) return await finish(end);
+      await sync();
+      await condition(() => end !== undefined, input.every ?? '30s');
     }
-    await sync();
-    await condition(() => end !== undefined, input.every ?? '30s');
+  } catch (e) {
+    // The pipeline closed without `trackDone` (terminated, timed out: its parent-close policy asks this workflow to
+    // cancel), or the workflow itself was cancelled: the trackers get what the run wrote, and the run ends KILLED.
+    if (!isCancellation(e)) throw e;
+    return await finish(end ?? 'KILLED');
   }
   return continueAsNew<typeof trackWorkflow>({ ...input, ...(end ? { end } : {}) });
 }
