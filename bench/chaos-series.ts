@@ -1,6 +1,6 @@
 /**
  * The chaos drill again and again (issue 28: "the chaos test passes 20 runs in a row, 10 beside a CPU-bound process"):
- * the CI test's drill (test/helpers/chaos.ts, at its scale: 100 RL steps, Temporal and MinIO restarted once each, at
+ * the CI test's drill (test/helpers/chaos.ts, at 100 RL steps by default — CI runs 60 — Temporal and MinIO restarted once each, at
  * least 2 worker kills, a new seed each time) run `--runs` times one after the other. The pipeline is deterministic,
  * so the undisturbed run is done once (by the first drill) and every chaos run is checked against it: the same stage
  * results, the same weights after every RL step, nothing paid twice — the test's checks, at half its cost.

@@ -29,6 +29,14 @@ function collect(dir) {
 let files = collect(path.join(root, 'test', 'unit'));
 if (!unitOnly) files.push(...collect(path.join(root, 'test', 'integration')));
 if (filters.length) files = files.filter((f) => filters.some((s) => f.includes(s)));
+// The longest files first (CI, 2026-12-03: 4–11 minutes each, against ~1 for most): with two at a time, a long file
+// started last ran alone at the end while the other slot stood idle. The rest keep their order.
+const LONGEST = ['chaos', 'realLlmServer', 'bfclMultiTurnServer', 'tau2Server', 'demoGpuKill', 'vllmEngine', 'tracking', 'torchTrain'];
+const rank = (f) => {
+  const i = LONGEST.indexOf(path.basename(f, '.test.ts'));
+  return i < 0 ? LONGEST.length : i;
+};
+files = files.map((f, i) => [f, i]).sort((a, b) => rank(a[0]) - rank(b[0]) || a[1] - b[1]).map(([f]) => f);
 
 let infra;
 let infraDir;

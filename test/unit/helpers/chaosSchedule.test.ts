@@ -50,6 +50,16 @@ test('a seed draws the same schedule every time, of progress points inside the r
   assert.deepEqual(pointAt(Object.values(PRE_RL_UNITS).reduce((n, u) => n + u, 0) + 36.9, 100), progressKey('rl', 'train', 36));
 });
 
+test('at the CI drill\'s scale (60 RL steps) every seed draws at least two worker kills and one restart of each server, all inside the RL steps', () => {
+  const total = Object.values(PRE_RL_UNITS).reduce((n, u) => n + u, 0) + 60;
+  for (let seed = 1; seed <= 2000; seed++) {
+    const s = drawSchedule(seed * 7919, 60, { clock: 'progress', killEverySteps: [15, 30] });
+    assert.ok(s.filter((e) => e.kind === 'kill').length >= 2, `seed ${seed * 7919}`);
+    for (const server of ['Temporal', 'MinIO']) assert.equal(s.filter((e) => e.kind === 'restart' && e.server === server).length, 1, `seed ${seed * 7919} ${server}`);
+    for (const e of s) assert.ok(e.at > 0 && e.at < total && cmpKey(e.target!, progressKey('rl', 'train', 59)) <= 0, `seed ${seed * 7919}: ${describeEvent(e)}`);
+  }
+});
+
 test('the wall-clock schedule (the fallback) keeps its first events in the former windows', () => {
   const s = drawSchedule(5, 100, { clock: 'wall', killEverySec: [20, 40] });
   const t = s.find((e) => e.kind === 'restart' && e.server === 'Temporal')!;
