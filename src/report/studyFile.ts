@@ -255,6 +255,43 @@ export function pairedRewards(a: Record<string, number>, b: Record<string, numbe
   };
 }
 
+/** The RL policies of one granularity started from one policy, with two seeds or more: they are averaged per prompt. */
+export interface SeedGroup {
+  granularity: string;
+  from: string;
+  policies: string[];
+  /** the per-prompt mean over the seeds against `from`, paired */
+  paired: Paired;
+  /** sd over the seeds of each seed's held-out mean (how far the seeds differ from each other) */
+  seedSd: number;
+}
+
+/**
+ * The seeds averaged: for each (granularity, from) with two RL seeds or more, every prompt's reward averaged over the
+ * seeds, then paired against the policy they started from. Averaging takes out the seed-to-seed noise of the policies
+ * (not the prompts'), so it asks whether the method, not one run, moves the held-out reward.
+ */
+export function seedGroups(f: StudyFile): SeedGroup[] {
+  const groups = new Map<string, string[]>();
+  for (const [name, p] of Object.entries(f.policies)) {
+    if (p.kind !== 'rl' || !p.from || !f.policies[p.from]) continue;
+    const key = `${p.granularity ?? '?'}\u0000${p.from}`;
+    groups.set(key, [...(groups.get(key) ?? []), name]);
+  }
+  const out: SeedGroup[] = [];
+  for (const [key, names] of groups) {
+    if (names.length < 2) continue;
+    const [granularity, from] = key.split('\u0000') as [string, string];
+    const avg: Record<string, number> = {};
+    for (const u of f.prompts) avg[u] = names.reduce((n, name) => n + f.policies[name]!.heldOut[u]!, 0) / names.length;
+    const means = names.map((n) => policyStats(f, n).mean);
+    const mu = means.reduce((a, b) => a + b, 0) / means.length;
+    const seedSd = Math.sqrt(means.reduce((a, m) => a + (m - mu) ** 2, 0) / (means.length - 1));
+    out.push({ granularity, from, policies: names, paired: pairedRewards(avg, f.policies[from]!.heldOut, f.prompts), seedSd });
+  }
+  return out;
+}
+
 const f4 = (v: number): string => v.toFixed(4);
 const signed = (v: number): string => `${v >= 0 ? '+' : '−'}${f4(Math.abs(v))}`;
 const zs = (v: number | null): string => (v === null ? '–' : !Number.isFinite(v) ? (v > 0 ? '+∞' : '−∞') : `${v >= 0 ? '+' : '−'}${Math.abs(v).toFixed(1)}`);
@@ -285,6 +322,16 @@ export function studyFileMarkdown(f: StudyFile, opts: { title?: string } = {}): 
       unpaired = zs(d.unpairedZ);
     }
     lines.push(`| ${name} | ${kind} | ${p.from ?? '–'} | ${p.steps} | ${f4(s.mean)}${s.se === null ? '' : ` ± ${f4(s.se)}`} | ${vs} | ${wl} | ${unpaired} |`);
+  }
+  const groups = seedGroups(f);
+  if (groups.length) {
+    lines.push('', 'The seeds averaged: every prompt\'s reward averaged over the RL seeds of one granularity, paired against the policy they started from (the seed-to-seed noise taken out, not the prompts\').', '');
+    lines.push('| RL policies | from | held-out reward, seeds averaged | vs it, paired: Δ ± SE (z) | won / lost / tied | sd of the seeds\' means |', '|---|---|---|---|---|---|');
+    for (const g of groups) {
+      const d = g.paired;
+      const mean = policyStats(f, g.from).mean + d.diff;
+      lines.push(`| ${g.granularity}: ${g.policies.join(', ')} | ${g.from} | ${f4(mean)} | ${signed(d.diff)}${d.se === null ? '' : ` ± ${f4(d.se)}`} (${zs(d.z)} SE) | ${d.wins} / ${d.losses} / ${d.ties} | ${f4(g.seedSd)} |`);
+    }
   }
   lines.push(...episodesMarkdown(names.flatMap((n) => (f.policies[n]!.episodes ? [[n, f.policies[n]!.episodes!] as const] : [])), f.prompts.length));
   const withBfcl = names.filter((n) => f.policies[n]!.bfcl);

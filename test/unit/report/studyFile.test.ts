@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import test from 'node:test';
-import { emptyStudyFile, paired, pairedSearch, parseStudyFile, policyStats, promptRewards, studyFileMarkdown, studyFileText, withPolicy, withSearch, type StudyFilePolicy, type StudySearch } from '../../../src/report/studyFile';
+import { emptyStudyFile, paired, seedGroups, pairedSearch, parseStudyFile, policyStats, promptRewards, studyFileMarkdown, studyFileText, withPolicy, withSearch, type StudyFilePolicy, type StudySearch } from '../../../src/report/studyFile';
 
 const prompts = ['u1', 'u2', 'u3', 'u4'];
 const policy = (kind: StudyFilePolicy['kind'], rewards: number[], extra: Partial<StudyFilePolicy> = {}): StudyFilePolicy => ({
@@ -41,6 +41,23 @@ test('paired statistics: mean difference, sd(d)/√n, wins and losses; the unpai
   const b = policyStats(f, 'sft');
   assert.ok(Math.abs(d.unpairedZ! - (a.mean - b.mean) / Math.sqrt(a.se! ** 2 + b.se! ** 2)) < 1e-12);
   assert.ok(d.unpairedZ! < 0.5, 'the same prompts\' spread hides the gain unpaired');
+});
+
+test('seeds averaged: RL policies of one granularity from one policy, averaged per prompt, paired against it; one seed alone is no group', () => {
+  let f = withPolicy(emptyStudyFile(), 'sft', policy('sft', [0.1, 0.5, 0.3, 0.9]));
+  f = withPolicy(f, 'trajectory-s1', policy('rl', [0.3, 0.5, 0.3, 0.9]));
+  assert.deepEqual(seedGroups(f), [], 'one seed');
+  f = withPolicy(f, 'trajectory-s2', policy('rl', [0.1, 0.7, 0.1, 0.9], { seed: 2 }));
+  f = withPolicy(f, 'turn-s1', policy('rl', [0, 0, 0, 0], { granularity: 'turn' }));
+  const [g, ...rest] = seedGroups(f);
+  assert.equal(rest.length, 0, 'turn has one seed');
+  assert.deepEqual([g!.granularity, g!.from, g!.policies], ['trajectory', 'sft', ['trajectory-s1', 'trajectory-s2']]);
+  // averaged [0.2, 0.6, 0.2, 0.9] − sft = [0.1, 0.1, −0.1, 0]: mean 0.025
+  assert.ok(Math.abs(g!.paired.diff - 0.025) < 1e-12);
+  assert.deepEqual([g!.paired.wins, g!.paired.losses, g!.paired.ties], [2, 1, 1]);
+  // seed means 0.5 and 0.45: sd 0.0354
+  assert.ok(Math.abs(g!.seedSd - Math.SQRT1_2 * 0.05) < 1e-12);
+  assert.match(studyFileMarkdown(f), /\| trajectory: trajectory-s1, trajectory-s2 \| sft \| 0\.4750 \| \+0\.0250 ± 0\.0479 \(\+0\.5 SE\) \| 2 \/ 1 \/ 1 \| 0\.0354 \|/);
 });
 
 test('the file round-trips as stable text; a malformed or incomplete file is refused naming the file and field', () => {
