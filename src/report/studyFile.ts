@@ -272,24 +272,22 @@ export interface SeedGroup {
  * (not the prompts'), so it asks whether the method, not one run, moves the held-out reward.
  */
 export function seedGroups(f: StudyFile): SeedGroup[] {
-  const groups = new Map<string, string[]>();
+  const groups = new Map<string, { granularity: string; from: string; policies: string[] }>();
   for (const [name, p] of Object.entries(f.policies)) {
     if (p.kind !== 'rl' || !p.from || !f.policies[p.from]) continue;
-    const key = `${p.granularity ?? '?'}\u0000${p.from}`;
-    groups.set(key, [...(groups.get(key) ?? []), name]);
+    const granularity = p.granularity ?? '?';
+    const key = JSON.stringify([granularity, p.from]);
+    const g = groups.get(key) ?? { granularity, from: p.from, policies: [] };
+    g.policies.push(name);
+    groups.set(key, g);
   }
-  const out: SeedGroup[] = [];
-  for (const [key, names] of groups) {
-    if (names.length < 2) continue;
-    const [granularity, from] = key.split('\u0000') as [string, string];
+  return [...groups.values()].filter((g) => g.policies.length >= 2).map((g) => {
     const avg: Record<string, number> = {};
-    for (const u of f.prompts) avg[u] = names.reduce((n, name) => n + f.policies[name]!.heldOut[u]!, 0) / names.length;
-    const means = names.map((n) => policyStats(f, n).mean);
-    const mu = means.reduce((a, b) => a + b, 0) / means.length;
-    const seedSd = Math.sqrt(means.reduce((a, m) => a + (m - mu) ** 2, 0) / (means.length - 1));
-    out.push({ granularity, from, policies: names, paired: pairedRewards(avg, f.policies[from]!.heldOut, f.prompts), seedSd });
-  }
-  return out;
+    for (const u of f.prompts) avg[u] = g.policies.reduce((n, name) => n + f.policies[name]!.heldOut[u]!, 0) / g.policies.length;
+    // each seed's held-out mean is one "prompt" of promptMeanStats: its sd is the seeds' spread
+    const seedSd = promptMeanStats(g.policies.map((n) => policyStats(f, n).mean), g.policies).sd!;
+    return { ...g, paired: pairedRewards(avg, f.policies[g.from]!.heldOut, f.prompts), seedSd };
+  });
 }
 
 const f4 = (v: number): string => v.toFixed(4);
