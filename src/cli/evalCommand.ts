@@ -8,7 +8,8 @@
  *   cm2 eval bfcl --policy reference            every example's own reference answer (checks the harness)
  *   cm2 eval bfcl --answers FILE.jsonl          score precomputed outputs: {"id", "result": [{"f": {"a": 1}}]} per line
  *
- * with `--category a,b` (or `all`; default: the seven categories CM2 reports), `--limit N`, `--data DIR`, `--out FILE`,
+ * with `--category a,b` (or `all`; default: the seven categories CM2 reports), `--ids a,b` (only these examples; their
+ * categories when `--category` is not given: e.g. the failures of an earlier run), `--limit N`, `--data DIR`, `--out FILE`,
  * `--chunk-size N` (examples generated together as one of the evaluation stage's chunks; default the stage's, 64).
  *
  * Multi-turn categories (`multi_turn_base`, `…_miss_func`, `…_miss_param`, `…_long_context`, or `multi_turn` for the
@@ -20,7 +21,7 @@ import path from 'node:path';
 import { loadStoredModel } from '../stages/eval/activities';
 import { type EvalPolicy } from '../stages/eval/shapes';
 import { loadChatTokenizer } from '../chat/tokenize';
-import { DEFAULT_CATEGORIES, parseCategoryList } from '../stages/eval/bfcl/categories';
+import { categoryOfId, DEFAULT_CATEGORIES, parseCategoryList, parseIdList } from '../stages/eval/bfcl/categories';
 import { BfclDataError, BfclInputError, parseAnswers } from '../stages/eval/bfcl/data';
 import { stringifyPyJson } from '../stages/eval/bfcl/pyValue';
 import { AnswersPolicy, availableCategories, EndpointConfig, EndpointPolicy, evaluateBfcl, ModelPolicy, ReferencePolicy, type Policy } from '../stages/eval/bfcl/runner';
@@ -49,6 +50,8 @@ export interface EvalBfclCommandOptions {
   underscoreNames?: boolean;
   category?: string;
   limit?: string;
+  /** `--ids a,b`: only these examples (their categories, when `--category` is not given). */
+  ids?: string;
   data?: string;
   out?: string;
   tokenizer?: string;
@@ -186,7 +189,7 @@ export function splitCategories(spec: string): { single: string | undefined; mul
 }
 
 /** The multi-turn categories' results (the bridge is started here and ended before returning). */
-async function evaluateMultiTurnCategories(opts: EvalBfclCommandOptions, loaded: Loaded, categories: readonly string[], limit: number | undefined, log: (l: string) => void, bridge: BfclBridge): Promise<{ results: ExampleResult[]; info: { bfclEval: string; data: string }; answerIds: Set<string> }> {
+async function evaluateMultiTurnCategories(opts: EvalBfclCommandOptions, loaded: Loaded, categories: readonly string[], limit: number | undefined, ids: readonly string[] | undefined, log: (l: string) => void, bridge: BfclBridge): Promise<{ results: ExampleResult[]; info: { bfclEval: string; data: string }; answerIds: Set<string> }> {
   const info = await bridgeInfo(bridge);
   log(`multi-turn: bfcl-eval ${info.bfclEval} (Python ${info.python}), data ${info.data}`);
   const backend = bridgeBackend(bridge);
@@ -195,7 +198,7 @@ async function evaluateMultiTurnCategories(opts: EvalBfclCommandOptions, loaded:
   let answers: Map<string, MultiTurnResult> | undefined;
   for (const category of categories) {
     const t0 = Date.now();
-    const entries = await loadMultiTurnCategory(bridge, category, limit);
+    const entries = await loadMultiTurnCategory(bridge, category, limit, ids);
     let rs;
     if (opts.answers !== undefined) {
       if (!answers) {
@@ -237,8 +240,12 @@ export async function evalBfclCommand(opts: EvalBfclCommandOptions, config: () =
     if (!opts.quiet) console.error(l);
   };
   const dataDir = opts.data ? path.resolve(opts.data) : bfclDataDir();
-  const split = splitCategories(opts.category ?? DEFAULT_CATEGORIES.join(','));
+  const idList = opts.ids === undefined ? undefined : parseIdList(opts.ids);
+  const split = splitCategories(opts.category ?? (idList ? idList.categories.join(',') : DEFAULT_CATEGORIES.join(',')));
   const categories = split.single === undefined ? [] : parseCategoryList(split.single, split.single.split(',').includes('all') ? availableCategories(dataDir) : []);
+  const ids = idList?.ids;
+  const outside = (ids ?? []).filter((id) => ![...categories, ...split.multi].includes(categoryOfId(id)));
+  if (outside.length > 0) throw new BfclInputError(`--ids ${outside.join(', ')}: not of the categories evaluated (${[...categories, ...split.multi].join(', ')}); leave out --category to take the ids' own`);
   const limit = int(opts.limit, 'limit');
   if (parseMode(opts.mode) === 'prompt' && opts.endpoint === undefined && !opts.policy?.startsWith('openai:')) throw new BfclInputError('--mode prompt is for endpoints (--endpoint or --policy openai:MODEL@URL)');
   // The stage's chunks: the same batches are formed, so the stage and this command agree on the same policy.
@@ -260,6 +267,7 @@ export async function evalBfclCommand(opts: EvalBfclCommandOptions, config: () =
         categories,
         dataDir,
         ...(limit !== undefined ? { limit } : {}),
+        ...(ids !== undefined ? { ids } : {}),
         chunkSize,
         log,
         onProgress: (category, done, total) => {
@@ -270,7 +278,7 @@ export async function evalBfclCommand(opts: EvalBfclCommandOptions, config: () =
         },
       });
     }
-    if (split.multi.length > 0) multi = await evaluateMultiTurnCategories(opts, loaded, split.multi, limit, log, getBridge());
+    if (split.multi.length > 0) multi = await evaluateMultiTurnCategories(opts, loaded, split.multi, limit, ids, log, getBridge());
   } finally {
     loaded.dispose();
     await bridge?.close();
@@ -284,6 +292,7 @@ export async function evalBfclCommand(opts: EvalBfclCommandOptions, config: () =
       policy: description,
       dataDir: categories.length > 0 ? dataDir : multi.info.data,
       ...(limit !== undefined ? { limit } : {}),
+      ...(ids !== undefined ? { ids } : {}),
       createdAt: new Date().toISOString(),
       seconds: (Date.now() - t0) / 1000,
       ...aggregate(all, examples),

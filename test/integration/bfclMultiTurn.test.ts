@@ -70,6 +70,16 @@ test('cm2 eval bfcl --policy reference plays every multi-turn entry through BFCL
   assert.match(stdout, /multi_turn_long_context\s+100\.0%/);
 });
 
+test('--ids: only the named multi-turn entries (their categories from the ids, in BFCL\'s order); a missing id is an error naming the category', async () => {
+  const out = path.join(mkdtempSync(path.join(tmpdir(), 'cm2-mt-')), 'ids.json');
+  await cli(['--policy', 'reference', '--ids', 'multi_turn_miss_param_7,multi_turn_base_3,multi_turn_base_1', '--out', out]);
+  const results = BfclResults.parse(JSON.parse(readFileSync(out, 'utf8')));
+  assert.deepEqual(results.examples.map((e) => e.id), ['multi_turn_miss_param_7', 'multi_turn_base_1', 'multi_turn_base_3']);
+  assert.deepEqual(Object.keys(results.categories), ['multi_turn_miss_param', 'multi_turn_base']);
+  assert.deepEqual(results.ids, ['multi_turn_miss_param_7', 'multi_turn_base_3', 'multi_turn_base_1']);
+  await assert.rejects(cli(['--policy', 'reference', '--ids', 'multi_turn_base_3,multi_turn_base_999']), /bfcl-eval's multi_turn_base has no example multi_turn_base_999/);
+});
+
 test('cross-check: cm2\'s verdicts equal bfcl-eval\'s own runner on ground truth and every perturbation kind (a sample of each category)', async () => {
   const sample = MULTI_TURN_CATEGORIES.flatMap((c) => entries.get(c)!.filter((_, i) => i % 20 === 0)); // 10 per category
   const backend = bridgeBackend(bridge);

@@ -25,15 +25,22 @@ let server: LlamaServer | undefined;
 let skip: string | undefined;
 let bridge: BfclBridge;
 let base: MultiTurnEntry[] = [];
+// Entries with one class's functions (the file system's): a prompt of ~3.1k tokens with the functions as tools and
+// ~4.5k in BFCL's prompting mode. multi_turn_base_0 (the posting API's functions too) took ~4.9k and ~8k: the
+// prompting-mode episode ran out of context at its third turn, and those prefills were most of this file's time.
+// The forced calls: multi_turn_base_1 (four turns), whose forced first call SmolLM2 writes as valid JSON (for
+// multi_turn_base_3 and _38 it does not, and llama-server answers 500). The command: multi_turn_base_3 (two turns).
+const FORCED = 'multi_turn_base_1';
+const ENTRY = 'multi_turn_base_3';
 
 before(async () => {
   skip = await llamaServerUnavailable();
   if (skip) return;
-  // The ChatML template with tools and <tool_call> blocks (SmolLM2's own has none). An entry's prompt is ~5k tokens
-  // with the functions as tools, more in BFCL's prompting mode (its docs in JSON, response schemas included).
-  server = await startLlamaServer({ ctxSize: 16384, parallel: 2, chatTemplateFile: path.join(__dirname, '..', 'fixtures', 'llama-server', 'chatml-tool-calls.jinja') });
+  // The ChatML template with tools and <tool_call> blocks (SmolLM2's own has none). The slot's context is capped at
+  // the model's 8,192 tokens whatever is asked.
+  server = await startLlamaServer({ ctxSize: 8192, parallel: 2, chatTemplateFile: path.join(__dirname, '..', 'fixtures', 'llama-server', 'chatml-tool-calls.jinja') });
   bridge = new BfclBridge({ python: bfclPythonPath() });
-  base = await loadMultiTurnCategory(bridge, 'multi_turn_base', 2);
+  base = await loadMultiTurnCategory(bridge, 'multi_turn_base', undefined, [FORCED, ENTRY]);
 });
 
 after(async () => {
@@ -60,7 +67,7 @@ test('real server, function calling: forced tool calls are executed by BFCL\'s b
     }
   }
   const policy = new EndpointMultiTurnPolicy(new Forced(endpoint(server)), bridgeFormatter(bridge), 'fc');
-  const [r] = await evaluateMultiTurnEpisodes(base.slice(0, 1), policy, bridgeBackend(bridge), { sessionPrefix: 'real-fc' });
+  const [r] = await evaluateMultiTurnEpisodes(base.filter((e) => e.id === FORCED), policy, bridgeBackend(bridge), { sessionPrefix: 'real-fc' });
   t.diagnostic(`verdict ${r!.valid ? 'valid' : r!.bfcl}; first steps ${JSON.stringify((r!.calls as string[][][])[0]?.slice(0, 3))}`);
   const executed = (r!.calls as string[][][]).flat().filter((s) => s.length > 0);
   assert.ok(executed.length > 0, 'the model\'s calls were decoded and executed');
@@ -70,15 +77,15 @@ test('real server, function calling: forced tool calls are executed by BFCL\'s b
   const toolMessage = followUp!.messages.find((m) => m.role === 'tool') as { tool_call_id: string; content: string };
   assert.equal(toolMessage.tool_call_id, assistant.tool_calls[0]!.id);
   assert.ok(toolMessage.content.length > 0);
-  assert.ok(bodies.every((b) => (b.tools?.length ?? 0) === base[0]!.functions.length), 'every request offered the entry\'s functions as tools');
+  assert.ok(bodies.every((b) => (b.tools?.length ?? 0) === base.find((e) => e.id === FORCED)!.functions.length), 'every request offered the entry\'s functions as tools');
 });
 
-test('real server: `cm2 eval bfcl --endpoint … --category multi_turn_base,simple_python` in both modes plays and scores every entry', async (t) => {
+test('real server: `cm2 eval bfcl --endpoint … --ids multi_turn_base_3,simple_python_0` in both modes plays and scores every entry', async (t) => {
   if (!server) return t.skip(skip ?? 'llama-server did not start');
   const dir = mkdtempSync(path.join(tmpdir(), 'cm2-mt-real-'));
   for (const mode of ['fc', 'prompt']) {
     const out = path.join(dir, `${mode}.json`);
-    const r = await cm2(['eval', 'bfcl', '--endpoint', server.url, '--model', server.model, '--category', 'multi_turn_base,simple_python', '--limit', '1', '--mode', mode,
+    const r = await cm2(['eval', 'bfcl', '--endpoint', server.url, '--model', server.model, '--ids', `${ENTRY},simple_python_0`, '--mode', mode,
       '--concurrency', '2', '--max-new-tokens', '96', '--timeout-ms', '300000', '--out', out]);
     assert.equal(r.code, 0, r.out);
     const res = BfclResults.parse(JSON.parse(readFileSync(out, 'utf8')));

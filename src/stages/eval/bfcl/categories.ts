@@ -81,3 +81,44 @@ export function parseCategoryList(spec: string, available: readonly string[]): s
   }
   return out;
 }
+
+/**
+ * The category of a BFCL example id: the id without its trailing number (`simple_python_12` → `simple_python`,
+ * `live_simple_0-0-0` → `live_simple`, `multi_turn_base_3` → `multi_turn_base`).
+ */
+export function categoryOfId(id: string): string {
+  const m = /^([a-z0-9_]+?)_\d+(?:-\d+)*$/.exec(id);
+  if (!m) throw new BfclInputError(`'${id}' is not a BFCL example id (a category and a number, e.g. simple_python_0 or live_simple_0-0-0)`);
+  return m[1]!;
+}
+
+/**
+ * Parses `--ids a,b`: the ids (deduplicated, in the given order) and their categories in order of first appearance.
+ */
+export function parseIdList(spec: string): { ids: string[]; categories: string[] } {
+  const ids = [...new Set(spec.split(',').map((s) => s.trim()).filter(Boolean))];
+  if (ids.length === 0) throw new BfclInputError('no id given (e.g. --ids simple_python_0,multi_turn_base_3)');
+  const categories: string[] = [];
+  for (const id of ids) {
+    const c = categoryOfId(id);
+    if (!categories.includes(c)) categories.push(c);
+  }
+  return { ids, categories };
+}
+
+/**
+ * The examples of one category that `ids` names (all of them when `ids` is undefined), then the first `limit`. An id
+ * of this category that the data does not hold is an input error: a typo must not shrink an evaluation silently.
+ */
+export function selectExamples<T extends { id: string }>(category: string, examples: readonly T[], ids: readonly string[] | undefined, limit: number | undefined, where: string): T[] {
+  let out = [...examples];
+  if (ids !== undefined) {
+    const wanted = ids.filter((id) => categoryOfId(id) === category);
+    const have = new Set(out.map((e) => e.id));
+    const missing = wanted.filter((id) => !have.has(id));
+    if (missing.length > 0) throw new BfclInputError(`${where} has no example ${missing.join(', ')} (--ids)`);
+    const keep = new Set(wanted);
+    out = out.filter((e) => keep.has(e.id));
+  }
+  return limit === undefined ? out : out.slice(0, limit);
+}

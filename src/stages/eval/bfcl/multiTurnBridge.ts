@@ -4,7 +4,7 @@
  * are executed by its backends and entries scored by its checker.
  */
 import { z } from 'zod';
-import { BfclInputError } from './categories';
+import { BfclInputError, selectExamples } from './categories';
 import type { FunctionDoc } from './checker';
 import type { BfclMessage } from './data';
 import type { BfclFormatter } from './multiTurnPolicies';
@@ -41,8 +41,8 @@ export async function bridgeInfo(bridge: BfclBridge): Promise<BridgeInfo> {
   return { bfclEval: r.bfcl_eval, python: r.python, data: r.data };
 }
 
-/** The entries of a multi-turn category, in BFCL's order (the first `limit`). The bridge keeps them for execution and checks. */
-export async function loadMultiTurnCategory(bridge: BfclBridge, category: string, limit?: number): Promise<MultiTurnEntry[]> {
+/** The entries of a multi-turn category, in BFCL's order (those `ids` names, then the first `limit`). The bridge keeps them for execution and checks. */
+export async function loadMultiTurnCategory(bridge: BfclBridge, category: string, limit?: number, ids?: readonly string[]): Promise<MultiTurnEntry[]> {
   if (!isMultiTurn(category)) throw new BfclInputError(`'${category}' is not a multi-turn category`);
   const parsed = Loaded.safeParse(await bridge.request('load', { category }));
   if (!parsed.success) throw new BfclInputError(`bfcl-eval's ${category} data is not as expected: ${parsed.error.issues[0]?.message} at ${parsed.error.issues[0]?.path.join('.')}`);
@@ -60,7 +60,7 @@ export async function loadMultiTurnCategory(bridge: BfclBridge, category: string
       groundTruth: gt,
     };
   });
-  return limit === undefined ? entries : entries.slice(0, limit);
+  return selectExamples(category, entries, ids, limit, `bfcl-eval's ${category}`);
 }
 
 /** BFCL's execution and checker through the bridge. */

@@ -31,7 +31,7 @@ import { LlmRoleConfig } from '../../../llm/llmConfig';
 import { generateAsync } from '../../../model/net/generate';
 import type { TokenEngine } from '../../../llm/engine';
 import type { QwenModel } from '../../../model/net/qwen';
-import { answerFileName, categoryKind, discoverCategories, questionFileName, unsupportedReason } from './categories';
+import { answerFileName, categoryKind, discoverCategories, questionFileName, selectExamples, unsupportedReason } from './categories';
 import { BfclInputError, buildExamples, parsePossibleAnswers, parseQuestions, type AnswerEntry, type BfclExample } from './data';
 import { decodeAnswerResult, decodeOpenAiMessage, decodeQwenText, type Decoded, type ToolCallMessage } from './decode';
 import { referenceCalls } from './reference';
@@ -360,6 +360,8 @@ export class ReferencePolicy implements Policy {
 export interface EvaluateOptions {
   categories: readonly string[];
   limit?: number;
+  /** Only these examples (BFCL ids; those of other categories are ignored here), before `limit`. */
+  ids?: readonly string[];
   /** The BFCL data folder (the default: bfclDataDir() in src/infra/binaries.ts). */
   dataDir: string;
   /**
@@ -421,7 +423,10 @@ export async function evaluateBfcl(policy: Policy, opts: EvaluateOptions): Promi
   const t0 = Date.now();
   const dataDir = opts.dataDir;
   // Load (and validate) everything first: a bad file fails fast, before any generation.
-  const sets = opts.categories.map((c) => ({ category: c, examples: loadCategory(dataDir, c, opts.limit) }));
+  const sets = opts.categories.map((c) => ({
+    category: c,
+    examples: opts.ids === undefined ? loadCategory(dataDir, c, opts.limit) : selectExamples(c, loadCategory(dataDir, c), opts.ids, opts.limit, path.join(dataDir, questionFileName(c))),
+  }));
   const total = sets.reduce((n, s) => n + s.examples.length, 0);
   const chunks = planChunks(sets.map((s) => ({ category: s.category, count: s.examples.length })), opts.chunkSize ?? Math.max(1, total));
   const byCategory = new Map(sets.map((s) => [s.category, s.examples]));
@@ -440,5 +445,5 @@ export async function evaluateBfcl(policy: Policy, opts: EvaluateOptions): Promi
     ...(opts.limit !== undefined ? { limit: opts.limit } : {}),
     createdAt: new Date().toISOString(),
   });
-  return { ...merged, seconds: (Date.now() - t0) / 1000 };
+  return { ...merged, ...(opts.ids !== undefined ? { ids: [...opts.ids] } : {}), seconds: (Date.now() - t0) / 1000 };
 }

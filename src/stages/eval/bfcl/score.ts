@@ -62,6 +62,8 @@ export const BfclResults = z.object({
   policy: z.record(z.string(), z.unknown()),
   dataDir: z.string(),
   limit: z.number().int().positive().optional(),
+  /** Only these examples were asked for (`--ids`). */
+  ids: z.array(z.string()).optional(),
   createdAt: z.string(),
   seconds: z.number(),
   categories: z.record(z.string(), CategoryResult),

@@ -7,7 +7,7 @@ import { existsSync, mkdirSync, mkdtempSync, readFileSync, writeFileSync } from 
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { describe, test } from 'node:test';
-import { BfclInputError, categoryKind, categoryLanguage, discoverCategories, parseCategoryList, unsupportedReason } from '../../../../src/stages/eval/bfcl/categories';
+import { BfclInputError, categoryKind, categoryLanguage, categoryOfId, discoverCategories, parseCategoryList, parseIdList, selectExamples, unsupportedReason } from '../../../../src/stages/eval/bfcl/categories';
 import { checkerMode, type DecodedCall, type FunctionDoc } from '../../../../src/stages/eval/bfcl/checker';
 import { BfclDataError, buildExamples, parseAnswers, parsePossibleAnswers, parseQuestions, type BfclExample } from '../../../../src/stages/eval/bfcl/data';
 import { decodeAnswerResult, decodeOpenAiMessage, decodeQwenText } from '../../../../src/stages/eval/bfcl/decode';
@@ -154,6 +154,23 @@ describe('categories', () => {
     assert.throws(() => parseCategoryList('', found), BfclInputError);
     assert.throws(() => parseCategoryList('memory_kv', found), /not supported/);
   });
+  test('--ids: an id names its category; a selection keeps BFCL\'s order, applies --limit after it and names a missing id', () => {
+    assert.equal(categoryOfId('simple_python_12'), 'simple_python');
+    assert.equal(categoryOfId('live_simple_0-0-0'), 'live_simple');
+    assert.equal(categoryOfId('live_parallel_multiple_3-1-0'), 'live_parallel_multiple');
+    assert.equal(categoryOfId('multi_turn_base_3'), 'multi_turn_base');
+    assert.throws(() => categoryOfId('simple_python'), /not a BFCL example id/);
+    assert.deepEqual(parseIdList('multi_turn_base_3, simple_python_0,multi_turn_base_1,simple_python_0'), {
+      ids: ['multi_turn_base_3', 'simple_python_0', 'multi_turn_base_1'],
+      categories: ['multi_turn_base', 'simple_python'],
+    });
+    assert.throws(() => parseIdList(' , '), /no id given/);
+    const ex = [0, 1, 2, 3].map((i) => ({ id: `simple_python_${i}` }));
+    assert.deepEqual(selectExamples('simple_python', ex, ['simple_python_3', 'simple_python_1', 'irrelevance_0'], undefined, 'f').map((e) => e.id), ['simple_python_1', 'simple_python_3']);
+    assert.deepEqual(selectExamples('simple_python', ex, ['simple_python_3', 'simple_python_1'], 1, 'f').map((e) => e.id), ['simple_python_1']);
+    assert.deepEqual(selectExamples('simple_python', ex, undefined, 2, 'f').map((e) => e.id), ['simple_python_0', 'simple_python_1']);
+    assert.throws(() => selectExamples('simple_python', ex, ['simple_python_9'], undefined, 'BFCL_v4_simple_python.json'), /BFCL_v4_simple_python.json has no example simple_python_9/);
+  });
 });
 
 describe('what the policy sees', () => {
@@ -258,5 +275,24 @@ describe('cm2 eval bfcl (command)', () => {
       assert.equal(scoreExample(ex, { calls: e.calls }).valid, true, e.id);
     }
     await assert.rejects(evalBfclCommand({ policy: 'openai:m@http://x', answers: 'a.jsonl', quiet: true }, () => { throw new Error('unused'); }), /exactly one of --policy/);
+  });
+  test('--ids: only the named examples of BFCL\'s files, their categories taken from the ids; a missing id or one outside --category is an error', { skip: existsSync(bfclDataDir()) ? false : 'no BFCL data' }, async () => {
+    const noConfig = () => {
+      throw new Error('no config needed');
+    };
+    const log = console.log;
+    console.log = () => undefined;
+    try {
+      const r = await evalBfclCommand({ policy: 'reference', ids: 'irrelevance_2,simple_python_5,simple_python_1', quiet: true }, noConfig);
+      assert.deepEqual(Object.keys(r.categories), ['irrelevance', 'simple_python']);
+      assert.deepEqual(r.examples.map((e) => e.id), ['irrelevance_2', 'simple_python_1', 'simple_python_5']);
+      assert.deepEqual(r.ids, ['irrelevance_2', 'simple_python_5', 'simple_python_1']);
+      assert.deepEqual(r.overall, { accuracy: 1, correct: 3, total: 3 });
+      BfclResults.parse(r);
+      await assert.rejects(evalBfclCommand({ policy: 'reference', ids: 'simple_python_1,simple_python_99999', quiet: true }, noConfig), /BFCL_v4_simple_python\.json has no example simple_python_99999/);
+      await assert.rejects(evalBfclCommand({ policy: 'reference', category: 'simple_python', ids: 'simple_python_1,parallel_0', quiet: true }, noConfig), /--ids parallel_0: not of the categories evaluated \(simple_python\)/);
+    } finally {
+      console.log = log;
+    }
   });
 });
