@@ -242,10 +242,15 @@ export async function evalBfclCommand(opts: EvalBfclCommandOptions, config: () =
   const dataDir = opts.data ? path.resolve(opts.data) : bfclDataDir();
   const idList = opts.ids === undefined ? undefined : parseIdList(opts.ids);
   const split = splitCategories(opts.category ?? (idList ? idList.categories.join(',') : DEFAULT_CATEGORIES.join(',')));
-  const categories = split.single === undefined ? [] : parseCategoryList(split.single, split.single.split(',').includes('all') ? availableCategories(dataDir) : []);
+  let categories = split.single === undefined ? [] : parseCategoryList(split.single, split.single.split(',').includes('all') ? availableCategories(dataDir) : []);
   const ids = idList?.ids;
-  const outside = (ids ?? []).filter((id) => ![...categories, ...split.multi].includes(categoryOfId(id)));
-  if (outside.length > 0) throw new BfclInputError(`--ids ${outside.join(', ')}: not of the categories evaluated (${[...categories, ...split.multi].join(', ')}); leave out --category to take the ids' own`);
+  if (idList) {
+    const outside = idList.ids.filter((id) => ![...categories, ...split.multi].includes(categoryOfId(id)));
+    if (outside.length > 0) throw new BfclInputError(`--ids ${outside.join(', ')}: not of the categories evaluated (${[...categories, ...split.multi].join(', ')}); leave out --category to take the ids' own`);
+    // `--category all --ids …` or `multi_turn`: the categories none of the ids is in are left out, not reported empty
+    categories = categories.filter((c) => idList.categories.includes(c));
+    split.multi = split.multi.filter((c) => idList.categories.includes(c));
+  }
   const limit = int(opts.limit, 'limit');
   if (parseMode(opts.mode) === 'prompt' && opts.endpoint === undefined && !opts.policy?.startsWith('openai:')) throw new BfclInputError('--mode prompt is for endpoints (--endpoint or --policy openai:MODEL@URL)');
   // The stage's chunks: the same batches are formed, so the stage and this command agree on the same policy.

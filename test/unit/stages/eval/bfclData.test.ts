@@ -289,6 +289,10 @@ describe('cm2 eval bfcl (command)', () => {
       assert.deepEqual(r.ids, ['irrelevance_2', 'simple_python_5', 'simple_python_1']);
       assert.deepEqual(r.overall, { accuracy: 1, correct: 3, total: 3 });
       BfclResults.parse(r);
+      // with --category: the categories none of the ids is in are left out, not reported with 0 examples
+      const all = await evalBfclCommand({ policy: 'reference', category: 'all', ids: 'simple_python_1', quiet: true }, noConfig);
+      assert.deepEqual(Object.keys(all.categories), ['simple_python']);
+      assert.equal(all.overall.total, 1);
       await assert.rejects(evalBfclCommand({ policy: 'reference', ids: 'simple_python_1,simple_python_99999', quiet: true }, noConfig), /BFCL_v4_simple_python\.json has no example simple_python_99999/);
       await assert.rejects(evalBfclCommand({ policy: 'reference', category: 'simple_python', ids: 'simple_python_1,parallel_0', quiet: true }, noConfig), /--ids parallel_0: not of the categories evaluated \(simple_python\)/);
     } finally {
