@@ -245,8 +245,9 @@ export async function evalBfclCommand(opts: EvalBfclCommandOptions, config: () =
   let categories = split.single === undefined ? [] : parseCategoryList(split.single, split.single.split(',').includes('all') ? availableCategories(dataDir) : []);
   const ids = idList?.ids;
   if (idList) {
-    const outside = idList.ids.filter((id) => ![...categories, ...split.multi].includes(categoryOfId(id)));
-    if (outside.length > 0) throw new BfclInputError(`--ids ${outside.join(', ')}: not of the categories evaluated (${[...categories, ...split.multi].join(', ')}); leave out --category to take the ids' own`);
+    const evaluated = [...categories, ...split.multi];
+    const outside = idList.ids.filter((id) => !evaluated.includes(categoryOfId(id)));
+    if (outside.length > 0) throw new BfclInputError(`--ids ${outside.join(', ')}: not of the categories evaluated (${evaluated.join(', ')}); leave out --category to take the ids' own`);
     // `--category all --ids …` or `multi_turn`: the categories none of the ids is in are left out, not reported empty
     categories = categories.filter((c) => idList.categories.includes(c));
     split.multi = split.multi.filter((c) => idList.categories.includes(c));

@@ -111,7 +111,7 @@ export function parseIdList(spec: string): { ids: string[]; categories: string[]
  * of this category that the data does not hold is an input error: a typo must not shrink an evaluation silently.
  */
 export function selectExamples<T extends { id: string }>(category: string, examples: readonly T[], ids: readonly string[] | undefined, limit: number | undefined, where: string): T[] {
-  let out = [...examples];
+  let out: readonly T[] = examples;
   if (ids !== undefined) {
     const wanted = ids.filter((id) => categoryOfId(id) === category);
     const have = new Set(out.map((e) => e.id));
@@ -120,5 +120,5 @@ export function selectExamples<T extends { id: string }>(category: string, examp
     const keep = new Set(wanted);
     out = out.filter((e) => keep.has(e.id));
   }
-  return limit === undefined ? out : out.slice(0, limit);
+  return out.slice(0, limit);
 }

@@ -423,10 +423,7 @@ export async function evaluateBfcl(policy: Policy, opts: EvaluateOptions): Promi
   const t0 = Date.now();
   const dataDir = opts.dataDir;
   // Load (and validate) everything first: a bad file fails fast, before any generation.
-  const sets = opts.categories.map((c) => ({
-    category: c,
-    examples: opts.ids === undefined ? loadCategory(dataDir, c, opts.limit) : selectExamples(c, loadCategory(dataDir, c), opts.ids, opts.limit, path.join(dataDir, questionFileName(c))),
-  }));
+  const sets = opts.categories.map((c) => ({ category: c, examples: selectExamples(c, loadCategory(dataDir, c), opts.ids, opts.limit, path.join(dataDir, questionFileName(c))) }));
   const total = sets.reduce((n, s) => n + s.examples.length, 0);
   const chunks = planChunks(sets.map((s) => ({ category: s.category, count: s.examples.length })), opts.chunkSize ?? Math.max(1, total));
   const byCategory = new Map(sets.map((s) => [s.category, s.examples]));
