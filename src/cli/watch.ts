@@ -78,11 +78,22 @@ const coarse = (ms: number) => shortDuration(Math.floor(ms / 5000) * 5);
 
 /**
  * Notes for the progress line (pure): retries (`sftTrain attempt 2, last failure: …`), waits for a worker
- * (`waiting 1m20s: no worker polling cm2-gpu (last poll 1m25s ago)`). `lastPoll` maps a queue to its latest poll;
- * a queue missing from it was not looked at.
+ * (`waiting 1m20s: no worker polling cm2-gpu (last poll 1m25s ago)`), or for a worker busy with this run's other work
+ * on the same queue (`waiting 2m20s: the workers on cm2-gpu are busy (evalBfclChunk running)`). `lastPoll` maps a queue
+ * to its latest poll; a queue missing from it was not looked at.
  */
 export function activityNotes(pending: readonly PendingView[], lastPoll: ReadonlyMap<string, LastPoll>, now: number): string[] {
   const notes: string[] = [];
+  // What runs on each queue: a worker busy with this run's other work does not poll, and its last poll ages while it
+  // runs (the gpu worker of a BFCL evaluation holds one chunk while the next waits). A dead worker's activities stop
+  // being `started` once their heartbeat times out, so the note then says nobody polls.
+  const running = new Map<string, string[]>();
+  for (const p of pending) {
+    if (p.state !== 'started' || p.taskQueue === undefined) continue;
+    const types = running.get(p.taskQueue) ?? [];
+    if (!types.includes(p.type)) types.push(p.type);
+    running.set(p.taskQueue, types);
+  }
   for (const p of pending) {
     const parts: string[] = [];
     if (p.attempt > 1) parts.push(`${p.type} attempt ${p.attempt}${p.lastFailure ? `, last failure: ${short(p.lastFailure)}` : ''}`);
@@ -94,7 +105,9 @@ export function activityNotes(pending: readonly PendingView[], lastPoll: Readonl
         const queue = p.taskQueue;
         const poll = queue !== undefined ? lastPoll.get(queue) : undefined;
         const label = parts.length ? '' : `${p.type} `;
-        if (queue !== undefined && poll === null) parts.push(`${label}waiting ${waited}: no worker polling ${queue}`);
+        const busy = queue !== undefined ? running.get(queue) : undefined;
+        if (busy !== undefined) parts.push(`${label}waiting ${waited}: the workers on ${queue} are busy (${busy.join(', ')} running)`);
+        else if (queue !== undefined && poll === null) parts.push(`${label}waiting ${waited}: no worker polling ${queue}`);
         else if (queue !== undefined && typeof poll === 'number' && now - poll >= NO_POLLER_AFTER_S * 1000) {
           parts.push(`${label}waiting ${waited}: no worker polling ${queue} (last poll ${coarse(now - poll)} ago)`);
         } else parts.push(`${label}waiting ${waited} for a worker${queue ? ` on ${queue}` : ''}`);

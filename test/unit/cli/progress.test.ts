@@ -101,6 +101,17 @@ describe('progress-line notes', () => {
     assert.deepEqual(activityNotes([{ ...p, attempt: 1 }], new Map([['cm2-gpu', sec(2)]]), now), ['sftTrain waiting 1m35s for a worker on cm2-gpu']);
   });
 
+  test('work waiting behind other work of the run on the same queue: the workers are busy, not gone (the BFCL chunks of smollm2-i30)', () => {
+    const waiting: PendingView = { type: 'evalBfclChunk', state: 'scheduled', attempt: 1, taskQueue: 'cm2-gpu', waitingSince: sec(140) };
+    const running: PendingView = { type: 'evalBfclChunk', state: 'started', attempt: 1, taskQueue: 'cm2-gpu' };
+    const other: PendingView = { type: 'rlJudge', state: 'started', attempt: 1, taskQueue: 'cm2-api' };
+    // The busy gpu worker has not polled for 25 s (it would have said "no worker polling cm2-gpu").
+    assert.deepEqual(activityNotes([running, waiting, other], new Map([['cm2-gpu', sec(25)]]), now), ['evalBfclChunk waiting 2m20s: the workers on cm2-gpu are busy (evalBfclChunk running)']);
+    assert.deepEqual(activityNotes([running, { ...waiting, attempt: 2, lastFailure: 'boom' }], new Map([['cm2-gpu', null]]), now), ['evalBfclChunk attempt 2, last failure: boom, waiting 2m20s: the workers on cm2-gpu are busy (evalBfclChunk running)']);
+    // Work running on another queue says nothing about this one.
+    assert.deepEqual(activityNotes([other, waiting], new Map([['cm2-gpu', sec(25)]]), now), ['evalBfclChunk waiting 2m20s: no worker polling cm2-gpu (last poll 25s ago)']);
+  });
+
   test('nothing to say about a running activity or a short wait', () => {
     const started: PendingView = { type: 'rlRollout', state: 'started', attempt: 1 };
     const fresh: PendingView = { type: 'rlJudge', state: 'scheduled', attempt: 1, taskQueue: 'cm2-api', waitingSince: sec(3) };
