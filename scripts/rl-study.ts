@@ -61,7 +61,7 @@ import { canonicalJson } from '../src/kernel/canonicalJson';
 import { useLocalInfraEnv } from '../src/infra/localInfra';
 import { type ObjectStore } from '../src/storage/store';
 import { checklistKeys, rlKeys, runKey, sftKeys, stageWorkflowId } from '../src/run/layout';
-import { heldOutSummary, lastEvalEpisodes, readRlRows } from '../src/report/collect';
+import { evalPromptRewards, heldOutSummary, lastEvalEpisodes, readRlRows } from '../src/report/collect';
 import { renderReport } from '../src/report/html';
 import { StudyResult, studyMarkdown, studyReportData, upsertStudyBlock, type StudyPolicy } from '../src/report/study';
 import { ReportData } from '../src/report/reportData';
@@ -69,7 +69,7 @@ import { evalWorkflow, type EvalResult, type EvalWorkflowInput } from '../src/st
 import { rlStatusQuery, type RlResult, type RlWorkflowInput } from '../src/stages/rl/workflow';
 import { type PolicyRef } from '../src/run/layout';
 import { studyFileReportData, studyFileSvgs } from '../src/report/studyFileReport';
-import { emptyStudyFile, parseStudyFile, promptRewards, studyFileMarkdown, studyFileText, withPolicy, withSearch, type StudyEpisodes, type StudyFile, type StudyFilePolicy, type StudySearch } from '../src/report/studyFile';
+import { emptyStudyFile, parseStudyFile, studyFileMarkdown, studyFileText, withPolicy, withSearch, type StudyEpisodes, type StudyFile, type StudyFilePolicy, type StudySearch } from '../src/report/studyFile';
 import { firstStepCounts } from '../src/report/firstStep';
 import { RolloutFile } from '../src/stages/rl/shapes';
 import { digestEpisodes, digestMarkdown, type RunDigests } from '../src/report/episodeDigest';
@@ -388,12 +388,10 @@ async function heldOutOf(store: ObjectStore, runId: string): Promise<Pick<StudyF
   const h = heldOutSummary(rows);
   const last = h.evals.at(-1);
   if (!last) throw new Error(`${runId}: no held-out evaluation in runs/${runId}/rl/metrics.jsonl`);
-  const key = rlKeys.advantages(rlKeys.eval(runId, last.step));
-  const file = await store.getJson<{ rows?: { id: string; reward?: number }[] }>(key);
   const train = rows.flatMap((r) => (r.kind === 'step' ? [{ step: r.step, mean: r.reward.mean, std: r.reward.std, ...(r.kl !== undefined ? { kl: r.kl } : {}) }] : []));
   const episodes = await withFirstStep(store, runId, last.step, lastEvalEpisodes(rows));
   const digests = await digestsOf(store, runId, last.step, train.map((t) => t.step));
-  return { step: last.step, heldOut: promptRewards(file.rows ?? [], key), evals: h.evals.map((e) => ({ step: e.step, mean: e.mean, se: e.se })), ...(train.length ? { train } : {}), ...(episodes ? { episodes } : {}), ...(digests ? { digests } : {}) };
+  return { step: last.step, heldOut: await evalPromptRewards(store, runId, last.step), evals: h.evals.map((e) => ({ step: e.step, mean: e.mean, se: e.se })), ...(train.length ? { train } : {}), ...(episodes ? { episodes } : {}), ...(digests ? { digests } : {}) };
 }
 
 /** The finished rollouts of a step or evaluation folder: the merged file, or else its last phase. */

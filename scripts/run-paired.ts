@@ -11,9 +11,8 @@
 import { parseArgs } from 'node:util';
 import { useLocalInfraEnv } from '../src/infra/localInfra';
 import { loadConfig } from '../src/run/config';
-import { rlKeys } from '../src/run/layout';
-import { heldOutSummary, readRlRows } from '../src/report/collect';
-import { pairedRewards, promptRewards } from '../src/report/studyFile';
+import { evalPromptRewards, heldOutSummary, readRlRows } from '../src/report/collect';
+import { pairedRewards } from '../src/report/studyFile';
 import { ObjectStore } from '../src/storage/store';
 
 async function main(): Promise<void> {
@@ -24,16 +23,12 @@ async function main(): Promise<void> {
   const cfg = loadConfig(values.config!);
   const store = ObjectStore.fromConfig(cfg.s3);
   const evals = heldOutSummary(await readRlRows(store, runId)).evals;
-  const step = values.step !== undefined ? Number(values.step) : evals.filter((e) => e.step > 0).at(-1)?.step;
   if (!evals.length) throw new Error(`${runId}: no held-out evaluation in runs/${runId}/rl/metrics.jsonl (no such run in this S3, or its RL stage has not evaluated yet)`);
   if (!evals.some((e) => e.step === 0)) throw new Error(`${runId}: no step-0 held-out evaluation (the SFT policy's) in its RL metrics`);
+  const step = values.step !== undefined ? Number(values.step) : evals.filter((e) => e.step > 0).at(-1)?.step;
   if (step === undefined || !evals.some((e) => e.step === step)) throw new Error(`${runId}: no held-out evaluation at step ${step ?? '> 0'} (evaluated: ${evals.map((e) => e.step).join(', ')})`);
-  const rewards = async (s: number) => {
-    const key = rlKeys.advantages(rlKeys.eval(runId, s));
-    return promptRewards((await store.getJson<{ rows?: { id: string; reward?: number }[] }>(key)).rows ?? [], key);
-  };
-  const sft = await rewards(0);
-  const rl = await rewards(step);
+  const sft = await evalPromptRewards(store, runId, 0);
+  const rl = await evalPromptRewards(store, runId, step);
   const prompts = Object.keys(sft).filter((u) => u in rl);
   const missing = Object.keys(sft).length + Object.keys(rl).length - 2 * prompts.length;
   const p = pairedRewards(rl, sft, prompts);

@@ -8,6 +8,7 @@ import { z } from 'zod';
 import { ifExists as optional, type ObjectStore } from '../storage/store';
 import { checklistKeys, evalKeys, prepareKeys, rlKeys, sftKeys } from '../run/layout';
 import type { ReportData } from './reportData';
+import { promptRewards } from './studyFile';
 
 export interface StageInfo {
   name: string;
@@ -141,6 +142,11 @@ export function heldOutSummary(rows: readonly RlRow[]): HeldOutSummary {
     z,
     evals,
   };
+}
+/** The mean reward per held-out prompt of a run's evaluation at `step`, from its advantage rows. */
+export async function evalPromptRewards(store: ObjectStore, runId: string, step: number): Promise<Record<string, number>> {
+  const key = rlKeys.advantages(rlKeys.eval(runId, step));
+  return promptRewards((await store.getJson<{ rows?: { id: string; reward?: number }[] }>(key)).rows ?? [], key);
 }
 const BfclResult = z.looseObject({
   label: z.string(),
